@@ -1,0 +1,1 @@
+"""The transformations, one module per stage, each a thin asset over plain functions."""

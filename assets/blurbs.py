@@ -1,0 +1,97 @@
+"""Asset ``blurbs``: a situating context for every chunk, written by the in-process LLM.
+
+One ``Llama`` object works through a document's chunks back to back; the document window is a
+token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache for the next chunk.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+
+import dagster as dg
+
+from assets.contextualize import contextualize
+from assets.fitted_preambles import prompt_builder
+from assets.per_document import for_each_document, read_ok
+from assets.preambles import FitPlan
+from assets.prompting import PROMPT_VERSION
+from pipelines.partitions import documents
+from resources.llm import BlurbLLM
+from resources.store import Store
+
+#: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
+STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
+
+
+def blurb_summary(records: list) -> dict:
+    """Per-document figures: blurbs, fallbacks by reason, prompt tokens evaluated / reused."""
+    prompt = sum(r.prompt_tokens for r in records)
+    evaluated = sum(r.evaluated for r in records)
+    seconds = sum(r.seconds for r in records)
+    reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status != "model")
+    return {"chunks": len(records), "blurbs_from_model": sum(r.status == "model" for r in records),
+            "fallbacks": sum(reasons.values()),
+            "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
+            "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
+            "prompt_tokens_reused": prompt - evaluated,
+            "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
+            "generated_tokens": sum(r.generated for r in records),
+            "llm_seconds": round(seconds, 2),
+            "blurbs_per_second": round(len(records) / seconds, 3) if seconds else 0.0}
+
+
+@dg.asset(
+    partitions_def=documents,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=["fitted_preambles"],
+    kinds={"python", "file"},
+    group_name="ingest",
+    description="For each chunk, Anthropic's published prompt (document window first, then the "
+                "chunk and the instruction) through the in-process llama-cpp-python model; the "
+                "blurb is cleaned, and an unusable one falls back to the chunk alone.",
+)
+def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+    builder = prompt_builder(llm)
+    model_id = llm.resolved_model_id()
+    logger = logging.getLogger("situate.blurbs")
+
+    def generate(tokens: list[int]):
+        return llm.generate(tokens, stop=STOP)
+
+    def work(key: str) -> dict:
+        doc = read_ok(store, key, "document")
+        chunk_list = read_ok(store, key, "chunks")["chunks"]
+        plan = FitPlan.from_json(read_ok(store, key, "preambles"))
+        texts = [c["text"] for c in chunk_list]
+        n = len(texts)
+
+        def progress(i: int, rec) -> None:
+            context.log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {rec.evaluated}/{rec.prompt_tokens} "
+                             f"prompt tokens evaluated, {rec.seconds:.1f} s: {rec.blurb[:100]!r}")
+
+        class _Log:
+            def warning(self, msg, *args):
+                context.log.warning(f"blurbs {key}: " + (msg % args))
+                logger.warning(f"{key}: " + (msg % args))
+
+        records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress)
+        store.write_stage(key, "blurbs", {
+            "model_id": model_id, "prompt_version": PROMPT_VERSION,
+            "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
+        return blurb_summary(records)
+
+    report = for_each_document(context, store, "blurbs", work)
+
+    def totals(ok: dict) -> dict:
+        prompt = sum(v["prompt_tokens"] for v in ok.values())
+        evaluated = sum(v["prompt_tokens_evaluated"] for v in ok.values())
+        secs = sum(v["llm_seconds"] for v in ok.values())
+        n = sum(v["chunks"] for v in ok.values())
+        return {"blurbs_total": n, "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
+                "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,
+                "blurbs_per_second": round(n / secs, 3) if secs else 0.0}
+
+    return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION,
+                                          **report.metadata(totals)})

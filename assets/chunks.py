@@ -1,0 +1,63 @@
+"""Asset ``chunks``: token-sized chunks with stable ids and heading paths (stage ``chunks``)."""
+
+from __future__ import annotations
+
+import functools
+
+import dagster as dg
+
+from assets.chunking import make_chunks
+from assets.per_document import for_each_document, read_ok
+from pipelines.partitions import documents
+from resources.docs import Chunking
+from resources.store import Store
+
+
+@functools.lru_cache(maxsize=1)
+def cl100k():
+    """tiktoken ``cl100k_base``, read from the models folder (never downloaded at run time).
+
+    Raises
+    ------
+    RuntimeError
+        The cl100k file is not installed (run ``situate models install``).
+    """
+    from resources import models
+
+    models.use_offline_tiktoken()
+    if not models.is_installed(models.CL100K, verify=False):
+        raise RuntimeError(f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: "
+                           "run `situate models install`")
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def count_cl100k(text: str) -> int:
+    """Length of ``text`` in cl100k_base tokens (special tokens counted as text)."""
+    return len(cl100k().encode(text, disallowed_special=()))
+
+
+@dg.asset(
+    partitions_def=documents,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=["raw_documents"],
+    kinds={"python", "file"},
+    group_name="ingest",
+    description="Chunks of at most chunk_tokens cl100k_base tokens, cut at paragraph or line "
+                "boundaries, each with a stable id, its index and heading path. A corpus file's "
+                "documents keep their given chunks.",
+)
+def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
+    def work(key: str) -> dict:
+        doc = read_ok(store, key, "document")
+        out = make_chunks(key, doc["text"], doc["headings"], count_cl100k, chunking.chunk_tokens,
+                          chunking.overlap_tokens, doc.get("given_chunks"))
+        store.write_stage(key, "chunks", {"chunks": [c.to_json() for c in out]})
+        sizes = [c.n_tokens for c in out]
+        return {"chunks": len(out), "tokens_max": max(sizes), "tokens_mean": round(sum(sizes) / len(sizes), 1),
+                "given": doc.get("given_chunks") is not None}
+
+    report = for_each_document(context, store, "chunks", work)
+    return dg.MaterializeResult(metadata=report.metadata(
+        lambda ok: {"chunks_total": sum(v["chunks"] for v in ok.values())}))

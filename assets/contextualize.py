@@ -1,0 +1,158 @@
+"""Writing blurbs for a document's chunks, back to back, so the document prefix stays cached.
+
+Plain functions over two small interfaces (a tokenizer and a ``generate(tokens)`` callable), so
+the loop is tested with fakes and run in the pipeline with the in-process llama-cpp-python model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from assets.preambles import FitPlan
+from assets.prompting import ANTHROPIC_2024, PromptTemplate, clean_blurb
+
+_SENTINEL = "\x00SITUATE-USER-MESSAGE\x00"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatFrame:
+    """The chat template's text before and after the user message (the prompt scaffolding)."""
+
+    head: str
+    tail: str
+    bos: bool  # let the tokenizer add BOS before ``head``
+
+
+def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "") -> ChatFrame:
+    """Split a GGUF's Jinja chat template around one user message, with the generation prompt.
+
+    Without a template (a base model) the frame is empty before and a newline after.
+    """
+    if not template:
+        return ChatFrame("", "\n", True)
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True)
+    rendered = env.from_string(template).render(
+        messages=[{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
+        bos_token=bos_token, eos_token=eos_token)
+    head, tail = rendered.split(_SENTINEL, 1)
+    if bos_token and head.startswith(bos_token):
+        return ChatFrame(head, tail, False)
+    return ChatFrame(head, tail, True)
+
+
+@dataclasses.dataclass
+class PromptBuilder:
+    """Token-exact prompts: ``frame.head + document block + chunk block + frame.tail``."""
+
+    tokenizer: object  # .encode(str) -> list[int], .encode_template(str, bos) -> list[int]
+    frame: ChatFrame
+    template: PromptTemplate = ANTHROPIC_2024
+
+    def __post_init__(self):
+        self._head = self.tokenizer.encode_template(self.frame.head, self.frame.bos)
+        self._tail = self.tokenizer.encode_template(self.frame.tail, False)
+
+    @property
+    def scaffolding_tokens(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    def count_block(self, window: str) -> int:
+        return len(self.tokenizer.encode(self.template.document_block(window)))
+
+    def count_chunk_block(self, chunk: str) -> int:
+        return len(self.tokenizer.encode(self.template.chunk_block(chunk)))
+
+    def prefix(self, window: str) -> list[int]:
+        return self._head + self.tokenizer.encode(self.template.document_block(window))
+
+    def suffix(self, chunk: str) -> list[int]:
+        return self.tokenizer.encode(self.template.chunk_block(chunk)) + self._tail
+
+
+@dataclasses.dataclass
+class BlurbRecord:
+    """What happened for one chunk.
+
+    Attributes
+    ----------
+    blurb : str
+        The cleaned blurb; empty when the chunk is indexed alone.
+    status : str
+        ``model`` (a usable blurb), or ``fallback:<reason>``.
+    raw : str
+        What the model wrote.
+    problems : list of str
+        Tags from :func:`assets.prompting.clean_blurb`.
+    prompt_tokens, evaluated, reused, generated : int
+        LLM tokens: in the prompt, evaluated, served from the KV cache, generated.
+    seconds : float
+    window : int
+        Index of the window used.
+    """
+
+    blurb: str
+    status: str
+    raw: str
+    problems: list[str]
+    prompt_tokens: int
+    evaluated: int
+    reused: int
+    generated: int
+    seconds: float
+    window: int
+
+
+def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBuilder,
+                  generate: Callable, log: logging.Logger | None = None,
+                  on_blurb: Callable[[int, BlurbRecord], None] | None = None) -> list[BlurbRecord]:
+    """Blurbs for every chunk of one document, window by window, chunks back to back.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+    chunks : list of str
+        Its chunks, in order (``plan.windows[*].chunks`` index into this list).
+    plan : FitPlan
+        From :func:`assets.preambles.plan`.
+    builder : PromptBuilder
+    generate : callable
+        ``tokens -> resources.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
+    log : logging.Logger, optional
+        Gets a warning for each fallback.
+
+    Returns
+    -------
+    list of BlurbRecord
+        One per chunk, in chunk order.  Never raises for a bad blurb: it falls back to the chunk
+        alone with status ``fallback:<reason>``.
+    """
+    out: list[BlurbRecord | None] = [None] * len(chunks)
+    if not plan.windows:
+        for i, c in enumerate(chunks):
+            out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
+        return out  # type: ignore[return-value]
+    for w_index, window in enumerate(plan.windows):
+        prefix = builder.prefix(text[window.start:window.end])
+        for i in window.chunks:
+            chunk_prompt = chunks[i][:plan.chunk_prompt_ends[i]]
+            tokens = prefix + builder.suffix(chunk_prompt)
+            t0 = time.perf_counter()
+            gen = generate(tokens)
+            cleaned = clean_blurb(gen.text, chunks[i])
+            status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
+            rec = BlurbRecord(cleaned.text, status, gen.text, cleaned.problems, gen.prompt_tokens,
+                              gen.evaluated, gen.reused, gen.generated,
+                              round(time.perf_counter() - t0, 4), w_index)
+            if not cleaned.usable and log is not None:
+                log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
+                            i, ", ".join(cleaned.problems), gen.text[:200])
+            out[i] = rec
+            if on_blurb:
+                on_blurb(i, rec)
+    return out  # type: ignore[return-value]

@@ -1,0 +1,393 @@
+"""Reading source documents: discovery in a docs folder, format detection, text extraction.
+
+Plain functions, no Dagster: the ``raw_documents`` asset calls them, tests call them directly.
+
+Formats: plain text, Markdown, reStructuredText, HTML (text, not tags: BeautifulSoup), PDF (text
+layer: pypdf), source code, and a pre-chunked corpus file in the form of the Contextual Retrieval
+cookbook's ``codebase_chunks.json`` (a JSON list of ``{"doc_id", "content", "chunks": [{"content",
+"original_index"}]}``), whose documents keep their given chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import re
+from pathlib import Path, PurePosixPath
+
+from pipelines.partitions import encode_key
+
+#: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+TEXT_EXT = {".txt", ".text"}
+MARKDOWN_EXT = {".md", ".markdown", ".mdx"}
+RST_EXT = {".rst"}
+HTML_EXT = {".html", ".htm", ".xhtml"}
+PDF_EXT = {".pdf"}
+CODE_EXT = {
+    ".py", ".pyi", ".rs", ".go", ".java", ".kt", ".scala", ".c", ".h", ".cc", ".cpp", ".cxx",
+    ".hpp", ".hh", ".cs", ".js", ".jsx", ".mjs", ".ts", ".tsx", ".rb", ".php", ".swift", ".m",
+    ".sh", ".bash", ".zsh", ".sql", ".r", ".jl", ".lua", ".pl", ".hs", ".ml", ".ex", ".exs",
+    ".toml", ".yaml", ".yml", ".ini", ".cfg", ".json", ".xml", ".css", ".scss", ".proto",
+}
+CODE_NAMES = {"Makefile", "Dockerfile", "CMakeLists.txt", "Justfile"}
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".situate",
+             ".mypy_cache", ".pytest_cache", ".tox"}
+
+
+class DocumentError(ValueError):
+    """A source document cannot be read; ``str(err)`` names the source and the reason.
+
+    Attributes
+    ----------
+    source : str
+        The document's source (path relative to the docs folder, or ``file#doc_id``).
+    reason : str
+        Why, for a person: ``"empty (0 bytes)"``, ``"binary content (NUL byte at offset 12)"``...
+    """
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceRef:
+    """One discovered document (not yet read).
+
+    Attributes
+    ----------
+    key : str
+        Partition key, ``encode_key(source)``.
+    source : str
+        POSIX path relative to the docs root; for a corpus file's document ``path#doc_id``.
+    path : str
+        Absolute path of the file on disk.
+    sha256 : str
+        Hex sha256 of the file's bytes (for a corpus document: of its JSON entry).
+    corpus_doc_id : str or None
+        The document's ``doc_id`` inside a corpus file.
+    """
+
+    key: str
+    source: str
+    path: str
+    sha256: str
+    corpus_doc_id: str | None = None
+
+
+@dataclasses.dataclass
+class Document:
+    """A document's text and metadata, as the ``raw_documents`` asset stores it.
+
+    Attributes
+    ----------
+    doc_id : str
+        The corpus's ``doc_id``, else ``source``.
+    source, key, sha256 : str
+        As :class:`SourceRef`.
+    title : str
+        From the document itself (first heading, ``<title>``, PDF metadata), else the file name.
+    format : str
+        ``text | markdown | rst | html | pdf | code | corpus``.
+    size_bytes : int
+        Size of the source bytes.
+    text : str
+        Extracted text (Unicode, ``\\n`` line ends).
+    headings : list of [offset, level, title]
+        Section headings, ``offset`` in characters of ``text``; for heading paths.
+    given_chunks : list of [original_index, text] or None
+        A corpus document's own chunks, each an exact substring of ``text``.
+    """
+
+    doc_id: str
+    source: str
+    key: str
+    sha256: str
+    title: str
+    format: str
+    size_bytes: int
+    text: str
+    headings: list = dataclasses.field(default_factory=list)
+    given_chunks: list | None = None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Document":
+        return cls(**d)
+
+
+def format_of(path: Path) -> str | None:
+    """The format for a file name, or ``None`` when it is not a document this project reads."""
+    ext = path.suffix.lower()
+    if path.name in CODE_NAMES:
+        return "code"
+    for fmt, exts in (("text", TEXT_EXT), ("markdown", MARKDOWN_EXT), ("rst", RST_EXT),
+                      ("html", HTML_EXT), ("pdf", PDF_EXT), ("code", CODE_EXT)):
+        if ext in exts:
+            return fmt
+    return None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_corpus(data: bytes) -> list[dict] | None:
+    """The documents of a cookbook-form corpus file, or ``None`` if ``data`` is not one."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if (isinstance(obj, list) and obj and all(isinstance(d, dict) for d in obj)
+            and all({"doc_id", "content", "chunks"} <= d.keys() for d in obj)):
+        return obj
+    return None
+
+
+def corpus_entry_sha(entry: dict) -> str:
+    """sha256 of a corpus document's canonical JSON (content and chunks)."""
+    return _sha256(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode())
+
+
+def discover(root: str | Path) -> list[SourceRef]:
+    """Every document under ``root`` (a folder, or a single file such as a corpus file).
+
+    Hidden files and folders and tool folders (``.git``, ``node_modules``, ``.situate`` ...) are
+    skipped, as are files of unknown format.  A JSON file in the cookbook's corpus form stands for
+    its documents.  Sorted by source.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``root`` does not exist.
+    """
+    root = Path(root).expanduser().resolve()
+    if not root.exists():
+        raise FileNotFoundError(f"docs path {root} does not exist")
+    if root.is_file():
+        files, base = [root], root.parent
+    else:
+        base = root
+        files = []
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root).parts
+            if any(part.startswith(".") or part in SKIP_DIRS for part in rel[:-1]):
+                continue
+            if p.name.startswith(".") or not p.is_file() or p.is_symlink():
+                continue
+            if format_of(p) is not None:
+                files.append(p)
+    refs: list[SourceRef] = []
+    for p in files:
+        source = str(PurePosixPath(*p.relative_to(base).parts))
+        data = p.read_bytes() if p.stat().st_size <= MAX_FILE_BYTES else None
+        corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
+        if corpus is not None:
+            for entry in corpus:
+                src = f"{source}#{entry['doc_id']}"
+                refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry),
+                                      str(entry["doc_id"])))
+        else:
+            sha = _sha256(data) if data is not None else f"size:{p.stat().st_size}"
+            refs.append(SourceRef(encode_key(source), source, str(p), sha))
+    return sorted(refs, key=lambda r: r.source)
+
+
+def _decode_text(source: str, data: bytes) -> str:
+    if not data.strip():
+        raise DocumentError(source, f"empty ({len(data)} bytes{', whitespace only' if data else ''})")
+    nul = data.find(b"\x00", 0, 8192)
+    if nul >= 0:
+        raise DocumentError(source, f"binary content (NUL byte at offset {nul})")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DocumentError(
+            source, f"not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start}: {e.reason})"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^(```|~~~)")
+
+
+def markdown_headings(text: str) -> list[list]:
+    """ATX headings (``# Title``) outside fenced code, as ``[offset, level, title]``."""
+    out, offset, fenced = [], 0, False
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line.lstrip()):
+            fenced = not fenced
+        elif not fenced and (m := _MD_HEADING.match(line.rstrip("\n"))):
+            out.append([offset, len(m.group(1)), m.group(2).strip()])
+        offset += len(line)
+    return out
+
+
+_RST_ADORN = re.compile(r"^([=\-~^\"'`#*+<>:._])\1{2,}\s*$")
+
+
+def rst_headings(text: str) -> list[list]:
+    """reStructuredText section titles (underlined, optionally overlined), ``[offset, level, title]``.
+
+    Levels follow the order in which adornment styles first appear, as docutils assigns them.
+    """
+    lines = text.splitlines(keepends=True)
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line)
+    styles: list[tuple[str, bool]] = []
+    out = []
+    i = 0
+    while i < len(lines) - 1:
+        title, under = lines[i].rstrip("\n"), lines[i + 1].rstrip("\n")
+        m = _RST_ADORN.match(under)
+        if title.strip() and not _RST_ADORN.match(title) and m and len(under.strip()) >= len(title.strip()):
+            over = i > 0 and lines[i - 1].rstrip("\n") == under
+            style = (m.group(1), over)
+            if style not in styles:
+                styles.append(style)
+            start = offsets[i - 1] if over else offsets[i]
+            out.append([start, styles.index(style) + 1, title.strip()])
+            i += 2
+            continue
+        i += 1
+    return out
+
+
+def html_to_text(source: str, data: bytes) -> tuple[str, str | None, list[list]]:
+    """HTML → (text, ``<title>``, headings) with BeautifulSoup; scripts and styles dropped."""
+    from bs4 import BeautifulSoup
+
+    raw = _decode_text(source, data)
+    soup = BeautifulSoup(raw, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template"]):
+        tag.decompose()
+    title = soup.title.get_text(" ", strip=True) if soup.title else None
+    if soup.title:
+        soup.title.decompose()
+    marks = []
+    for n, h in enumerate(soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"])):
+        marks.append((int(h.name[1]), h.get_text(" ", strip=True)))
+        h.insert_before(f"\x00{n}\x00")
+    body = soup.get_text("\n")
+    body = re.sub(r"[ \t\r\f\v]+", " ", body)
+    body = re.sub(r" ?\n ?", "\n", body)
+    body = re.sub(r"\n{3,}", "\n\n", body).strip()
+    text, headings, pos = [], [], 0
+    for piece in re.split(r"(\x00\d+\x00)", body):
+        if piece.startswith("\x00"):
+            level, htitle = marks[int(piece.strip("\x00"))]
+            headings.append([pos, level, htitle])
+        else:
+            text.append(piece)
+            pos += len(piece)
+    return "".join(text), title, headings
+
+
+def pdf_to_text(source: str, data: bytes) -> tuple[str, str | None]:
+    """PDF → (text of its text layer, metadata title) with pypdf.
+
+    Raises
+    ------
+    DocumentError
+        The file does not parse, is encrypted, or has no text layer (a scan).
+    """
+    import pypdf
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise DocumentError(source, "encrypted PDF")
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        title = (reader.metadata or {}).get("/Title") if reader.metadata else None
+    except DocumentError:
+        raise
+    except Exception as e:  # pypdf raises many types for damaged files
+        raise DocumentError(source, f"unreadable PDF ({type(e).__name__}: {e})") from None
+    text = "\n\n".join(p for p in pages if p)
+    if not text.strip():
+        raise DocumentError(source, f"PDF has no text layer ({len(pages)} pages, no text: a scan?)")
+    return text, (str(title).strip() or None) if title else None
+
+
+def _first_line_title(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        line = line.strip().strip("#=*-_ ").strip()
+        if line:
+            return line[:120]
+    return fallback
+
+
+def load(ref: SourceRef) -> Document:
+    """Read one discovered document.
+
+    Raises
+    ------
+    DocumentError
+        The file is missing, too large, empty, binary, not UTF-8, or an unreadable PDF; or the corpus
+        entry is gone or its chunks are not substrings of its content.
+    """
+    path = Path(ref.path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise DocumentError(ref.source, f"too large ({size:,} bytes > {MAX_FILE_BYTES:,})")
+        data = path.read_bytes()
+    except OSError as e:
+        raise DocumentError(ref.source, f"cannot read ({e.strerror or e})") from None
+    name = path.name
+    if ref.corpus_doc_id is not None:
+        return _load_corpus_doc(ref, data)
+    fmt = format_of(path) or "text"
+    headings: list = []
+    if fmt == "pdf":
+        text, title = pdf_to_text(ref.source, data)
+    elif fmt == "html":
+        text, title, headings = html_to_text(ref.source, data)
+    else:
+        text = _decode_text(ref.source, data)
+        title = None
+        if fmt == "markdown":
+            headings = markdown_headings(text)
+        elif fmt == "rst":
+            headings = rst_headings(text)
+        if headings and headings[0][1] == min(h[1] for h in headings):
+            title = headings[0][2]
+    if not text.strip():
+        raise DocumentError(ref.source, "no text after extraction")
+    if fmt == "code":
+        title = title or name
+    title = title or _first_line_title(text, name)
+    return Document(doc_id=ref.source, source=ref.source, key=ref.key, sha256=ref.sha256,
+                    title=title, format=fmt, size_bytes=len(data), text=text, headings=headings)
+
+
+def _load_corpus_doc(ref: SourceRef, data: bytes) -> Document:
+    corpus = read_corpus(data)
+    entry = next((d for d in corpus or [] if str(d["doc_id"]) == ref.corpus_doc_id), None)
+    if entry is None:
+        raise DocumentError(ref.source, "document no longer in the corpus file")
+    text = entry["content"]
+    if not isinstance(text, str) or not text.strip():
+        raise DocumentError(ref.source, "empty content")
+    chunks = sorted(entry["chunks"], key=lambda c: c.get("original_index", 0))
+    given = []
+    for i, c in enumerate(chunks):
+        if c["content"] not in text:
+            raise DocumentError(ref.source, f"chunk {c.get('original_index', i)} is not a substring of the content")
+        given.append([int(c.get("original_index", i)), c["content"]])
+    if not given:
+        raise DocumentError(ref.source, "corpus entry has no chunks")
+    raw = json.dumps(entry, ensure_ascii=False).encode()
+    return Document(doc_id=ref.corpus_doc_id, source=ref.source, key=ref.key, sha256=ref.sha256,
+                    title=_first_line_title(text, ref.corpus_doc_id), format="corpus",
+                    size_bytes=len(raw), text=text, given_chunks=given)

@@ -1,0 +1,108 @@
+"""Asset ``embeddings``: contextualised text → vectors, written as the document's rows of the
+LanceDB table ``chunks`` (the pipeline's output)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import dagster as dg
+import numpy as np
+import pyarrow as pa
+
+from assets.per_document import for_each_document, read_ok
+from assets.prompting import PROMPT_VERSION, contextualized_text
+from pipelines.partitions import documents
+from resources.docs import Chunking
+from resources.llm import BlurbLLM, Embedder
+from resources.store import Store, table_schema
+
+
+def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
+    """Hash of every setting that changes a row: a document whose rows carry another fingerprint is
+    stale and is ingested again."""
+    settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
+                "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
+                "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
+                "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dict], vectors: np.ndarray,
+               llm_model: str, embed_model: str, fp: str) -> pa.Table:
+    """The document's rows for the ``chunks`` table (schema :func:`resources.store.table_schema`).
+
+    Raises
+    ------
+    ValueError
+        Chunks, blurbs and vectors differ in number or order.
+    """
+    if not (len(chunk_list) == len(blurb_list) == len(vectors)):
+        raise ValueError(f"{len(chunk_list)} chunks, {len(blurb_list)} blurbs, {len(vectors)} vectors")
+    for c, b in zip(chunk_list, blurb_list):
+        if c["chunk_id"] != b["chunk_id"]:
+            raise ValueError(f"blurb for {b['chunk_id']} where {c['chunk_id']} was expected: re-run blurbs")
+    n = len(chunk_list)
+    cols = {
+        "chunk_id": [c["chunk_id"] for c in chunk_list],
+        "document_key": [key] * n,
+        "doc_id": [doc["doc_id"]] * n,
+        "source": [doc["source"]] * n,
+        "title": [doc["title"]] * n,
+        "chunk_index": [c["index"] for c in chunk_list],
+        "heading_path": [" > ".join(c["heading_path"]) for c in chunk_list],
+        "text": [c["text"] for c in chunk_list],
+        "blurb": [b["blurb"] for b in blurb_list],
+        "blurb_status": [b["status"] for b in blurb_list],
+        "content_sha256": [hashlib.sha256(c["text"].encode()).hexdigest() for c in chunk_list],
+        "doc_sha256": [doc["sha256"]] * n,
+        "llm_model": [llm_model] * n,
+        "embed_model": [embed_model] * n,
+        "prompt_version": [PROMPT_VERSION] * n,
+        "fingerprint": [fp] * n,
+    }
+    schema = table_schema(vectors.shape[1])
+    arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "vector"]
+    flat = pa.array(vectors.astype(np.float32).ravel(), pa.float32())
+    arrays.append(pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@dg.asset(
+    partitions_def=documents,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=["blurbs"],
+    kinds={"python", "lancedb"},
+    group_name="ingest",
+    description="Blurb + blank line + chunk, embedded with the local embedding model (document "
+                "prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
+                "table `chunks`, replacing its previous rows in one merge_insert.",
+)
+def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedder, llm: BlurbLLM,
+               chunking: Chunking) -> dg.MaterializeResult:
+    fp = fingerprint(llm, embedder, chunking)
+    embed_model = embedder.resolved_model_id()
+
+    def work(key: str) -> dict:
+        doc = read_ok(store, key, "document")
+        chunk_list = read_ok(store, key, "chunks")["chunks"]
+        blurb_data = read_ok(store, key, "blurbs")
+        texts = [contextualized_text(b["blurb"], c["text"]) for b, c in zip(blurb_data["blurbs"], chunk_list)]
+        t0 = time.perf_counter()
+        vectors, n_cut = embedder.embed_documents(texts)
+        seconds = time.perf_counter() - t0
+        if n_cut:
+            context.log.warning(f"embeddings {key}: {n_cut} inputs cut to {embedder.n_ctx} tokens")
+        rows = build_rows(key, doc, chunk_list, blurb_data["blurbs"], vectors,
+                          blurb_data["model_id"], embed_model, fp)
+        n = store.replace_document(key, rows)
+        context.log.info(f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {seconds:.1f} s")
+        return {"rows": n, "dim": int(vectors.shape[1]), "inputs_cut": n_cut,
+                "embed_seconds": round(seconds, 2)}
+
+    report = for_each_document(context, store, "embeddings", work)
+    return dg.MaterializeResult(metadata={
+        "table": f"{store.lancedb_uri}/chunks", "embed_model": embed_model, "fingerprint": fp,
+        "table_rows": store.count_rows(),
+        **report.metadata(lambda ok: {"rows_written": sum(v["rows"] for v in ok.values())})})

@@ -1,0 +1,66 @@
+"""Asset ``fitted_preambles``: the document text each blurb prompt carries, fitted to ``n_ctx``.
+
+Counts are exact, in the loaded LLM's own tokens (its vocabulary is loaded in process).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import preambles
+from assets.contextualize import PromptBuilder, chat_frame
+from assets.per_document import for_each_document, read_ok
+from pipelines.partitions import documents
+from resources.llm import BlurbLLM
+from resources.store import Store
+
+
+def prompt_builder(llm: BlurbLLM) -> PromptBuilder:
+    """The published prompt inside the model's own chat template, tokenized by the model."""
+    tok = llm.tokenizer()
+    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
+        if tok.llm.token_bos() >= 0 else ""
+    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()))
+
+
+def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,
+                 max_tokens: int) -> preambles.FitPlan:
+    """:func:`assets.preambles.plan` with the builder's exact counts and the document's own token
+    boundaries as cut points."""
+    tokens = builder.tokenizer.encode(text)
+    cuts = preambles.token_cuts(text, builder.tokenizer.pieces(tokens)) if hasattr(builder.tokenizer, "pieces") else None
+    return preambles.plan(text, spans, n_ctx=n_ctx, max_tokens=max_tokens,
+                          scaffolding_tokens=builder.scaffolding_tokens,
+                          count_block=builder.count_block, count_chunk_block=builder.count_chunk_block,
+                          cuts=cuts)
+
+
+@dg.asset(
+    partitions_def=documents,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=["chunks"],
+    kinds={"python", "file"},
+    group_name="ingest",
+    description="Document windows held to n_ctx − blurb max_tokens − chunk allowance − chat "
+                "template, counted exactly with the LLM's tokenizer; a long document gets "
+                "consecutive windows, each shared by the chunks inside it.",
+)
+def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+    builder = prompt_builder(llm)
+
+    def work(key: str) -> dict:
+        doc = read_ok(store, key, "document")
+        chunk_list = read_ok(store, key, "chunks")["chunks"]
+        spans = [(c["start"], c["end"]) for c in chunk_list]
+        plan = fit_document(doc["text"], spans, builder, llm.n_ctx, llm.max_tokens)
+        store.write_stage(key, "preambles", plan.to_json())
+        if plan.reason:
+            context.log.warning(f"fitted_preambles {key}: {plan.reason}")
+        return {"document_tokens": plan.document_tokens, "budget_tokens": plan.budget,
+                "windows": len(plan.windows), "fits_whole": len(plan.windows) == 1
+                and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
+                "chunk_allowance": plan.chunk_allowance, "scaffolding_tokens": plan.scaffolding_tokens}
+
+    report = for_each_document(context, store, "preambles", work)
+    return dg.MaterializeResult(metadata=report.metadata(
+        lambda ok: {"windows_total": sum(v["windows"] for v in ok.values())}))

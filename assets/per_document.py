@@ -1,0 +1,105 @@
+"""Running one stage over the documents of a run, one document at a time, never failing the run.
+
+A run may carry one partition or many (``BackfillPolicy.single_run()``), and Dagster records one
+materialization result for every partition of the run.  Each document is processed on its own: a bad
+document is written to its stage file as an error, named in the log and the metadata, and skipped by
+later stages, while the other documents go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable
+
+import dagster as dg
+
+from assets.documents_io import DocumentError
+
+
+class UpstreamError(RuntimeError):
+    """An earlier stage failed for this document; the message carries its reason."""
+
+
+def read_ok(store, key: str, stage: str):
+    """The stage's JSON for ``key``, or :class:`UpstreamError` if that stage recorded a failure."""
+    data = store.read_stage(key, stage)
+    if isinstance(data, dict) and data.get("error"):
+        raise UpstreamError(data["error"])
+    return data
+
+
+@dataclasses.dataclass
+class StageReport:
+    """Per-document outcomes of one stage in one run."""
+
+    stage: str
+    ok: dict[str, dict] = dataclasses.field(default_factory=dict)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+    def metadata(self, summary: Callable[[dict[str, dict]], dict] | None = None) -> dict:
+        """Dagster metadata: the document's own figures for a one-document run, else totals and a
+        Markdown table of the documents; failures always named with their reasons."""
+        md: dict = {"documents_ok": len(self.ok), "documents_failed": len(self.failed),
+                    "documents_skipped": len(self.skipped), "seconds": round(self.seconds, 3)}
+        if len(self.ok) == 1 and not self.failed and not self.skipped:
+            md.update(next(iter(self.ok.values())))
+        elif self.ok:
+            if summary:
+                md.update(summary(self.ok))
+            cols = sorted({c for v in self.ok.values() for c in v if not isinstance(v[c], (dict, list))})
+            rows = ["| document | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+            for key, v in list(self.ok.items())[:500]:
+                rows.append(f"| {key} | " + " | ".join(str(v.get(c, "")) for c in cols) + " |")
+            md["documents"] = dg.MetadataValue.md("\n".join(rows))
+        problems = {**{k: f"failed: {r}" for k, r in self.failed.items()},
+                    **{k: f"skipped: {r}" for k, r in self.skipped.items()}}
+        if problems:
+            md["problems"] = dg.MetadataValue.md(
+                "| document | problem |\n|---|---|\n"
+                + "\n".join(f"| {k} | {r.replace('|', '/')} |" for k, r in problems.items()))
+        return md
+
+    def check_result(self, check_name: str) -> dg.AssetCheckResult:
+        """A check that passes when no document failed at this stage."""
+        return dg.AssetCheckResult(
+            check_name=check_name, passed=not self.failed,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"failed": len(self.failed),
+                      "reasons": dg.MetadataValue.json(self.failed) if self.failed else "none"})
+
+
+def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
+                      work: Callable[[str], dict]) -> StageReport:
+    """Call ``work(key)`` for every partition key of the run and collect the outcomes.
+
+    ``work`` writes the stage file itself and returns the document's metadata.  A
+    :class:`DocumentError` or any other exception is caught: the error is written as the stage file
+    (``{"error": ...}``) so later stages skip the document, and logged.  An :class:`UpstreamError`
+    marks the document skipped.
+    """
+    report = StageReport(stage)
+    t0 = time.perf_counter()
+    keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
+    for n, key in enumerate(keys, start=1):
+        try:
+            report.ok[key] = work(key)
+        except UpstreamError as e:
+            report.skipped[key] = str(e)
+            store.write_stage(key, stage, {"error": str(e), "upstream": True})
+            context.log.warning(f"{stage} [{n}/{len(keys)}] {key}: skipped, earlier stage failed: {e}")
+        except DocumentError as e:
+            report.failed[key] = str(e)
+            store.write_stage(key, stage, {"error": str(e), "bad_input": True,
+                                           "sha256": getattr(e, "sha256", None)})
+            context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {e}")
+        except Exception as e:  # one document's bug must not stop the others
+            reason = f"{type(e).__name__}: {e}"
+            report.failed[key] = reason
+            store.write_stage(key, stage, {"error": reason})
+            context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {reason}\n{traceback.format_exc()}")
+    report.seconds = time.perf_counter() - t0
+    return report

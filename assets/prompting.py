@@ -1,0 +1,196 @@
+"""The blurb prompt (Anthropic's, verbatim) and cleaning of what a small model writes back.
+
+The prompt is the one published in Anthropic's "Introducing Contextual Retrieval" (2024-09-19)::
+
+    <document>
+    {{WHOLE_DOCUMENT}}
+    </document>
+    Here is the chunk we want to situate within the whole document
+    <chunk>
+    {{CHUNK_CONTENT}}
+    </chunk>
+    Please give a short succinct context to situate this chunk within the overall document for the
+    purposes of improving search retrieval of the chunk. Answer only with the succinct context and
+    nothing else.
+
+It is split at the chunk so that everything before ``Here is the chunk`` is a shared prefix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+#: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
+PROMPT_VERSION = "anthropic-2024-09/v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptTemplate:
+    """A blurb prompt in four pieces around the document window and the chunk."""
+
+    name: str
+    document_head: str
+    document_tail: str
+    chunk_head: str
+    chunk_tail: str
+
+    def document_block(self, window: str) -> str:
+        return f"{self.document_head}{window}{self.document_tail}"
+
+    def chunk_block(self, chunk: str) -> str:
+        return f"{self.chunk_head}{chunk}{self.chunk_tail}"
+
+
+#: Anthropic's published prompt (see the module docstring), verbatim.
+ANTHROPIC_2024 = PromptTemplate(
+    name="anthropic-2024",
+    document_head="<document>\n",
+    document_tail="\n</document>\n",
+    chunk_head="Here is the chunk we want to situate within the whole document\n<chunk>\n",
+    chunk_tail=(
+        "\n</chunk>\n"
+        "Please give a short succinct context to situate this chunk within the overall document "
+        "for the purposes of improving search retrieval of the chunk. Answer only with the "
+        "succinct context and nothing else."
+    ),
+)
+
+#: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
+MAX_BLURB_CHARS = 480
+#: Fewer words than this is not a usable context.
+MIN_BLURB_WORDS = 3
+
+_THINK_CLOSED = re.compile(r"<think>.*?</think>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<think>.*\Z", re.S | re.I)
+_TAG = re.compile(r"</?\s*(document|chunk|context|answer|think|response|output)\s*>", re.I)
+_LEAD = re.compile(
+    r"^\s*(?:here(?:'s| is) (?:the|a) (?:short |succinct )*context[^:\n]*:|"
+    r"(?:succinct |short )*context\s*:|answer\s*:)\s*", re.I)
+_INSTRUCTION = re.compile(
+    r"situate this chunk|succinct context|improving search retrieval|answer only with", re.I)
+
+
+@dataclasses.dataclass
+class CleanBlurb:
+    """A cleaned blurb and what was done to it.
+
+    Attributes
+    ----------
+    text : str
+        The blurb to index; empty when unusable.
+    problems : list of str
+        Each a short tag: ``think``, ``tags``, ``loop``, ``truncated``, ``empty``, ``too-short``,
+        ``instruction``, ``chunk-echo``.  Any of the last five make the blurb unusable.
+    """
+
+    text: str
+    problems: list[str]
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.text)
+
+
+def cut_loops(text: str, min_repeat_words: int = 4) -> tuple[str, bool]:
+    """Cut a repetition loop: keep text up to the second occurrence of a repeated sentence or
+    of a repeated run of ``min_repeat_words`` words.  Returns ``(text, cut)``.
+    """
+    sentences = re.split(r"(?<=[.!?])\s+", text.strip())
+    seen, kept = set(), []
+    for s in sentences:
+        key = re.sub(r"\W+", " ", s.lower()).strip()
+        if key and key in seen:
+            return " ".join(kept), True
+        seen.add(key)
+        kept.append(s)
+    words = text.split()
+    n = min_repeat_words
+    grams: dict[tuple, int] = {}
+    for i in range(len(words) - n + 1):
+        g = tuple(w.lower().strip(".,;:") for w in words[i:i + n])
+        if g in grams and i >= grams[g] + n:  # a non-overlapping repeat of n words
+            return " ".join(words[:i]).rstrip(" ,;:"), True
+        grams.setdefault(g, i)
+    return text, False
+
+
+def _bound(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    cut = text[:limit]
+    end = max(cut.rfind(". "), cut.rfind(".\n"))
+    if end >= limit // 2:
+        return cut[:end + 1], True
+    return cut.rsplit(" ", 1)[0].rstrip(" ,;:") + "…", True
+
+
+def _chunk_echo(blurb: str, chunk: str) -> bool:
+    """True when the blurb is mostly copied from the chunk (≥ 80% of its 5-word runs)."""
+    w = re.findall(r"\w+", blurb.lower())
+    if len(w) < 5:
+        return " ".join(w) in " ".join(re.findall(r"\w+", chunk.lower())) and len(w) > 0
+    c = re.findall(r"\w+", chunk.lower())
+    cgrams = {tuple(c[i:i + 5]) for i in range(len(c) - 4)}
+    bgrams = [tuple(w[i:i + 5]) for i in range(len(w) - 4)]
+    return sum(g in cgrams for g in bgrams) >= 0.8 * len(bgrams)
+
+
+def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> CleanBlurb:
+    """Clean what the LLM wrote for one chunk.
+
+    Strips ``<think>`` stages (closed, empty or unterminated), echoed prompt tags and lead-ins
+    ("Context:"), cuts repetition loops, bounds the length at a sentence end near ``max_chars``,
+    and rejects a blurb that is empty, too short, restates the instruction or copies the chunk.
+
+    Parameters
+    ----------
+    raw : str
+        The generated text.
+    chunk : str
+        The chunk it is meant to situate.
+    max_chars : int
+        Longest blurb kept, in characters.
+
+    Returns
+    -------
+    CleanBlurb
+        ``text`` empty when unusable (the chunk is then indexed alone).
+    """
+    problems: list[str] = []
+    text = raw
+    if re.search(r"<think>", text, re.I):
+        problems.append("think")
+        text = _THINK_CLOSED.sub(" ", text)
+        text = _THINK_OPEN.sub(" ", text)
+    text = re.sub(r"</think>", " ", text, flags=re.I)
+    if _TAG.search(text):
+        problems.append("tags")
+        text = _TAG.sub(" ", text)
+    text = _LEAD.sub("", text)
+    text = re.sub(r"\s+", " ", text).strip().strip("\"'` ").strip()
+    text, looped = cut_loops(text)
+    if looped:
+        problems.append("loop")
+    text, cut = _bound(text, max_chars)
+    if cut:
+        problems.append("truncated")
+    unusable = None
+    if not text:
+        unusable = "empty"
+    elif len(re.findall(r"\w+", text)) < MIN_BLURB_WORDS:
+        unusable = "too-short"
+    elif _INSTRUCTION.search(text):
+        unusable = "instruction"
+    elif _chunk_echo(text, chunk):
+        unusable = "chunk-echo"
+    if unusable:
+        problems.append(unusable)
+        return CleanBlurb("", problems)
+    return CleanBlurb(text, problems)
+
+
+def contextualized_text(blurb: str, chunk: str) -> str:
+    """The text that is embedded and BM25-indexed: blurb, blank line, chunk (the chunk alone when
+    the blurb is empty), as in Anthropic's cookbook."""
+    return f"{blurb}\n\n{chunk}" if blurb else chunk

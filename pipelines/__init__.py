@@ -1,0 +1,1 @@
+"""Wiring: partitions, Definitions, sensors, schedules, jobs and the ``situate`` command line."""

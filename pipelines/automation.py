@@ -1,0 +1,89 @@
+"""The sensor that follows the docs folder and the schedule that re-ingests periodically."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.embeddings import fingerprint
+from pipelines.jobs import index_job, ingest_job
+from pipelines.sync import (ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, contiguous_ranges, plan_sync,
+                            run_key)
+from resources.docs import Chunking, DocsFolder
+from resources.llm import BlurbLLM, Embedder
+from resources.retrieval import rebuild_bm25_from_table
+from resources.store import Store
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+def plan_for(instance: dg.DagsterInstance, docs: DocsFolder, store: Store, llm: BlurbLLM,
+             embedder: Embedder, chunking: Chunking) -> tuple[SyncPlan, str]:
+    """Plan a sync of ``docs`` against the instance's partitions and the store's table."""
+    fp = fingerprint(llm, embedder, chunking)
+    registered = instance.get_dynamic_partitions(PARTITIONS)
+    refs = docs.discover()
+    return plan_sync(refs, registered, store.document_states(), fp,
+                     bad_inputs_from_store(store, [r.key for r in refs])), fp
+
+
+def remove_documents(store: Store, keys: list[str]) -> None:
+    """Delete removed documents' rows and stage files, then rebuild the BM25 index from the table."""
+    if keys:
+        store.delete_documents(keys)
+        rebuild_bm25_from_table(store)
+
+
+def run_requests(plan: SyncPlan, order: list[str], fp: str) -> list[dg.RunRequest]:
+    """One ``ingest`` run per contiguous range of stale keys (one model load serves the range),
+    plus a BM25 rebuild when documents were removed."""
+    reqs = []
+    for first, last in contiguous_ranges(order, plan.stale):
+        keys = order[order.index(first): order.index(last) + 1]
+        tags = {RANGE_START: first, RANGE_END: last} if first != last else {}
+        reqs.append(dg.RunRequest(run_key=run_key(keys, plan, fp), job_name="ingest",
+                                  partition_key=first if first == last else None, tags=tags))
+    return reqs
+
+
+@dg.sensor(jobs=[ingest_job, index_job], minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Registers one `documents` partition per document in the docs folder, asks for "
+                       "runs of new and changed ones, and deletes the partitions and rows of removed ones.")
+def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, store: Store, llm: BlurbLLM,
+                     embedder: Embedder, chunking: Chunking):
+    if not docs.root.exists():
+        return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
+    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
+    remove_documents(store, plan.removed)
+    registered = [k for k in context.instance.get_dynamic_partitions(PARTITIONS) if k not in plan.removed]
+    order = registered + plan.added
+    requests = run_requests(plan, order, fp)
+    if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
+        requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
+                                      job_name="bm25"))
+    context.log.info(f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
+                     f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad")
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[r for r in (
+            dg.DynamicPartitionsDefinition(name=PARTITIONS).build_add_request(plan.added) if plan.added else None,
+            dg.DynamicPartitionsDefinition(name=PARTITIONS).build_delete_request(plan.removed) if plan.removed else None,
+        ) if r is not None])
+
+
+@dg.schedule(cron_schedule="0 2 * * *", job=ingest_job, default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Nightly re-ingest: the same sync as the sensor (new, changed and removed "
+                         "documents), for when the sensor is off or missed a change.")
+def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, store: Store, llm: BlurbLLM,
+                     embedder: Embedder, chunking: Chunking):
+    if not docs.root.exists():
+        return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
+    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
+    remove_documents(store, plan.removed)
+    for key in plan.removed:
+        context.instance.delete_dynamic_partition(PARTITIONS, key)
+    for i in range(0, len(plan.added), ADD_BATCH):
+        context.instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
+    order = list(context.instance.get_dynamic_partitions(PARTITIONS))
+    return run_requests(plan, order, fp) or dg.SkipReason("every document is up to date")

@@ -1,0 +1,232 @@
+"""The ``situate`` command line: models, ingest, search, demo, dev.
+
+Examples
+--------
+::
+
+    situate models install
+    situate ingest ~/notes
+    situate search "how do I rotate the keys?" -k 5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _prepare_env(home: str | None, docs: str | None = None) -> None:
+    if home:
+        os.environ["SITUATE_HOME"] = str(Path(home).expanduser().resolve())
+    if docs:
+        os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
+    from pipelines.settings import ensure_dagster_home
+    from resources import models
+
+    ensure_dagster_home()
+    models.use_offline_tiktoken()
+
+
+@dataclasses.dataclass
+class IngestSummary:
+    """What ``situate ingest`` did."""
+
+    documents: int = 0
+    ingested: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: dict = dataclasses.field(default_factory=dict)
+    chunks: int = 0
+    blurbs_from_model: int = 0
+    blurb_fallbacks: int = 0
+    table_rows: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_reused: int = 0
+    llm_seconds: float = 0.0
+    seconds: float = 0.0
+    per_document: dict = dataclasses.field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
+               f"{self.removed} removed, {len(self.failed)} failed)",
+               f"chunks ingested: {self.chunks}; blurbs from the model: {self.blurbs_from_model}, "
+               f"fallbacks to the chunk alone: {self.blurb_fallbacks}",
+               f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
+               f"{self.prompt_tokens_reused:,}",
+               f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
+               + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
+               + f"; wall time {self.seconds:.1f} s"]
+        for key, reason in self.failed.items():
+            out.append(f"FAILED {key}: {reason}")
+        return out
+
+
+def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
+    """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
+    documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    """
+    import dagster as dg
+
+    from assets.blurbs import blurb_summary
+    from assets.contextualize import BlurbRecord
+    from assets.bm25_index import ids_match
+    from pipelines.automation import RANGE_END, RANGE_START, plan_for, remove_documents
+    from pipelines.definitions import build_definitions
+    from pipelines.settings import resources_from_env
+    from pipelines.sync import ADD_BATCH, PARTITIONS, contiguous_ranges
+
+    t0 = time.perf_counter()
+    if not Path(path).expanduser().exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    _prepare_env(home, path)
+    res = resources_from_env(plain=True)
+    store = res["store"]
+    defs = build_definitions(plain=True)
+    instance = dg.DagsterInstance.get()
+    plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
+    summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
+    echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
+         f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed")
+    remove_documents(store, plan.removed)
+    for key in plan.removed:
+        instance.delete_dynamic_partition(PARTITIONS, key)
+    for i in range(0, len(plan.added), ADD_BATCH):
+        instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
+    for key, reason in plan.known_bad.items():
+        summary.failed[key] = f"{reason} (unchanged since it failed)"
+    order = list(instance.get_dynamic_partitions(PARTITIONS))
+    job = defs.resolve_job_def("ingest")
+    run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+    for first, last in contiguous_ranges(order, plan.stale):
+        keys = order[order.index(first): order.index(last) + 1]
+        echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
+        if first == last:
+            result = job.execute_in_process(instance=instance, partition_key=first, run_config=run_config,
+                                            raise_on_error=False)
+        else:
+            result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False,
+                                            tags={RANGE_START: first, RANGE_END: last})
+        if not result.success:
+            for key in keys:
+                summary.failed.setdefault(key, f"run {result.run_id} failed")
+    if plan.stale or plan.removed or not ids_match(store)[0]:
+        defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
+                                                        raise_on_error=False)
+    for key in plan.stale:
+        err = None
+        for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):
+            p = store.stage_path(key, stage)
+            if p.exists():
+                d = json.loads(p.read_text())
+                if isinstance(d, dict) and d.get("error") and not d.get("upstream"):
+                    err = f"{stage}: {d['error']}"
+                    break
+        if err:
+            summary.failed[key] = err
+            continue
+        p = store.stage_path(key, "blurbs")
+        if not p.exists():
+            continue
+        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"})
+                for b in json.loads(p.read_text())["blurbs"]]
+        s = blurb_summary(recs)
+        summary.per_document[key] = s
+        summary.ingested += 1
+        summary.chunks += s["chunks"]
+        summary.blurbs_from_model += s["blurbs_from_model"]
+        summary.blurb_fallbacks += s["fallbacks"]
+        summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
+        summary.prompt_tokens_reused += s["prompt_tokens_reused"]
+        summary.llm_seconds += s["llm_seconds"]
+    summary.table_rows = store.count_rows()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def search(query: str, k: int = 10, home: str | None = None):
+    """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`)."""
+    from pipelines.settings import resources_from_env
+    from resources.retrieval import hybrid_search
+
+    _prepare_env(home)
+    res = resources_from_env(plain=True)
+    qv = res["embedder"].embed_query(query)
+    return hybrid_search(res["store"], qv, query, k)
+
+
+def _print_hits(hits, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
+        return
+    for h in hits:
+        text = " ".join(h.text.split())
+        print(f"{h.rank:>2}. {h.source} #{h.chunk_index}  (score {h.score:.4f})")
+        if h.blurb:
+            print(f"    context: {h.blurb[:200]}")
+        print(f"    {text[:240]}{'…' if len(text) > 240 else ''}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="situate", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_models = sub.add_parser("models", help="install or check the default local models")
+    p_models.add_argument("action", choices=["install", "check"])
+    p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
+    p_ingest.add_argument("path")
+    p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
+    p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT")
+    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF)")
+    p_search.add_argument("query")
+    p_search.add_argument("-k", type=int, default=10)
+    p_search.add_argument("--json", action="store_true")
+    p_search.add_argument("--home")
+    p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
+    p_demo.add_argument("--home")
+    sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
+    args = parser.parse_args(argv)
+
+    if args.command == "models":
+        from resources import models
+
+        if args.action == "install":
+            models.install()
+            return 0
+        bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
+        print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
+        return 1 if bad else 0
+    if args.command == "ingest":
+        summary = ingest(args.path, args.home)
+        for line in summary.lines():
+            print(f"situate: {line}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
+        return 0
+    if args.command == "search":
+        hits, warnings = search(args.query, args.k, args.home)
+        for w in warnings:
+            print(f"situate: warning: {w}", file=sys.stderr)
+        _print_hits(hits, args.json)
+        return 0
+    if args.command == "demo":
+        from pipelines.demo import run_demo
+
+        return run_demo(args.home)
+    if args.command == "dev":
+        _prepare_env(None)
+        root = Path(__file__).resolve().parent.parent
+        os.execvp("dagster", ["dagster", "dev", "-w", str(root / "workspace.yaml")])
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The code location: ``dagster dev -w workspace.yaml`` or ``dagster ... -m pipelines.definitions``."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.blurbs import blurbs
+from assets.bm25_index import bm25_index
+from assets.chunks import chunks
+from assets.embeddings import embeddings
+from assets.fitted_preambles import fitted_preambles
+from assets.raw_documents import raw_documents
+from pipelines.automation import documents_sensor, nightly_reingest
+from pipelines.jobs import index_job, ingest_job
+from pipelines.settings import resources_from_env
+from resources import models
+
+models.use_offline_tiktoken()
+
+ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index]
+
+
+def build_definitions(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dg.Definitions:
+    """Definitions for a docs folder and data folder (defaults from the environment)."""
+    return dg.Definitions(
+        assets=ASSETS, jobs=[ingest_job, index_job], sensors=[documents_sensor],
+        schedules=[nightly_reingest], resources=resources_from_env(docs_path, home, plain),
+        executor=dg.in_process_executor)
+
+
+defs = build_definitions()

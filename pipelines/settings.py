@@ -1,0 +1,96 @@
+"""Resources built from the environment, with the defaults a fresh clone needs.
+
+=======================  =============================================  ==========================
+variable                 meaning                                        default
+=======================  =============================================  ==========================
+SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
+SITUATE_HOME             data folder                                    ``.situate``
+SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
+SITUATE_LLM_MODEL        instruct GGUF for blurbs                       SmolLM2-135M-Instruct Q4_1
+SITUATE_EMBED_MODEL      embedding GGUF                                 nomic-embed-text-v1.5 f16
+SITUATE_N_CTX            LLM context, tokens                            8192
+SITUATE_N_THREADS        CPU threads (0: all)                           0
+SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0
+SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
+SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
+SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
+DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
+=======================  =============================================  ==========================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from resources import models
+from resources.docs import Chunking, DocsFolder
+from resources.llm import BlurbLLM, Embedder
+from resources.store import Store
+
+#: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
+#: several copies of the models (each run loads its own).
+DAGSTER_YAML = """\
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: 1
+telemetry:
+  enabled: false
+"""
+
+
+def _env(name: str, default, cast=str):
+    """``dg.EnvVar(name)`` when the variable is set (so the UI shows where a value comes from),
+    else ``default``."""
+    if os.environ.get(name, "") == "":
+        return default
+    if cast is int:
+        return dg.EnvVar.int(name)
+    return dg.EnvVar(name)
+
+
+def situate_home() -> Path:
+    return Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+
+
+def ensure_dagster_home() -> Path:
+    """Set ``DAGSTER_HOME`` to ``$SITUATE_HOME/dagster`` when unset, creating it with a
+    ``dagster.yaml``.  Returns the folder."""
+    home = os.environ.get("DAGSTER_HOME")
+    path = Path(home).expanduser().resolve() if home else situate_home() / "dagster"
+    path.mkdir(parents=True, exist_ok=True)
+    cfg = path / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(path)
+    return path
+
+
+def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
+    """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
+    calls resource methods outside a run); otherwise set variables become ``dg.EnvVar``."""
+    def val(name, default, cast=str):
+        if plain:
+            raw = os.environ.get(name, "")
+            return cast(raw) if raw != "" else default
+        return _env(name, default, cast)
+
+    return {
+        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", "docs")),
+        "store": Store(home=home or val("SITUATE_HOME", ".situate")),
+        "llm": BlurbLLM(model_path=val("SITUATE_LLM_MODEL", str(models.path_of(models.LLM))),
+                        model_id="" if os.environ.get("SITUATE_LLM_MODEL") else models.LLM.model_id,
+                        n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),
+                        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
+                        max_tokens=val("SITUATE_MAX_TOKENS", 80, int)),
+        "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
+                             model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
+                             n_threads=val("SITUATE_N_THREADS", 0, int),
+                             n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int)),
+        "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", 800, int),
+                             overlap_tokens=val("SITUATE_OVERLAP_TOKENS", 80, int)),
+    }

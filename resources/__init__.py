@@ -1,0 +1,1 @@
+"""What keeps state: the models, the store (LanceDB table, BM25 index) and search."""

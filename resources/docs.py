@@ -1,0 +1,79 @@
+"""The docs folder: where the documents are, and the chunking settings applied to them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
+from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, discover, read_corpus
+from pipelines.partitions import PartitionKeyError, decode_key, encode_key
+
+
+class DocsFolder(dg.ConfigurableResource):
+    """The documents to ingest: a folder, or one file (such as a cookbook-form corpus file).
+
+    Attributes
+    ----------
+    path : str
+        Folder or file (``SITUATE_DOCS``).
+    """
+
+    path: str
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path).expanduser().resolve()
+
+    @property
+    def base(self) -> Path:
+        """The folder sources are relative to."""
+        return self.root.parent if self.root.is_file() else self.root
+
+    def discover(self) -> list[SourceRef]:
+        """Every document now present (see :func:`assets.documents_io.discover`)."""
+        return discover(self.root)
+
+    def resolve(self, key: str) -> SourceRef:
+        """The document behind a partition key, read from disk now.
+
+        Raises
+        ------
+        DocumentError
+            The key is malformed, or its file (or corpus entry) no longer exists.
+        """
+        try:
+            source = decode_key(key)
+        except PartitionKeyError as e:
+            raise DocumentError(key, str(e)) from None
+        file_part, _, doc_id = source.partition("#")
+        path = self.base / file_part
+        if not path.is_file():
+            raise DocumentError(source, f"file not found under {self.base}")
+        data = path.read_bytes()
+        if doc_id:
+            corpus = read_corpus(data) or []
+            entry = next((d for d in corpus if str(d["doc_id"]) == doc_id), None)
+            if entry is None:
+                raise DocumentError(source, f"no document {doc_id!r} in {file_part}")
+            return SourceRef(encode_key(source), source, str(path), corpus_entry_sha(entry), doc_id)
+        import hashlib
+
+        return SourceRef(encode_key(source), source, str(path), hashlib.sha256(data).hexdigest())
+
+
+class Chunking(dg.ConfigurableResource):
+    """Chunk size and overlap, in tiktoken ``cl100k_base`` tokens.
+
+    Attributes
+    ----------
+    chunk_tokens : int
+        Largest chunk (default 800, the Contextual Retrieval blog's chunk size).
+    overlap_tokens : int
+        Tokens shared by consecutive chunks (default 80).
+    """
+
+    chunk_tokens: int = Field(default=CHUNK_TOKENS, ge=16)
+    overlap_tokens: int = Field(default=OVERLAP_TOKENS, ge=0)

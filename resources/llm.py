@@ -1,0 +1,263 @@
+"""The in-process models: the instruct LLM that writes blurbs and the embedding model.
+
+Both are llama-cpp-python ``Llama`` objects, loaded once per process and kept in a process-wide
+cache keyed by their settings, so one run over many documents (or several runs in one ``situate
+ingest``) loads each model once.  llama.cpp keeps only the last prompt's KV cache: a document's
+chunks must be sent back to back with a token-identical prefix for it to be reused.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import dagster as dg
+import numpy as np
+from pydantic import Field
+
+_LOCK = threading.Lock()
+_CACHE: dict[tuple, object] = {}
+
+
+def _load(key: tuple, **kwargs):
+    from llama_cpp import Llama
+
+    with _LOCK:
+        if key not in _CACHE:
+            if not os.path.isfile(kwargs["model_path"]):
+                raise FileNotFoundError(
+                    f"model file {kwargs['model_path']} not found: run `situate models install` "
+                    "(or `make setup`), or set the model path")
+            _CACHE[key] = Llama(**kwargs)
+        return _CACHE[key]
+
+
+def default_threads() -> int:
+    """Physical-core guess for llama.cpp threads: all CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class Generation:
+    """One completion and llama.cpp's own counters for it.
+
+    Attributes
+    ----------
+    text : str
+    prompt_tokens : int
+        Tokens in the prompt.
+    evaluated : int
+        Prompt tokens llama.cpp evaluated (``n_p_eval`` of ``llama_perf_context``).
+    reused : int
+        ``prompt_tokens - evaluated``: served from the KV cache.
+    generated : int
+        Tokens generated.
+    seconds : float
+        Wall time of the call.
+    """
+
+    text: str
+    prompt_tokens: int
+    evaluated: int
+    reused: int
+    generated: int
+    seconds: float
+
+
+class BlurbLLM(dg.ConfigurableResource):
+    """The instruct LLM that writes blurbs (llama-cpp-python, in process).
+
+    Attributes
+    ----------
+    model_path : str
+        A chat GGUF; default SmolLM2-135M-Instruct Q4_1 (``SITUATE_LLM_MODEL``).
+    model_id : str
+        Name recorded in each row (default: the file name without ``.gguf``).
+    n_ctx : int
+        Context window in the model's tokens (SmolLM2: 8192, its trained context).
+    n_threads : int
+        CPU threads; 0 means all available.
+    n_gpu_layers : int
+        Layers offloaded to a GPU (-1 all, 0 none).
+    n_batch : int
+        Prompt tokens per llama.cpp decode call.
+    max_tokens : int
+        Bound on a blurb, in generated tokens (80: shared/eval/README.md's measured setting; the
+        blog's contexts are 50-100 tokens).
+    repeat_penalty : float
+        1.3 curbs the small model's loops (shared/MODELS.md).
+    """
+
+    model_path: str
+    model_id: str = ""
+    n_ctx: int = 8192
+    n_threads: int = 0
+    n_gpu_layers: int = 0
+    n_batch: int = 512
+    max_tokens: int = Field(default=80, ge=1)
+    repeat_penalty: float = 1.3
+    seed: int = 0
+
+    def _key(self, vocab_only: bool) -> tuple:
+        return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
+                self.n_batch, self.seed, vocab_only)
+
+    def resolved_model_id(self) -> str:
+        return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
+
+    def load(self, vocab_only: bool = False):
+        """The process-wide ``Llama`` for these settings (vocab only: tokenizer without weights).
+
+        Raises
+        ------
+        FileNotFoundError
+            ``model_path`` does not exist.
+        """
+        return _load(self._key(vocab_only), model_path=self.model_path, n_ctx=self.n_ctx,
+                     n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
+                     n_batch=self.n_batch, seed=self.seed, vocab_only=vocab_only, verbose=False)
+
+    def tokenizer(self) -> "LlmTokenizer":
+        """The model's own tokenizer (loads the vocabulary only, no weights)."""
+        return LlmTokenizer(self.load(vocab_only=True))
+
+    def generate(self, tokens: list[int], stop: list[str] | None = None) -> Generation:
+        """Greedy completion of a token prompt on the shared ``Llama``; prefix reuse is automatic.
+
+        Parameters
+        ----------
+        tokens : list of int
+            The whole prompt, in this model's tokens; ``len(tokens) + max_tokens <= n_ctx``.
+
+        Returns
+        -------
+        Generation
+        """
+        import llama_cpp
+
+        llm = self.load()
+        perf = getattr(llama_cpp, "llama_perf_context", None)
+        before = perf(llm.ctx).n_p_eval if perf else 0
+        t0 = time.perf_counter()
+        out = llm.create_completion(
+            prompt=tokens, max_tokens=self.max_tokens, temperature=0.0, top_k=1,
+            repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed)
+        seconds = time.perf_counter() - t0
+        evaluated = perf(llm.ctx).n_p_eval - before if perf else len(tokens)
+        usage = out.get("usage", {})
+        return Generation(out["choices"][0]["text"], len(tokens), evaluated,
+                          len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds)
+
+
+class LlmTokenizer:
+    """Exact token counting with a loaded LLM's own tokenizer.
+
+    ``encode(text)`` never adds BOS and never parses special tokens, so a document that contains
+    ``<|im_end|>`` stays text; ``encode_template`` parses them (for the chat template).
+    """
+
+    def __init__(self, llm):
+        self.llm = llm
+
+    def encode(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def encode_template(self, text: str, bos: bool) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True) if text else []
+
+    def pieces(self, tokens: list[int]) -> list[bytes]:
+        """Byte string of each token (for cut points on token boundaries)."""
+        return [self.llm.detokenize([t]) for t in tokens]
+
+    def chat_template(self) -> str | None:
+        return self.llm.metadata.get("tokenizer.chat_template")
+
+    def eos_text(self) -> str:
+        return self.llm.detokenize([self.llm.token_eos()], special=True).decode("utf-8", "replace")
+
+
+class Embedder(dg.ConfigurableResource):
+    """The embedding model (llama-cpp-python, in process, mean pooling as the GGUF says).
+
+    Attributes
+    ----------
+    model_path : str
+        An embedding GGUF; default nomic-embed-text-v1.5 f16 (``SITUATE_EMBED_MODEL``).
+    model_id : str
+        Name recorded in each row.
+    n_ctx : int
+        Longest input in the model's tokens (nomic-embed-text-v1.5: 2048); longer text is cut.
+    n_threads, n_gpu_layers
+        As :class:`BlurbLLM`.
+    batch_size : int
+        Texts per ``embed()`` call (modest batches are fastest: shared/MODELS.md).
+    document_prefix, query_prefix : str
+        The model's task prefixes (nomic: ``search_document: `` / ``search_query: ``).
+    """
+
+    model_path: str
+    model_id: str = ""
+    n_ctx: int = 2048
+    n_threads: int = 0
+    n_gpu_layers: int = 0
+    batch_size: int = 8
+    document_prefix: str = "search_document: "
+    query_prefix: str = "search_query: "
+
+    def resolved_model_id(self) -> str:
+        return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
+
+    def load(self):
+        key = ("embed", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers)
+        return _load(key, model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
+                     n_batch=self.n_ctx, n_ubatch=self.n_ctx,
+                     n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
+                     verbose=False)
+
+    def _fit(self, llm, text: str) -> tuple[str, bool]:
+        """Cut ``text`` so that it tokenizes (with BOS/EOS) to at most ``n_ctx`` tokens."""
+        from assets.preambles import cut_to_tokens
+
+        def count(s: str) -> int:
+            return len(llm.tokenize(s.encode("utf-8"), add_bos=True, special=False)) + 1
+
+        if count(text) <= self.n_ctx:
+            return text, False
+        return text[:cut_to_tokens(text, self.n_ctx, count)], True
+
+    def embed(self, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
+        """Embed ``texts`` (each with ``prefix``), L2-normalised.
+
+        Returns
+        -------
+        (vectors, n_cut)
+            ``float32[len(texts), dim]``, and how many inputs were cut to ``n_ctx`` tokens.
+        """
+        llm = self.load()
+        inputs, n_cut = [], 0
+        for t in texts:
+            fitted, cut = self._fit(llm, prefix + t)
+            inputs.append(fitted)
+            n_cut += cut
+        vecs = []
+        for i in range(0, len(inputs), self.batch_size):
+            vecs.extend(llm.embed(inputs[i:i + self.batch_size], normalize=False, truncate=False))
+        arr = np.asarray(vecs, dtype=np.float32).reshape(len(inputs), -1)
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return arr / np.where(norms == 0, 1, norms), n_cut
+
+    def embed_documents(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """``float32[n, dim]`` for contextualised texts (document prefix) and the count cut."""
+        return self.embed(texts, self.document_prefix)
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """``float32[dim]`` for a query (query prefix)."""
+        return self.embed([query], self.query_prefix)[0][0]

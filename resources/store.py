@@ -1,0 +1,197 @@
+"""The store: a data folder holding the LanceDB table ``chunks``, the BM25 index and stage files.
+
+Layout of ``$SITUATE_HOME`` (default ``./.situate``)::
+
+    lancedb/            LanceDB database; table ``chunks`` is the pipeline's output
+    bm25/               bm25s index over every row's contextualised text, plus ids.json
+    stages/<key>/       one folder per document (partition key): document.json, chunks.json,
+                        preambles.json, blurbs.json, written by the per-document assets
+    dagster/            the Dagster instance, when DAGSTER_HOME is unset
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+
+TABLE = "chunks"
+
+#: Embedding width of the default embedder (nomic-embed-text-v1.5: 768 dimensions).
+DEFAULT_DIM = 768
+
+
+def table_schema(dim: int) -> pa.Schema:
+    """Arrow schema of the ``chunks`` table for ``dim``-wide float32 vectors."""
+    return pa.schema([
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("document_key", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("chunk_index", pa.int32()),
+        pa.field("heading_path", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("blurb", pa.string()),
+        pa.field("blurb_status", pa.string()),
+        pa.field("content_sha256", pa.string()),
+        pa.field("doc_sha256", pa.string()),
+        pa.field("llm_model", pa.string()),
+        pa.field("embed_model", pa.string()),
+        pa.field("prompt_version", pa.string()),
+        pa.field("fingerprint", pa.string()),
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Write JSON to ``path`` through a temporary file and a rename (no half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False)
+    os.replace(tmp, path)
+
+
+class Store(dg.ConfigurableResource):
+    """The data folder: LanceDB table, BM25 index and per-document stage files.
+
+    Attributes
+    ----------
+    home : str
+        The data folder (``SITUATE_HOME``; default ``.situate``), created on first use.
+    """
+
+    home: str = ".situate"
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return Path(self.home).expanduser().resolve()
+
+    @property
+    def lancedb_uri(self) -> Path:
+        return self.root / "lancedb"
+
+    @property
+    def bm25_dir(self) -> Path:
+        return self.root / "bm25"
+
+    def stage_path(self, key: str, stage: str) -> Path:
+        """``stages/<key>/<stage>.json``."""
+        return self.root / "stages" / key / f"{stage}.json"
+
+    # -- stage files ---------------------------------------------------------------------------
+    def write_stage(self, key: str, stage: str, obj) -> Path:
+        p = self.stage_path(key, stage)
+        write_json_atomic(p, obj)
+        return p
+
+    def read_stage(self, key: str, stage: str):
+        """The stage's JSON.
+
+        Raises
+        ------
+        FileNotFoundError
+            The upstream stage was never materialised for ``key``.
+        """
+        p = self.stage_path(key, stage)
+        if not p.exists():
+            raise FileNotFoundError(f"{stage} for {key} not materialised ({p} missing)")
+        return json.loads(p.read_text(encoding="utf-8"))
+
+    def delete_stages(self, key: str) -> None:
+        shutil.rmtree(self.root / "stages" / key, ignore_errors=True)
+
+    # -- LanceDB -------------------------------------------------------------------------------
+    def connect(self):
+        import lancedb
+
+        self.lancedb_uri.mkdir(parents=True, exist_ok=True)
+        return lancedb.connect(str(self.lancedb_uri))
+
+    def table(self):
+        """The ``chunks`` table, opened fresh (a held handle does not see later commits), or None."""
+        db = self.connect()
+        try:
+            return db.open_table(TABLE)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def replace_document(self, key: str, rows: pa.Table) -> int:
+        """Make ``rows`` the table's rows for document ``key``, in one commit.
+
+        ``merge_insert`` on ``chunk_id`` updates matching rows, inserts new ones and deletes the
+        document's rows that are not in ``rows``: no duplicates, no stale rows.  ``rows`` must have
+        unique ``chunk_id`` values (merge_insert rejects duplicate keys in its source).
+
+        Returns
+        -------
+        int
+            Rows the document now has.
+
+        Raises
+        ------
+        ValueError
+            ``rows`` has duplicate chunk ids, or rows of another document.
+        """
+        ids = rows.column("chunk_id").to_pylist() if rows.num_rows else []
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{key}: duplicate chunk ids in the rows to write")
+        if rows.num_rows and set(rows.column("document_key").to_pylist()) != {key}:
+            raise ValueError(f"{key}: rows belong to other documents")
+        table = self.table()
+        if table is None:
+            if rows.num_rows:
+                self.connect().create_table(TABLE, data=rows, schema=rows.schema)
+            return rows.num_rows
+        if not rows.num_rows:
+            table.delete(f"document_key = {_quote(key)}")
+            return 0
+        (table.merge_insert("chunk_id")
+         .when_matched_update_all()
+         .when_not_matched_insert_all()
+         .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
+         .execute(rows))
+        return rows.num_rows
+
+    def delete_documents(self, keys: list[str]) -> None:
+        """Remove every row of the documents ``keys`` and their stage files."""
+        table = self.table()
+        for i in range(0, len(keys), 200):
+            batch = keys[i:i + 200]
+            if table is not None and batch:
+                table.delete(f"document_key IN ({', '.join(_quote(k) for k in batch)})")
+        for k in keys:
+            self.delete_stages(k)
+
+    def columns(self, names: list[str]) -> pa.Table:
+        """Selected columns of every row (an empty table when there is none)."""
+        table = self.table()
+        if table is None:
+            return pa.table({n: pa.array([], pa.string()) for n in names})
+        return table.to_lance().to_table(columns=names)
+
+    def document_states(self) -> dict[str, dict]:
+        """Per document key in the table: ``{"rows", "doc_sha256", "fingerprint"}``."""
+        cols = self.columns(["document_key", "doc_sha256", "fingerprint"]).to_pylist()
+        out: dict[str, dict] = {}
+        for r in cols:
+            s = out.setdefault(r["document_key"], {"rows": 0, "doc_sha256": set(), "fingerprint": set()})
+            s["rows"] += 1
+            s["doc_sha256"].add(r["doc_sha256"])
+            s["fingerprint"].add(r["fingerprint"])
+        return out
+
+    def count_rows(self) -> int:
+        table = self.table()
+        return 0 if table is None else table.count_rows()
