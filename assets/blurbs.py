@@ -4,11 +4,9 @@ One ``Llama`` object works through a document's chunks back to back; the documen
 token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache for the next chunk.
 """
 
-from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 
 import dagster as dg
 
@@ -55,7 +53,6 @@ def blurb_summary(records: list) -> dict:
 def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
     builder = prompt_builder(llm)
     model_id = llm.resolved_model_id()
-    logger = logging.getLogger("situate.blurbs")
 
     def generate(tokens: list[int]):
         return llm.generate(tokens, stop=STOP)
@@ -74,7 +71,6 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         class _Log:
             def warning(self, msg, *args):
                 context.log.warning(f"blurbs {key}: " + (msg % args))
-                logger.warning(f"{key}: " + (msg % args))
 
         records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress)
         store.write_stage(key, "blurbs", {

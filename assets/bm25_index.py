@@ -1,6 +1,5 @@
 """Asset ``bm25_index``: a bm25s index over the contextualised text of every row of the table."""
 
-from __future__ import annotations
 
 import dagster as dg
 

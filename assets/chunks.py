@@ -1,6 +1,5 @@
 """Asset ``chunks``: token-sized chunks with stable ids and heading paths (stage ``chunks``)."""
 
-from __future__ import annotations
 
 import functools
 

@@ -1,7 +1,6 @@
 """Asset ``embeddings``: contextualised text → vectors, written as the document's rows of the
 LanceDB table ``chunks`` (the pipeline's output)."""
 
-from __future__ import annotations
 
 import hashlib
 import json

@@ -3,7 +3,6 @@
 Counts are exact, in the loaded LLM's own tokens (its vocabulary is loaded in process).
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

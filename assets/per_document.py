@@ -90,7 +90,7 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
         except UpstreamError as e:
             report.skipped[key] = str(e)
             store.write_stage(key, stage, {"error": str(e), "upstream": True})
-            context.log.warning(f"{stage} [{n}/{len(keys)}] {key}: skipped, earlier stage failed: {e}")
+            context.log.debug(f"{stage} [{n}/{len(keys)}] {key}: skipped, earlier stage failed: {e}")
         except DocumentError as e:
             report.failed[key] = str(e)
             store.write_stage(key, stage, {"error": str(e), "bad_input": True,

@@ -1,6 +1,5 @@
 """Asset ``raw_documents``: one source document → its text and metadata (stage ``document``)."""
 
-from __future__ import annotations
 
 import dagster as dg
 

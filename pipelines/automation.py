@@ -1,6 +1,5 @@
 """The sensor that follows the docs folder and the schedule that re-ingests periodically."""
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -21,7 +21,13 @@ from __future__ import annotations
 
 import re
 
+import warnings
+
 import dagster as dg
+
+# backfill_policy (one run for many documents) is marked beta in Dagster 1.13; it is used on
+# purpose, so its warning is not repeated on every import.
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 #: The one partitions definition for every per-document asset (issue 2: named ``documents``).
 documents = dg.DynamicPartitionsDefinition(name="documents")

@@ -133,7 +133,7 @@ def rebuild_bm25_from_table(store) -> dict:
         build_bm25([], [], store.bm25_dir)
         return {"rows": 0, "table_version": None}
     version = table.version
-    data = table.to_lance().to_table(columns=["chunk_id", "blurb", "text"]).to_pylist()
+    data = store.columns(["chunk_id", "blurb", "text"]).to_pylist()
     data.sort(key=lambda r: r["chunk_id"])
     ids = [r["chunk_id"] for r in data]
     texts = [contextualized_text(r["blurb"] or "", r["text"]) for r in data]

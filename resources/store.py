@@ -179,7 +179,7 @@ class Store(dg.ConfigurableResource):
         table = self.table()
         if table is None:
             return pa.table({n: pa.array([], pa.string()) for n in names})
-        return table.to_lance().to_table(columns=names)
+        return table.search().select(names).limit(None).to_arrow()
 
     def document_states(self) -> dict[str, dict]:
         """Per document key in the table: ``{"rows", "doc_sha256", "fingerprint"}``."""

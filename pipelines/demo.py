@@ -1,0 +1,79 @@
+"""The demo: real documents that are on every machine after set-up, ingested and searched.
+
+The corpus is text not written for this project: the READMEs of two installed dependencies (the
+Markdown long description in their wheel metadata) and one of their Python source files.  It is
+copied into ``$SITUATE_HOME/demo-docs`` so the run never depends on what else is on the machine.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+#: (distribution, file name in the demo folder) for READMEs taken from wheel metadata.
+READMES = [("bm25s", "bm25s-README.md"), ("python-dotenv", "python-dotenv-README.md")]
+#: (module, file name) for source files.
+SOURCES = [("dotenv.main", "dotenv-main.py")]
+QUERIES = [
+    "How do I save a BM25 index to disk and load it again?",
+    "Which stemmer can bm25s use for tokenization?",
+    "How are variables expanded inside a .env file?",
+]
+
+
+def build_demo_corpus(folder: Path) -> list[Path]:
+    """Copy the demo documents into ``folder`` (idempotent). Returns their paths.
+
+    Raises
+    ------
+    RuntimeError
+        A package of the demo is not installed (set-up incomplete).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for dist, name in READMES:
+        try:
+            body = importlib.metadata.metadata(dist).get_payload()
+        except importlib.metadata.PackageNotFoundError:
+            raise RuntimeError(f"demo needs the installed package {dist}: run `make setup`") from None
+        out.append(_write(folder / name, body))
+    for module, name in SOURCES:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            raise RuntimeError(f"demo needs the module {module}: run `make setup`")
+        out.append(_write(folder / name, Path(spec.origin).read_text(encoding="utf-8")))
+    return out
+
+
+def _write(path: Path, text: str) -> Path:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_demo(home: str | None = None) -> int:
+    """Build the demo corpus, ingest it, print the summary and the results of a few searches."""
+    from pipelines.cli import _print_hits, ingest, search
+
+    home_path = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+    folder = home_path / "demo-docs"
+    files = build_demo_corpus(folder)
+    print(f"situate demo: {len(files)} documents in {folder}: {', '.join(f.name for f in files)}")
+    t0 = time.perf_counter()
+    summary = ingest(str(folder), str(home_path))
+    for line in summary.lines():
+        print(f"situate: {line}")
+    for key, s in summary.per_document.items():
+        print(f"situate:   {key}: {s['chunks']} chunks, prompt tokens evaluated {s['prompt_tokens_evaluated']:,} "
+              f"/ reused {s['prompt_tokens_reused']:,}, {s['llm_seconds']} s")
+    for q in QUERIES:
+        hits, warnings = search(q, 3, str(home_path))
+        print(f"\nsearch: {q}")
+        for w in warnings:
+            print(f"  warning: {w}")
+        _print_hits(hits, False)
+    print(f"\nsituate demo: done in {time.perf_counter() - t0:.1f} s")
+    return 0 if not summary.failed else 1
