@@ -263,6 +263,11 @@ def rst_headings(text: str) -> list[list]:
     return out
 
 
+_HTML_BLOCKS = ["p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article",
+                "pre", "blockquote", "table", "ul", "ol", "dt", "dd", "header", "footer", "main",
+                "nav", "aside", "figure", "figcaption", "hr"]
+
+
 def html_to_text(source: str, data: bytes) -> tuple[str, str | None, list[list]]:
     """HTML → (text, ``<title>``, headings) with BeautifulSoup; scripts and styles dropped."""
     from bs4 import BeautifulSoup
@@ -277,11 +282,15 @@ def html_to_text(source: str, data: bytes) -> tuple[str, str | None, list[list]]
     marks = []
     for n, h in enumerate(soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"])):
         marks.append((int(h.name[1]), h.get_text(" ", strip=True)))
-        h.insert_before(f"\x00{n}\x00")
-    body = soup.get_text("\n")
+        h.insert_before(f"\n\x00{n}\x00")
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_after("\n")
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    body = soup.get_text("")
     body = re.sub(r"[ \t\r\f\v]+", " ", body)
     body = re.sub(r" ?\n ?", "\n", body)
-    body = re.sub(r"\n{3,}", "\n\n", body).strip()
+    body = re.sub(r"\n{3,}", "\n\n", body).strip("\n ")
     text, headings, pos = [], [], 0
     for piece in re.split(r"(\x00\d+\x00)", body):
         if piece.startswith("\x00"):

@@ -92,7 +92,7 @@ class CleanBlurb:
         return bool(self.text)
 
 
-def cut_loops(text: str, min_repeat_words: int = 4) -> tuple[str, bool]:
+def cut_loops(text: str, min_repeat_words: int = 6) -> tuple[str, bool]:
     """Cut a repetition loop: keep text up to the second occurrence of a repeated sentence or
     of a repeated run of ``min_repeat_words`` words.  Returns ``(text, cut)``.
     """
@@ -110,7 +110,11 @@ def cut_loops(text: str, min_repeat_words: int = 4) -> tuple[str, bool]:
     for i in range(len(words) - n + 1):
         g = tuple(w.lower().strip(".,;:") for w in words[i:i + n])
         if g in grams and i >= grams[g] + n:  # a non-overlapping repeat of n words
-            return " ".join(words[:i]).rstrip(" ,;:"), True
+            kept = " ".join(words[:i]).rstrip(" ,;:")
+            end = max(kept.rfind(". "), kept.rfind("! "), kept.rfind("? "))
+            if kept.endswith((".", "!", "?")) or end < 0:
+                return kept, True
+            return kept[:end + 1], True
         grams.setdefault(g, i)
     return text, False
 

@@ -1,0 +1,44 @@
+"""Shared fixtures.  Fakes here are for unit tests of pure logic and are named as fakes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from resources import models
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_EVAL = REPO.parent / "shared" / "eval" / "codebase"
+
+
+class FakeByteTokenizer:
+    """FAKE tokenizer: one token per UTF-8 byte (so multi-byte characters span several tokens).
+    ``encode_template`` parses nothing special; BOS is token 256."""
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def count(self, text: str) -> int:
+        return len(text.encode("utf-8"))
+
+    def encode_template(self, text: str, bos: bool) -> list[int]:
+        return ([256] if bos else []) + list(text.encode("utf-8"))
+
+    def pieces(self, tokens: list[int]) -> list[bytes]:
+        return [bytes([t]) if t < 256 else b"" for t in tokens]
+
+
+@pytest.fixture
+def fake_tokenizer() -> FakeByteTokenizer:
+    return FakeByteTokenizer()
+
+
+def models_present() -> bool:
+    return all(models.is_installed(m, verify=False) for m in models.DEFAULTS)
+
+
+needs_models = pytest.mark.skipif(
+    not models_present() and not os.environ.get("CI"),
+    reason="default models not installed: run `make setup` (in CI they are required)")

@@ -1,0 +1,133 @@
+import json
+
+import pytest
+
+from assets.documents_io import DocumentError, discover, load, rst_headings
+from pipelines.partitions import decode_key
+
+
+def make_pdf(text_lines: list[str]) -> bytes:
+    """A minimal one-page PDF whose text layer holds ``text_lines`` (Helvetica, WinAnsi)."""
+    stream = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({t}) Tj T*" for t in text_lines) + " ET"
+    objs = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        "/Resources << /Font << /F1 5 0 R >> >> >>",
+        f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for n, body in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "intro.md").write_text("# Intro\n\nHello there.\n\n## Setup\n\nRun it.\n")
+    (tmp_path / "notes.rst").write_text("Release notes\n=============\n\nFixed.\n\nDetails\n-------\n\nMore.\n")
+    (tmp_path / "page.html").write_text(
+        "<html><head><title>Page T</title><style>p{}</style><script>var x=1;</script></head>"
+        "<body><h1>Top</h1><p>First <b>para</b>.</p><h2>Sub</h2><p>Second.</p></body></html>")
+    (tmp_path / "paper.pdf").write_bytes(make_pdf(["Contextual retrieval", "reduces failures."]))
+    (tmp_path / "tool.py").write_text('"""Tool."""\n\ndef run():\n    return 1\n')
+    (tmp_path / "plain.txt").write_text("Just text.\n")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n")
+    (tmp_path / ".hidden.md").write_text("# secret\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config.md").write_text("# no\n")
+    return tmp_path
+
+
+def test_discover_finds_documents_and_skips_the_rest(folder):
+    refs = discover(folder)
+    assert [r.source for r in refs] == ["guide/intro.md", "notes.rst", "page.html", "paper.pdf",
+                                        "plain.txt", "tool.py"]
+    assert all(decode_key(r.key) == r.source for r in refs)
+    assert all(len(r.sha256) == 64 for r in refs)
+
+
+def test_formats_titles_and_headings(folder):
+    docs = {r.source: load(r) for r in discover(folder)}
+    md = docs["guide/intro.md"]
+    assert (md.format, md.title) == ("markdown", "Intro")
+    assert [h[1:] for h in md.headings] == [[1, "Intro"], [2, "Setup"]]
+    rst = docs["notes.rst"]
+    assert (rst.format, rst.title) == ("rst", "Release notes")
+    assert [h[1:] for h in rst.headings] == [[1, "Release notes"], [2, "Details"]]
+    html = docs["page.html"]
+    assert html.title == "Page T" and "<" not in html.text and "var x" not in html.text
+    assert "First para." in html.text and "Second." in html.text
+    assert [(html.text[h[0]:h[0] + len(h[2])], h[1]) for h in html.headings] == [("Top", 1), ("Sub", 2)]
+    pdf = docs["paper.pdf"]
+    assert pdf.format == "pdf" and "Contextual retrieval" in pdf.text and "reduces failures." in pdf.text
+    assert docs["tool.py"].format == "code" and docs["tool.py"].title == "tool.py"
+    assert docs["plain.txt"].title == "Just text."
+
+
+def test_rst_overlined_titles():
+    text = "=====\nTitle\n=====\n\nSection\n-------\n\nbody\n"
+    assert [h[1:] for h in rst_headings(text)] == [[1, "Title"], [2, "Section"]]
+
+
+@pytest.mark.parametrize("name, data, reason", [
+    ("empty.txt", b"", "empty (0 bytes)"),
+    ("blank.md", b"  \n\n ", "empty (5 bytes, whitespace only)"),
+    ("bin.txt", b"ab\x00cd", "binary content (NUL byte at offset 2)"),
+    ("latin1.md", "café".encode("latin-1"), "not valid UTF-8 (byte 0xe9 at offset 3"),
+    ("scan.pdf", None, "PDF has no text layer"),
+    ("broken.pdf", b"%PDF-1.4\nnot really", "unreadable PDF"),
+])
+def test_bad_inputs_get_named_errors(tmp_path, name, data, reason):
+    if data is None:
+        import io
+
+        import pypdf
+
+        w = pypdf.PdfWriter()
+        w.add_blank_page(612, 792)
+        buf = io.BytesIO()
+        w.write(buf)
+        data = buf.getvalue()
+    (tmp_path / name).write_bytes(data)
+    (ref,) = discover(tmp_path)
+    with pytest.raises(DocumentError) as err:
+        load(ref)
+    assert err.value.source == name
+    assert str(err.value).startswith(f"{name}: ") and reason in str(err.value)
+
+
+def test_corpus_file_expands_to_its_documents(tmp_path):
+    corpus = [{"doc_id": "doc_1", "original_uuid": "u", "content": "fn a() {}\n\nfn b() {}",
+               "chunks": [{"chunk_id": "doc_1_chunk_0", "original_index": 0, "content": "fn a() {}"},
+                          {"chunk_id": "doc_1_chunk_1", "original_index": 1, "content": "fn b() {}"}]},
+              {"doc_id": "doc_2", "original_uuid": "v", "content": "x = 1",
+               "chunks": [{"chunk_id": "doc_2_chunk_0", "original_index": 0, "content": "x = 1"}]}]
+    (tmp_path / "corpus.json").write_text(json.dumps(corpus))
+    (tmp_path / "settings.json").write_text('{"not": "a corpus"}')
+    refs = discover(tmp_path)
+    assert [r.source for r in refs] == ["corpus.json#doc_1", "corpus.json#doc_2", "settings.json"]
+    doc = load(refs[0])
+    assert (doc.doc_id, doc.format, doc.given_chunks) == ("doc_1", "corpus", [[0, "fn a() {}"], [1, "fn b() {}"]])
+    assert refs[0].sha256 != refs[1].sha256
+    assert load(refs[2]).format == "code"
+
+
+def test_real_cookbook_corpus_has_90_documents_and_737_chunks():
+    from conftest import SHARED_EVAL
+
+    path = SHARED_EVAL / "codebase_chunks.json"
+    if not path.exists():
+        pytest.skip("shared/eval not beside the checkout")
+    refs = discover(path)
+    docs = [load(r) for r in refs]
+    assert len(docs) == 90 and sum(len(d.given_chunks) for d in docs) == 737
+    doc70 = next(d for d in docs if d.doc_id == "doc_70")
+    assert len(doc70.given_chunks) == 83 and len(doc70.text) == 54328

@@ -1,0 +1,133 @@
+"""Preamble fitting with a FAKE byte-level tokenizer (exact, and splits multi-byte characters)."""
+
+import pytest
+
+from assets.contextualize import ChatFrame, PromptBuilder, chat_frame
+from assets.fitted_preambles import fit_document
+from assets.preambles import FitPlan, cut_to_tokens, plan, token_cuts
+
+FRAME = ChatFrame("<|user|>\n", "<|end|>\n<|assistant|>\n", True)
+
+
+def builder(tok):
+    return PromptBuilder(tok, FRAME)
+
+
+def doc_and_spans(n_paras=12, word="wörd"):
+    paras = [" ".join(f"{word}{p}-{w}" for w in range(20)) for p in range(n_paras)]
+    text = "\n\n".join(paras)
+    spans, pos = [], 0
+    for p in paras:
+        spans.append((pos, pos + len(p)))
+        pos += len(p) + 2
+    return text, spans
+
+
+def full_prompt_len(b, text, plan_, i, window):
+    chunk = text[slice(*SPANS_CACHE[i])][: plan_.chunk_prompt_ends[i]]
+    return len(b.prefix(text[window.start:window.end]) + b.suffix(chunk))
+
+
+SPANS_CACHE = {}
+
+
+def test_whole_document_fits_in_one_window(fake_tokenizer):
+    text, spans = doc_and_spans(3)
+    b = builder(fake_tokenizer)
+    p = fit_document(text, spans, b, n_ctx=4096, max_tokens=64)
+    assert len(p.windows) == 1 and (p.windows[0].start, p.windows[0].end) == (0, len(text))
+    assert p.document_tokens == len(b.template.document_block(text).encode())
+
+
+def test_budget_is_exact_and_every_prompt_fits(fake_tokenizer):
+    text, spans = doc_and_spans(12)
+    SPANS_CACHE.update(dict(enumerate(spans)))
+    b = builder(fake_tokenizer)
+    n_ctx, max_tokens = 2600, 50
+    p = fit_document(text, spans, b, n_ctx=n_ctx, max_tokens=max_tokens)
+    assert len(p.windows) > 1
+    largest_chunk = max(b.count_chunk_block(text[a:e]) for a, e in spans)
+    assert p.chunk_allowance == largest_chunk
+    assert p.budget == n_ctx - max_tokens - largest_chunk - b.scaffolding_tokens
+    for w in p.windows:
+        assert w.n_tokens == b.count_block(text[w.start:w.end]) <= p.budget
+        for i in w.chunks:
+            assert w.start <= spans[i][0] and spans[i][1] <= w.end  # the window contains the chunk
+            assert full_prompt_len(b, text, p, i, w) + max_tokens <= n_ctx
+    # a greedy window is as large as the budget allows: one more character would not fit
+    w0 = p.windows[0]
+    assert b.count_block(text[w0.start:w0.end + 2]) > p.budget
+    assert sorted(i for w in p.windows for i in w.chunks) == list(range(len(spans)))
+
+
+def test_window_ends_are_utf8_character_boundaries(fake_tokenizer):
+    text, spans = doc_and_spans(12, word="日本")  # 3-byte characters: most byte cuts split one
+    b = builder(fake_tokenizer)
+    p = fit_document(text, spans, b, n_ctx=3000, max_tokens=40)
+    assert len(p.windows) > 1
+    for w in p.windows:
+        window = text[w.start:w.end]
+        assert window.encode("utf-8").decode("utf-8") == window
+        assert len(b.prefix(window)) - len(b._head) == w.n_tokens
+
+
+def test_token_cuts_skip_positions_inside_a_character(fake_tokenizer):
+    text = "aé日b"
+    cuts = token_cuts(text, fake_tokenizer.pieces(fake_tokenizer.encode(text)))
+    assert cuts == [1, 2, 3, 4]
+    assert token_cuts(text, [b"x"]) is None  # pieces that do not join to the text
+
+
+def test_window_smaller_than_document_shares_windows(fake_tokenizer):
+    text, spans = doc_and_spans(12)
+    b = builder(fake_tokenizer)
+    p = fit_document(text, spans, b, n_ctx=2600, max_tokens=50)
+    assert len(p.windows) < len(spans)  # windows are shared by several chunks
+    assert all(len(w.chunks) >= 2 for w in p.windows[:-1])
+    starts = [w.start for w in p.windows]
+    assert starts == sorted(starts)
+
+
+def test_tiny_n_ctx_never_raises(fake_tokenizer):
+    text, spans = doc_and_spans(4)
+    b = builder(fake_tokenizer)
+    # room for the frame and a bit more: chunks are cut in the prompt, windows start at the chunk
+    p = fit_document(text, spans, b, n_ctx=b.scaffolding_tokens + 40 + 400, max_tokens=40)
+    assert not p.reason and p.windows
+    assert all(e < spans[i][1] - spans[i][0] for i, e in enumerate(p.chunk_prompt_ends))
+    assert sorted(i for w in p.windows for i in w.chunks) == list(range(len(spans)))
+    for w in p.windows:
+        assert w.n_tokens <= p.budget
+    # no room at all: an empty plan with the reason, not an exception
+    p = fit_document(text, spans, b, n_ctx=16, max_tokens=40)
+    assert p.windows == [] and "n_ctx 16" in p.reason
+
+
+def test_plan_roundtrips_through_json(fake_tokenizer):
+    text, spans = doc_and_spans(5)
+    p = fit_document(text, spans, builder(fake_tokenizer), n_ctx=2000, max_tokens=30)
+    assert FitPlan.from_json(p.to_json()) == p
+
+
+def test_cut_to_tokens_is_largest_fitting_prefix(fake_tokenizer):
+    text = "abcdé" * 10
+    e = cut_to_tokens(text, 13, fake_tokenizer.count)
+    assert fake_tokenizer.count(text[:e]) <= 13 < fake_tokenizer.count(text[:e + 1])
+
+
+def test_chat_frame_splits_a_chatml_template():
+    tmpl = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    f = chat_frame(tmpl)
+    assert f.head == "<|im_start|>user\n" and f.tail == "<|im_end|>\n<|im_start|>assistant\n"
+    assert chat_frame(None) == ChatFrame("", "\n", True)
+
+
+def test_prompt_is_anthropic_published_prompt(fake_tokenizer):
+    b = builder(fake_tokenizer)
+    prompt = bytes(t for t in b.prefix("DOC") + b.suffix("CHUNK") if t < 256).decode()
+    assert prompt == (
+        "<|user|>\n<document>\nDOC\n</document>\nHere is the chunk we want to situate within the whole "
+        "document\n<chunk>\nCHUNK\n</chunk>\nPlease give a short succinct context to situate this chunk "
+        "within the overall document for the purposes of improving search retrieval of the chunk. Answer "
+        "only with the succinct context and nothing else.<|end|>\n<|assistant|>\n")

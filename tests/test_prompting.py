@@ -1,0 +1,60 @@
+from assets.prompting import MAX_BLURB_CHARS, clean_blurb, contextualized_text, cut_loops
+
+CHUNK = "def load_dotenv(path):\n    \"\"\"Parse a .env file and set the variables in os.environ.\"\"\"\n"
+GOOD = "This chunk defines load_dotenv, the entry point of python-dotenv that reads a .env file."
+
+
+def test_good_blurb_passes_untouched():
+    c = clean_blurb(GOOD, CHUNK)
+    assert c.usable and c.text == GOOD and c.problems == []
+
+
+def test_think_stages_are_stripped():
+    assert clean_blurb(f"<think>reasoning here</think>{GOOD}", CHUNK).text == GOOD
+    assert clean_blurb(f"<think></think>\n{GOOD}", CHUNK).text == GOOD
+    c = clean_blurb(f"{GOOD} <think>and then it never closes", CHUNK)
+    assert c.text == GOOD and "think" in c.problems
+    c = clean_blurb("<think>only thinking, cut by max_tokens", CHUNK)
+    assert not c.usable and c.problems[-1] == "empty"
+
+
+def test_echoed_tags_and_lead_ins_are_removed():
+    c = clean_blurb(f"<context>Context: {GOOD}</context>", CHUNK)
+    assert c.text == GOOD and "tags" in c.problems
+
+
+def test_repetition_loops_are_cut():
+    looped = GOOD + " " + "It loads the file. " * 6
+    assert clean_blurb(looped, CHUNK).text == GOOD + " It loads the file."
+    c = clean_blurb(looped, CHUNK)
+    assert c.text == GOOD + " It loads the file." and "loop" in c.problems
+    text, cut = cut_loops("the parser reads the file and then the parser reads the file and then")
+    assert cut and text == "the parser reads the file and then"
+    text, cut = cut_loops("It reads files. The parser reads the file and then the parser reads the file and then")
+    assert cut and text == "It reads files."
+
+
+def test_length_is_bounded_at_a_sentence():
+    long = ("The module parses dotenv files into dictionaries. Quoted values keep their spaces. "
+            "Exports are accepted before a key. Interpolation expands ${VAR} from the environment. "
+            "Encodings other than UTF-8 can be chosen by the caller. Comments start with a hash sign. "
+            "Streams may replace paths when reading. Existing variables win unless override is set. "
+            "Missing files are ignored quietly by default. Errors in a line are reported with its "
+            "number. Paths are searched upward from the calling frame. Variables without values map "
+            "to None in the returned mapping.")
+    c = clean_blurb(long, CHUNK)
+    assert len(c.text) <= MAX_BLURB_CHARS and c.text.endswith(".") and "truncated" in c.problems
+
+
+def test_unusable_blurbs_fall_back():
+    assert clean_blurb("", CHUNK).problems == ["empty"]
+    assert clean_blurb("   \n ", CHUNK).problems == ["empty"]
+    assert clean_blurb("Sure.", CHUNK).problems[-1] == "too-short"
+    assert clean_blurb("Here is a short succinct context to situate this chunk within the document.",
+                       CHUNK).problems[-1] == "instruction"
+    assert clean_blurb('Parse a .env file and set the variables in os.environ.', CHUNK).problems[-1] == "chunk-echo"
+
+
+def test_contextualized_text_is_blurb_blank_line_chunk():
+    assert contextualized_text("B", "C") == "B\n\nC"
+    assert contextualized_text("", "C") == "C"

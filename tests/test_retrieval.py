@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from resources.retrieval import bm25_ids, bm25_search, build_bm25, hybrid_search, rrf
+
+
+def test_rrf_matches_hand_computed_scores():
+    fused = dict(rrf([["a", "b", "c"], ["c", "a"]], k=60))
+    assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused["b"] == pytest.approx(1 / 62)
+    assert fused["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert [i for i, _ in rrf([["a", "b", "c"], ["c", "a"]])] == ["a", "c", "b"]
+
+
+def test_rrf_single_list_keeps_order_and_empty_is_empty():
+    assert [i for i, _ in rrf([["x", "y", "z"]])] == ["x", "y", "z"]
+    assert rrf([[], []]) == []
+
+
+def test_bm25_index_roundtrip(tmp_path):
+    ids = ["d1", "d2", "d3"]
+    texts = ["The cat sat on the mat", "Dogs chase cats in the garden", "Quarterly revenue grew 3%"]
+    assert build_bm25(ids, texts, tmp_path / "bm25") == 3
+    assert bm25_ids(tmp_path / "bm25") == ids
+    assert bm25_search(tmp_path / "bm25", "revenue growth", 3)[0] == "d3"
+    assert bm25_search(tmp_path / "bm25", "cats", 3)[:2] == ["d1", "d2"] or \
+        set(bm25_search(tmp_path / "bm25", "cats", 3)[:2]) == {"d1", "d2"}
+    assert bm25_search(tmp_path / "bm25", "zebra", 3) == []
+    # rebuilding replaces the index whole
+    build_bm25(["d9"], ["zebra stripes"], tmp_path / "bm25")
+    assert bm25_ids(tmp_path / "bm25") == ["d9"]
+
+
+def test_bm25_rejects_duplicate_ids(tmp_path):
+    with pytest.raises(ValueError):
+        build_bm25(["a", "a"], ["x", "y"], tmp_path / "bm25")
+
+
+def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
+    """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
+    from assets.embeddings import build_rows
+    from resources.retrieval import rebuild_bm25_from_table
+    from resources.store import Store
+
+    store = Store(home=str(tmp_path))
+    chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
+              for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])]
+    blurbs = [{"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
+              for c, b in zip(chunks, ["fruit list", "", "vineyard notes"])]
+    vecs = np.eye(3, 4, dtype=np.float32)
+    doc = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s"}
+    store.replace_document("k", build_rows("k", doc, chunks, blurbs, vecs, "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    hits, warnings = hybrid_search(store, np.array([0, 0, 1, 0], np.float32), "bananas", k=3)
+    assert warnings == []
+    # dense ranks chunk 2 first, BM25 finds only chunk 1: both lead the fused list
+    assert {h.chunk_index for h in hits[:2]} == {1, 2}
+    assert [h.rank for h in hits] == [1, 2, 3]
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    # the blurb is indexed for BM25 too
+    hits, _ = hybrid_search(store, np.array([1, 0, 0, 0], np.float32), "vineyard", k=1)
+    assert hits[0].chunk_index in (0, 2)
