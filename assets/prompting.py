@@ -67,8 +67,12 @@ _TAG = re.compile(r"</?\s*(document|chunk|context|answer|think|response|output)\
 _LEAD = re.compile(
     r"^\s*(?:here(?:'s| is) (?:the|a) (?:short |succinct )*context[^:\n]*:|"
     r"(?:succinct |short )*context\s*:|answer\s*:)\s*", re.I)
+#: Phrases of the prompt a small model repeats instead of answering (shared/eval/README.md: a fifth
+#: of SmolLM2-135M's blurbs restate the instruction).
 _INSTRUCTION = re.compile(
-    r"situate this chunk|succinct context|improving search retrieval|answer only with", re.I)
+    r"situate (?:this|the) chunk|want to situate|succinct context|improving search retrieval|"
+    r"answer only with|here is the chunk|within the (?:whole|overall) document|"
+    r"(?:short|succinct) context (?:to|for)", re.I)
 
 
 @dataclasses.dataclass
@@ -81,7 +85,8 @@ class CleanBlurb:
         The blurb to index; empty when unusable.
     problems : list of str
         Each a short tag: ``think``, ``tags``, ``loop``, ``truncated``, ``empty``, ``too-short``,
-        ``instruction``, ``chunk-echo``.  Any of the last five make the blurb unusable.
+        ``instruction``, ``dangling`` (a sentence ending in a colon), ``chunk-echo``.  The last
+        tag names the reason when the blurb is unusable.
     """
 
     text: str
@@ -176,6 +181,11 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> Clean
     text, looped = cut_loops(text)
     if looped:
         problems.append("loop")
+    sentences = re.split(r"(?<=[.!?:])\s+", text) if text else []
+    kept = [x for x in sentences if not _INSTRUCTION.search(x) and not x.endswith(":")]
+    if len(kept) < len(sentences):
+        problems.append("instruction" if any(_INSTRUCTION.search(x) for x in sentences) else "dangling")
+        text = " ".join(kept)
     text, cut = _bound(text, max_chars)
     if cut:
         problems.append("truncated")
@@ -184,11 +194,11 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> Clean
         unusable = "empty"
     elif len(re.findall(r"\w+", text)) < MIN_BLURB_WORDS:
         unusable = "too-short"
-    elif _INSTRUCTION.search(text):
-        unusable = "instruction"
     elif _chunk_echo(text, chunk):
         unusable = "chunk-echo"
     if unusable:
+        if unusable == "empty" and problems and problems[-1] in ("instruction", "dangling"):
+            unusable = problems.pop()
         problems.append(unusable)
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)

@@ -58,3 +58,11 @@ def test_unusable_blurbs_fall_back():
 def test_contextualized_text_is_blurb_blank_line_chunk():
     assert contextualized_text("B", "C") == "B\n\nC"
     assert contextualized_text("", "C") == "C"
+
+
+def test_instruction_sentences_and_dangling_colons_are_dropped():
+    c = clean_blurb("This is a chunk that we want to situate within the document. Here's how you can use it:", CHUNK)
+    assert not c.usable and c.problems[-1] == "instruction"
+    assert clean_blurb("The document is:", CHUNK).problems[-1] == "dangling"
+    c = clean_blurb(f"{GOOD} Here is the chunk we want to situate.", CHUNK)
+    assert c.text == GOOD and "instruction" in c.problems
