@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.partitions import documents
 
 PER_DOCUMENT = ["raw_documents", "chunks", "fitted_preambles", "blurbs", "embeddings"]
 
 #: In-process executor: one process per run, so each model is loaded once for every step and
 #: every document of the run.
 ingest_job = dg.define_asset_job(
-    "ingest", selection=dg.AssetSelection.assets(*PER_DOCUMENT), partitions_def=documents,
+    "ingest", selection=dg.AssetSelection.assets(*PER_DOCUMENT),
     executor_def=dg.in_process_executor,
     description="raw_documents → chunks → fitted_preambles → blurbs → embeddings for the run's documents.")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-from pydantic import Field
 
 from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
 from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, discover, read_corpus
@@ -75,5 +74,5 @@ class Chunking(dg.ConfigurableResource):
         Tokens shared by consecutive chunks (default 80).
     """
 
-    chunk_tokens: int = Field(default=CHUNK_TOKENS, ge=16)
-    overlap_tokens: int = Field(default=OVERLAP_TOKENS, ge=0)
+    chunk_tokens: int = CHUNK_TOKENS
+    overlap_tokens: int = OVERLAP_TOKENS

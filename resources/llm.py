@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import dagster as dg
 import numpy as np
-from pydantic import Field
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -99,7 +98,7 @@ class BlurbLLM(dg.ConfigurableResource):
     n_threads: int = 0
     n_gpu_layers: int = 0
     n_batch: int = 512
-    max_tokens: int = Field(default=80, ge=1)
+    max_tokens: int = 80
     repeat_penalty: float = 1.3
     seed: int = 0
 

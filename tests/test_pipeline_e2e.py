@@ -1,0 +1,195 @@
+"""End to end with the real small models on a few small real documents.
+
+The documents are real text not written for this project: the start of installed packages' own
+files (bm25s's README from its wheel metadata, python-dotenv's ``main.py``, numpy's ``ma/README.rst``).
+Settings are small (``n_ctx`` 768, 120-token chunks, 24-token blurbs) so a document needs more than
+one window and the suite stays quick on 2 cores.
+"""
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from conftest import REPO, needs_models
+from pipelines.partitions import encode_key
+
+pytestmark = [needs_models, pytest.mark.models]
+
+
+def _head(text: str, n: int) -> str:
+    cut = text[:n]
+    return cut[: cut.rfind("\n") + 1] if "\n" in cut else cut
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    docs = tmp_path_factory.mktemp("docs")
+    home = tmp_path_factory.mktemp("home")
+    (docs / "bm25s-README.md").write_text(_head(importlib.metadata.metadata("bm25s").get_payload(), 2400))
+    (docs / "dotenv").mkdir()
+    main_py = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
+    (docs / "dotenv" / "main.py").write_text(_head(main_py, 1800))
+    numpy_ma = Path(importlib.util.find_spec("numpy").origin).parent / "ma" / "README.rst"
+    (docs / "numpy-ma-README.rst").write_text(_head(numpy_ma.read_text(), 1500))
+    (docs / "broken.txt").write_bytes(b"\x00\x01binary")
+    settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
+                "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
+                "DAGSTER_HOME": str(home / "dagster")}
+    old = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    from pipelines.cli import ingest
+
+    first = ingest(str(docs), str(home), echo=lambda *_: None)
+    yield {"docs": docs, "home": home, "first": first, "settings": settings}
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _store(env):
+    from resources.store import Store
+
+    return Store(home=str(env["home"]))
+
+
+def test_documents_land_and_the_bad_one_is_named(env):
+    s = env["first"]
+    assert s.documents == 4 and s.ingested == 3
+    assert list(s.failed) == ["broken.txt"]
+    assert "binary content (NUL byte at offset 0)" in s.failed["broken.txt"]
+    store = _store(env)
+    table = store.columns(["chunk_id", "doc_id", "source", "chunk_index", "text", "blurb", "blurb_status",
+                           "prompt_version", "llm_model", "embed_model"]).to_pylist()
+    assert len(table) == s.chunks == s.table_rows > 3
+    assert {r["source"] for r in table} == {"bm25s-README.md", "dotenv/main.py", "numpy-ma-README.rst"}
+    assert len({r["chunk_id"] for r in table}) == len(table)
+    for r in table:  # every chunk has a blurb from the model or a logged fallback
+        assert (r["blurb_status"] == "model" and r["blurb"]) or (r["blurb_status"].startswith("fallback:") and not r["blurb"])
+    assert s.blurbs_from_model + s.blurb_fallbacks == s.chunks
+    assert table[0]["llm_model"] == "SmolLM2-135M-Instruct.Q4_1"
+    assert table[0]["embed_model"] == "nomic-embed-text-v1.5.f16"
+
+
+def test_prefix_is_reused_within_a_document(env):
+    per_doc = env["first"].per_document
+    multi = {k: v for k, v in per_doc.items() if v["chunks"] >= 3}
+    assert multi, per_doc
+    for v in multi.values():
+        # each window's document prefix is evaluated once, then served from the KV cache
+        assert v["prompt_tokens_reused"] > v["prompt_tokens"] * 0.3, v
+
+
+def test_long_document_gets_several_windows_and_every_chunk_a_prompt(env):
+    store = _store(env)
+    key = encode_key("bm25s-README.md")
+    plan = store.read_stage(key, "preambles")
+    chunks = store.read_stage(key, "chunks")["chunks"]
+    assert len(plan["windows"]) >= 2
+    assert sorted(i for w in plan["windows"] for i in w["chunks"]) == list(range(len(chunks)))
+    for w in plan["windows"]:
+        assert w["n_tokens"] <= plan["budget"]
+        for i in w["chunks"]:
+            assert w["start"] <= chunks[i]["start"] and chunks[i]["end"] <= w["end"]
+    blurbs = store.read_stage(key, "blurbs")["blurbs"]
+    assert all(b["prompt_tokens"] + 24 <= 768 for b in blurbs)
+
+
+def test_bm25_ids_equal_the_table(env):
+    from assets.bm25_index import ids_match
+
+    ok, figures = ids_match(_store(env))
+    assert ok, figures
+
+
+def test_run_metadata_names_the_bad_document(env):
+    instance = dg.DagsterInstance.get()
+    key = encode_key("broken.txt")
+    ev = instance.get_latest_materialization_event(dg.AssetKey("raw_documents"))
+    assert ev is not None
+    md = ev.asset_materialization.metadata
+    assert md["documents_failed"].value == 1
+    assert "broken.txt: binary content" in md["problems"].value
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("raw_documents"), "documents_readable"), limit=1)
+    assert checks and checks[0].status.value == "FAILED"
+    assert key in instance.get_dynamic_partitions("documents")
+
+
+def test_search_finds_the_right_document(env):
+    from pipelines.cli import search
+
+    hits, warnings = search("How do I parse a .env file into a dictionary of variables?", 5, str(env["home"]))
+    assert warnings == [] and len(hits) == 5
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
+    assert hits[0].source == "dotenv/main.py"
+    hits, _ = search("masked arrays in numpy", 3, str(env["home"]))
+    assert hits[0].source == "numpy-ma-README.rst"
+
+
+def test_search_cli_json(env):
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "BM25 sparse index", "-k", "2",
+                          "--json", "--home", str(env["home"])], capture_output=True, text=True,
+                         env=os.environ | env["settings"], cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    hits = json.loads(out.stdout)
+    assert len(hits) == 2
+    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text"}
+
+
+def test_second_ingest_does_no_model_work(env):
+    from pipelines.cli import ingest
+
+    before = _store(env).count_rows()
+    again = ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
+    assert again.ingested == 0 and again.unchanged == 3 and again.prompt_tokens_evaluated == 0
+    assert _store(env).count_rows() == before
+
+
+def test_dagster_cli_validates_and_materialises_one_partition(env):
+    e = os.environ | env["settings"]
+    out = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+                         capture_output=True, text=True, env=e, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    key = encode_key("numpy-ma-README.rst")
+    out = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
+                          "--select", "raw_documents,chunks,fitted_preambles,blurbs,embeddings", "--partition", key],
+                         capture_output=True, text=True, env=e, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RUN_SUCCESS" in out.stderr + out.stdout
+    ev = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("embeddings"))
+    assert ev.dagster_event.partition == key
+    assert ev.asset_materialization.metadata["rows"].value >= 1
+
+
+def test_sensor_removes_a_deleted_document(env):
+    from assets.bm25_index import ids_match
+    from pipelines.definitions import build_definitions
+    from pipelines.automation import documents_sensor
+
+    store = _store(env)
+    gone = encode_key("numpy-ma-README.rst")
+    assert store.document_states().get(gone)
+    (env["docs"] / "numpy-ma-README.rst").unlink()
+    from pipelines.settings import resources_from_env
+
+    defs = build_definitions(plain=True)
+    instance = dg.DagsterInstance.get()
+    ctx = dg.build_sensor_context(instance=instance, definitions=defs, resources=resources_from_env(plain=True))
+    result = documents_sensor(ctx)
+    deletes = [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
+    assert deletes and deletes[0].partition_keys == [gone]
+    assert gone not in store.document_states()
+    ok, figures = ids_match(store)
+    assert ok and figures["table_rows"] == store.count_rows()
+    from resources.retrieval import bm25_ids
+
+    assert not any(i.startswith(gone + ":") for i in bm25_ids(store.bm25_dir))

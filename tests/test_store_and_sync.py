@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from assets.documents_io import SourceRef
+from assets.embeddings import build_rows
+from pipelines.sync import contiguous_ranges, plan_sync
+from resources.retrieval import bm25_ids, rebuild_bm25_from_table
+from resources.store import Store
+
+DOC = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s1"}
+
+
+def rows(key, texts, blurbs=None, sha="s1", fp="fp"):
+    """Rows with FAKE 4-d vectors."""
+    chunks = [{"chunk_id": f"{key}:{i}:{abs(hash(t)) % 10**12:012d}", "index": i, "text": t, "heading_path": ["H"]}
+              for i, t in enumerate(texts)]
+    bl = [{"chunk_id": c["chunk_id"], "blurb": (blurbs or [""] * len(texts))[i], "status": "model"}
+          for i, c in enumerate(chunks)]
+    vec = np.ones((len(texts), 4), np.float32) / 2
+    return build_rows(key, DOC | {"sha256": sha}, chunks, bl, vec, "llm", "emb", fp)
+
+
+def test_replacing_a_document_leaves_no_duplicates_or_stale_rows(tmp_path):
+    store = Store(home=str(tmp_path))
+    held = None
+    assert store.replace_document("a", rows("a", ["one", "two", "three"])) == 3
+    store.replace_document("b", rows("b", ["other"]))
+    held = store.table()  # a handle opened before the next writes
+    store.replace_document("a", rows("a", ["one", "two changed"]))
+    store.replace_document("a", rows("a", ["one", "two changed"]))  # same again: idempotent
+    t = store.table()
+    got = sorted(t.search().select(["chunk_id", "text", "document_key"]).limit(None).to_arrow()
+                 .column("text").to_pylist())
+    assert got == ["one", "other", "two changed"]
+    assert t.count_rows() == 3 and held is not None
+    assert store.document_states()["a"]["rows"] == 2
+
+
+def test_delete_documents_removes_rows_and_stages(tmp_path):
+    store = Store(home=str(tmp_path))
+    store.replace_document("a", rows("a", ["x", "y"]))
+    store.replace_document("it's", rows("it's", ["quoted key"]))
+    store.write_stage("a", "document", {"text": "x"})
+    store.delete_documents(["a", "it's"])
+    assert store.count_rows() == 0 and not store.stage_path("a", "document").exists()
+
+
+def test_bm25_ids_follow_the_table(tmp_path):
+    store = Store(home=str(tmp_path))
+    store.replace_document("a", rows("a", ["alpha", "beta"]))
+    store.replace_document("b", rows("b", ["gamma"]))
+    rebuild_bm25_from_table(store)
+    assert sorted(bm25_ids(store.bm25_dir)) == sorted(store.columns(["chunk_id"]).column("chunk_id").to_pylist())
+    store.delete_documents(["a"])
+    rebuild_bm25_from_table(store)
+    assert len(bm25_ids(store.bm25_dir)) == 1
+
+
+def test_rows_reject_duplicates_and_mismatches(tmp_path):
+    store = Store(home=str(tmp_path))
+    dup = rows("a", ["x", "x"])
+    dup = dup.set_column(0, "chunk_id", [["a:0:same", "a:0:same"]])
+    with pytest.raises(ValueError, match="duplicate"):
+        store.replace_document("a", dup)
+    with pytest.raises(ValueError, match="other documents"):
+        store.replace_document("b", rows("a", ["x"]))
+
+
+def ref(key, sha):
+    return SourceRef(key, key, "/x/" + key, sha)
+
+
+def test_plan_sync_classifies_documents():
+    refs = [ref("new", "n"), ref("same", "s"), ref("changed", "c2"), ref("oldfp", "o"), ref("bad", "b")]
+    states = {"same": {"rows": 2, "doc_sha256": {"s"}, "fingerprint": {"fp"}},
+              "changed": {"rows": 1, "doc_sha256": {"c1"}, "fingerprint": {"fp"}},
+              "oldfp": {"rows": 1, "doc_sha256": {"o"}, "fingerprint": {"fp0"}},
+              "gone": {"rows": 3, "doc_sha256": {"g"}, "fingerprint": {"fp"}}}
+    plan = plan_sync(refs, ["same", "changed", "oldfp", "gone", "bad"], states, "fp",
+                     bad_inputs={"bad": ("b", "bad: empty (0 bytes)")})
+    assert plan.added == ["new"]
+    assert plan.removed == ["gone"]
+    assert sorted(plan.stale) == ["changed", "new", "oldfp"]
+    assert plan.fresh == ["same"]
+    assert plan.known_bad == {"bad": "bad: empty (0 bytes)"}
+    # a bad document that changed is tried again
+    plan = plan_sync([ref("bad", "b2")], ["bad"], {}, "fp", bad_inputs={"bad": ("b", "r")})
+    assert plan.stale == ["bad"]
+
+
+def test_contiguous_ranges():
+    order = list("abcdefg")
+    assert contiguous_ranges(order, "abdfg") == [("a", "b"), ("d", "d"), ("f", "g")]
+    assert contiguous_ranges(order, []) == []
+    assert contiguous_ranges(order, order) == [("a", "g")]
