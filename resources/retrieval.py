@@ -182,7 +182,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
     dense = (table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
-             .distance_type("cosine").limit(candidates).select(["chunk_id"]).to_list())
+             .distance_type("cosine").limit(candidates).select(["chunk_id", "_distance"]).to_list())
     dense_ids = [r["chunk_id"] for r in dense]
     ids = bm25_ids(store.bm25_dir)
     if ids is None:
@@ -202,10 +202,10 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
             .select(["chunk_id", "doc_id", "source", "chunk_index", "blurb", "text"])
             .limit(len(wanted)).to_list()}
     hits = []
-    for rank, (cid, score) in enumerate(fused, start=1):
+    for cid, score in fused:
         r = rows.get(cid)
         if r is None:  # in the BM25 index but no longer in the table
             continue
-        hits.append(Hit(rank, round(score, 6), cid, r["doc_id"], r["source"], int(r["chunk_index"]),
-                        r["blurb"] or "", r["text"]))
+        hits.append(Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"],
+                        int(r["chunk_index"]), r["blurb"] or "", r["text"]))
     return hits, warnings
