@@ -5,6 +5,7 @@ import dagster as dg
 
 from assets.embeddings import fingerprint
 from pipelines.jobs import index_job, ingest_job
+from pipelines.partitions import documents
 from pipelines.sync import (ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, contiguous_ranges, plan_sync,
                             run_key)
 from resources.docs import Chunking, DocsFolder
@@ -31,6 +32,17 @@ def remove_documents(store: Store, keys: list[str]) -> None:
     if keys:
         store.delete_documents(keys)
         rebuild_bm25_from_table(store)
+
+
+def apply_to_instance(instance: dg.DagsterInstance, store: Store, plan: SyncPlan) -> list[str]:
+    """Carry out a plan's removals (rows, stage files, BM25 entries, partitions) and register its
+    new documents (in batches of ADD_BATCH).  Returns the instance's partition keys, in order."""
+    remove_documents(store, plan.removed)
+    for key in plan.removed:
+        instance.delete_dynamic_partition(PARTITIONS, key)
+    for i in range(0, len(plan.added), ADD_BATCH):
+        instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
+    return list(instance.get_dynamic_partitions(PARTITIONS))
 
 
 def run_requests(plan: SyncPlan, order: list[str], fp: str) -> list[dg.RunRequest]:
@@ -66,8 +78,8 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[r for r in (
-            dg.DynamicPartitionsDefinition(name=PARTITIONS).build_add_request(plan.added) if plan.added else None,
-            dg.DynamicPartitionsDefinition(name=PARTITIONS).build_delete_request(plan.removed) if plan.removed else None,
+            documents.build_add_request(plan.added) if plan.added else None,
+            documents.build_delete_request(plan.removed) if plan.removed else None,
         ) if r is not None])
 
 
@@ -79,10 +91,5 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
     if not docs.root.exists():
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
-    remove_documents(store, plan.removed)
-    for key in plan.removed:
-        context.instance.delete_dynamic_partition(PARTITIONS, key)
-    for i in range(0, len(plan.added), ADD_BATCH):
-        context.instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
-    order = list(context.instance.get_dynamic_partitions(PARTITIONS))
+    order = apply_to_instance(context.instance, store, plan)
     return run_requests(plan, order, fp) or dg.SkipReason("every document is up to date")

@@ -80,10 +80,10 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
-    from pipelines.automation import RANGE_END, RANGE_START, plan_for, remove_documents
+    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, plan_for
     from pipelines.definitions import build_definitions
     from pipelines.settings import resources_from_env
-    from pipelines.sync import ADD_BATCH, PARTITIONS, contiguous_ranges
+    from pipelines.sync import contiguous_ranges
 
     t0 = time.perf_counter()
     if not Path(path).expanduser().exists():
@@ -97,14 +97,9 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
     echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
          f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed")
-    remove_documents(store, plan.removed)
-    for key in plan.removed:
-        instance.delete_dynamic_partition(PARTITIONS, key)
-    for i in range(0, len(plan.added), ADD_BATCH):
-        instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
+    order = apply_to_instance(instance, store, plan)
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
-    order = list(instance.get_dynamic_partitions(PARTITIONS))
     job = defs.resolve_job_def("ingest")
     run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     for first, last in contiguous_ranges(order, plan.stale):

@@ -168,6 +168,16 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
     ev = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("embeddings"))
     assert ev.dagster_event.partition == key
     assert ev.asset_materialization.metadata["rows"].value >= 1
+    # several documents in one run: a partition range (the model-free stages keep it quick)
+    keys = dg.DagsterInstance.get().get_dynamic_partitions("documents")
+    out = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
+                          "--select", "raw_documents,chunks", "--partition-range", f"{keys[0]}...{keys[-1]}"],
+                         capture_output=True, text=True, env=e, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ev = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("chunks"))
+    run = dg.DagsterInstance.get().get_run_by_id(ev.run_id)
+    assert run.tags["dagster/asset_partition_range_start"] == keys[0]
+    assert ev.asset_materialization.metadata["documents_ok"].value == len(keys) - 1  # broken.txt is skipped
 
 
 def test_sensor_removes_a_deleted_document(env):
@@ -193,3 +203,15 @@ def test_sensor_removes_a_deleted_document(env):
     from resources.retrieval import bm25_ids
 
     assert not any(i.startswith(gone + ":") for i in bm25_ids(store.bm25_dir))
+
+
+def test_embedder_cuts_long_text_on_purpose_and_normalises(env):
+    import numpy as np
+
+    from pipelines.settings import resources_from_env
+
+    embedder = resources_from_env(plain=True)["embedder"]
+    long_text = " ".join(f"token{i}" for i in range(3000))  # far over 2048 tokens
+    vecs, n_cut = embedder.embed_documents([long_text, "a short sentence"])
+    assert vecs.shape == (2, 768) and vecs.dtype == np.float32 and n_cut == 1
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
