@@ -59,18 +59,23 @@ class PromptBuilder:
 
     @property
     def scaffolding_tokens(self) -> int:
+        """LLM tokens of the chat template around the user message (head + tail)."""
         return len(self._head) + len(self._tail)
 
     def count_block(self, window: str) -> int:
+        """Exact LLM tokens of the document block holding ``window``."""
         return len(self.tokenizer.encode(self.template.document_block(window)))
 
     def count_chunk_block(self, chunk: str) -> int:
+        """Exact LLM tokens of the chunk block (chunk, tags and instruction)."""
         return len(self.tokenizer.encode(self.template.chunk_block(chunk)))
 
     def prefix(self, window: str) -> list[int]:
+        """Tokens shared by every chunk of a window: template head + document block."""
         return self._head + self.tokenizer.encode(self.template.document_block(window))
 
     def suffix(self, chunk: str) -> list[int]:
+        """Tokens after the prefix for one chunk: chunk block + template tail."""
         return self.tokenizer.encode(self.template.chunk_block(chunk)) + self._tail
 
 

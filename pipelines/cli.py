@@ -112,8 +112,11 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
             result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False,
                                             tags={RANGE_START: first, RANGE_END: last})
         if not result.success:
+            reason = next((str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+                           for ev in result.all_events if ev.is_step_failure), "see the run's log")
+            echo(f"situate: run {result.run_id} failed: {reason}")
             for key in keys:
-                summary.failed.setdefault(key, f"run {result.run_id} failed")
+                summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
     if plan.stale or plan.removed or not ids_match(store)[0]:
         defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
                                                         raise_on_error=False)
@@ -172,6 +175,7 @@ def _print_hits(hits, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``situate`` command; returns the exit status."""
     parser = argparse.ArgumentParser(prog="situate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_models = sub.add_parser("models", help="install or check the default local models")

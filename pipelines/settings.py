@@ -54,6 +54,7 @@ def _env(name: str, default, cast=str):
 
 
 def situate_home() -> Path:
+    """``$SITUATE_HOME`` (default ``./.situate``), absolute."""
     return Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
 
 

@@ -24,6 +24,7 @@ class DocsFolder(dg.ConfigurableResource):
 
     @property
     def root(self) -> Path:
+        """The folder or file, absolute."""
         return Path(self.path).expanduser().resolve()
 
     @property

@@ -107,6 +107,7 @@ class BlurbLLM(dg.ConfigurableResource):
                 self.n_batch, self.seed, vocab_only)
 
     def resolved_model_id(self) -> str:
+        """``model_id``, or the GGUF file name without ``.gguf``."""
         return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
 
     def load(self, vocab_only: bool = False):
@@ -164,12 +165,15 @@ class LlmTokenizer:
         self.llm = llm
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no BOS, special tokens as plain text)."""
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
 
     def count(self, text: str) -> int:
+        """Length of ``text`` in this model's tokens."""
         return len(self.encode(text))
 
     def encode_template(self, text: str, bos: bool) -> list[int]:
+        """Token ids of chat-template text, special tokens parsed, BOS added if ``bos``."""
         return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True) if text else []
 
     def pieces(self, tokens: list[int]) -> list[bytes]:
@@ -177,9 +181,11 @@ class LlmTokenizer:
         return [self.llm.detokenize([t]) for t in tokens]
 
     def chat_template(self) -> str | None:
+        """The GGUF's Jinja chat template (``tokenizer.chat_template``), if any."""
         return self.llm.metadata.get("tokenizer.chat_template")
 
     def eos_text(self) -> str:
+        """The end-of-sequence token as text."""
         return self.llm.detokenize([self.llm.token_eos()], special=True).decode("utf-8", "replace")
 
 
@@ -212,9 +218,18 @@ class Embedder(dg.ConfigurableResource):
     query_prefix: str = "search_query: "
 
     def resolved_model_id(self) -> str:
+        """``model_id``, or the GGUF file name without ``.gguf``."""
         return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
 
     def load(self):
+        """The process-wide embedding ``Llama`` (``n_batch = n_ubatch = n_ctx``, so any input that
+        fits the context fits one batch).
+
+        Raises
+        ------
+        FileNotFoundError
+            ``model_path`` does not exist.
+        """
         key = ("embed", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers)
         return _load(key, model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
                      n_batch=self.n_ctx, n_ubatch=self.n_ctx,

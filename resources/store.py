@@ -76,14 +76,17 @@ class Store(dg.ConfigurableResource):
     # -- paths ---------------------------------------------------------------------------------
     @property
     def root(self) -> Path:
+        """The data folder, absolute."""
         return Path(self.home).expanduser().resolve()
 
     @property
     def lancedb_uri(self) -> Path:
+        """``$SITUATE_HOME/lancedb``."""
         return self.root / "lancedb"
 
     @property
     def bm25_dir(self) -> Path:
+        """``$SITUATE_HOME/bm25``."""
         return self.root / "bm25"
 
     def stage_path(self, key: str, stage: str) -> Path:
@@ -92,6 +95,7 @@ class Store(dg.ConfigurableResource):
 
     # -- stage files ---------------------------------------------------------------------------
     def write_stage(self, key: str, stage: str, obj) -> Path:
+        """Write a stage's JSON for document ``key`` atomically; returns its path."""
         p = self.stage_path(key, stage)
         write_json_atomic(p, obj)
         return p
@@ -110,10 +114,12 @@ class Store(dg.ConfigurableResource):
         return json.loads(p.read_text(encoding="utf-8"))
 
     def delete_stages(self, key: str) -> None:
+        """Remove document ``key``'s stage folder."""
         shutil.rmtree(self.root / "stages" / key, ignore_errors=True)
 
     # -- LanceDB -------------------------------------------------------------------------------
     def connect(self):
+        """A LanceDB connection to ``lancedb_uri`` (created if missing)."""
         import lancedb
 
         self.lancedb_uri.mkdir(parents=True, exist_ok=True)
@@ -193,5 +199,6 @@ class Store(dg.ConfigurableResource):
         return out
 
     def count_rows(self) -> int:
+        """Rows in the ``chunks`` table (0 before the first write)."""
         table = self.table()
         return 0 if table is None else table.count_rows()
