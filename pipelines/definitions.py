@@ -20,10 +20,17 @@ models.use_offline_tiktoken()
 ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index]
 
 
+#: Declarative automation is evaluated by a sensor that Dagster leaves stopped by default; this one
+#: runs by default, so ``bm25_index`` (AutomationCondition.eager) is rebuilt after new embeddings.
+bm25_automation = dg.AutomationConditionSensorDefinition(
+    "bm25_automation", target=dg.AssetSelection.assets("bm25_index"),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+
+
 def build_definitions(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dg.Definitions:
     """Definitions for a docs folder and data folder (defaults from the environment)."""
     return dg.Definitions(
-        assets=ASSETS, jobs=[ingest_job, index_job], sensors=[documents_sensor],
+        assets=ASSETS, jobs=[ingest_job, index_job], sensors=[documents_sensor, bm25_automation],
         schedules=[nightly_reingest], resources=resources_from_env(docs_path, home, plain),
         executor=dg.in_process_executor)
 
