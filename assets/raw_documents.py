@@ -27,6 +27,7 @@ def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: St
             doc = load(ref)
         except DocumentError as e:
             e.sha256 = ref.sha256  # not retried until the file changes
+            store.delete_rows(key)  # its old text is gone: no stale rows in search
             raise
         store.write_stage(key, "document", doc.to_json())
         context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")

@@ -45,6 +45,23 @@ def apply_to_instance(instance: dg.DagsterInstance, store: Store, plan: SyncPlan
     return list(instance.get_dynamic_partitions(PARTITIONS))
 
 
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED]
+
+
+def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
+    """Documents in ``ingest`` runs that are queued or running: not requested again meanwhile."""
+    keys: set[str] = set()
+    pos = {k: i for i, k in enumerate(order)}
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=ACTIVE)):
+        tags = run.tags
+        if "dagster/partition" in tags:
+            keys.add(tags["dagster/partition"])
+        elif tags.get(RANGE_START) in pos and tags.get(RANGE_END) in pos:
+            keys.update(order[pos[tags[RANGE_START]]: pos[tags[RANGE_END]] + 1])
+    return keys
+
+
 def run_requests(plan: SyncPlan, order: list[str], fp: str) -> list[dg.RunRequest]:
     """One ``ingest`` run per contiguous range of stale keys (one model load serves the range),
     plus a BM25 rebuild when documents were removed."""
@@ -69,6 +86,8 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     remove_documents(store, plan.removed)
     registered = [k for k in context.instance.get_dynamic_partitions(PARTITIONS) if k not in plan.removed]
     order = registered + plan.added
+    busy = in_flight_keys(context.instance, registered)
+    plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
     requests = run_requests(plan, order, fp)
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
         requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
@@ -92,4 +111,6 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
     order = apply_to_instance(context.instance, store, plan)
+    busy = in_flight_keys(context.instance, order)
+    plan.stale = [k for k in plan.stale if k not in busy]
     return run_requests(plan, order, fp) or dg.SkipReason("every document is up to date")

@@ -89,6 +89,9 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     if not Path(path).expanduser().exists():
         raise FileNotFoundError(f"{path} does not exist")
     _prepare_env(home, path)
+    from pipelines.settings import record_docs_root
+
+    record_docs_root(path)
     res = resources_from_env(plain=True)
     store = res["store"]
     defs = build_definitions(plain=True)
@@ -131,6 +134,8 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
                     break
         if err:
             summary.failed[key] = err
+            continue
+        if key in summary.failed:  # its run failed as a whole
             continue
         p = store.stage_path(key, "blurbs")
         if not p.exists():
@@ -183,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
     p_ingest.add_argument("path")
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
-    p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT")
+    p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT "
+                          "(exit status 1 when any document failed)")
     p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF)")
     p_search.add_argument("query")
     p_search.add_argument("-k", type=int, default=10)
@@ -209,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"situate: {line}")
         if args.json:
             Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
-        return 0
+        return 1 if summary.failed else 0
     if args.command == "search":
         hits, warnings = search(args.query, args.k, args.home)
         for w in warnings:
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dev":
         _prepare_env(None)
         root = Path(__file__).resolve().parent.parent
-        os.execvp("dagster", ["dagster", "dev", "-w", str(root / "workspace.yaml")])
+        os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])
     return 2
 
 

@@ -33,14 +33,17 @@ from resources.store import Store
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
 #: several copies of the models (each run loads its own).
 DAGSTER_YAML = """\
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
+concurrency:
+  runs:
     max_concurrent_runs: 1
 telemetry:
   enabled: false
 """
+
+#: File in ``$SITUATE_HOME`` naming the docs folder last ingested there; the default docs folder,
+#: so ``situate dev`` after ``situate ingest ~/notes`` follows ``~/notes`` and never mistakes an
+#: unrelated ``./docs`` for it (which would delete every row).
+DOCS_ROOT_FILE = "docs-root"
 
 
 def _env(name: str, default, cast=str):
@@ -71,6 +74,19 @@ def ensure_dagster_home() -> Path:
     return path
 
 
+def recorded_docs_root() -> str | None:
+    """The docs folder recorded in ``$SITUATE_HOME`` by the last ``situate ingest``, if any."""
+    p = situate_home() / DOCS_ROOT_FILE
+    return p.read_text().strip() or None if p.exists() else None
+
+
+def record_docs_root(path: str) -> None:
+    """Remember ``path`` as this data folder's docs folder."""
+    p = situate_home() / DOCS_ROOT_FILE
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(str(Path(path).expanduser().resolve()))
+
+
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
     calls resource methods outside a run); otherwise set variables become ``dg.EnvVar``."""
@@ -81,7 +97,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
         return _env(name, default, cast)
 
     return {
-        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", "docs")),
+        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root() or "docs")),
         "store": Store(home=home or val("SITUATE_HOME", ".situate")),
         "llm": BlurbLLM(model_path=val("SITUATE_LLM_MODEL", str(models.path_of(models.LLM))),
                         model_id="" if os.environ.get("SITUATE_LLM_MODEL") else models.LLM.model_id,

@@ -193,7 +193,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
             warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: "
                             "materialise bm25_index")
         sparse_ids = bm25_search(store.bm25_dir, query, candidates)
-    fused = rrf([dense_ids, sparse_ids])[:k]
+    fused = rrf([dense_ids, sparse_ids])[:2 * k]  # spare ids in case the index is ahead of the table
     if not fused:
         return [], warnings
     wanted = [cid for cid, _ in fused]
@@ -208,4 +208,6 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
             continue
         hits.append(Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"],
                         int(r["chunk_index"]), r["blurb"] or "", r["text"]))
+        if len(hits) == k:
+            break
     return hits, warnings

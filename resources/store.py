@@ -11,6 +11,7 @@ Layout of ``$SITUATE_HOME`` (default ``./.situate``)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -89,9 +90,15 @@ class Store(dg.ConfigurableResource):
         """``$SITUATE_HOME/bm25``."""
         return self.root / "bm25"
 
+    def stage_dir(self, key: str) -> Path:
+        """``stages/<key>``; a key too long for a file name (over 200 bytes) is shortened and
+        suffixed with a hash of the whole key."""
+        name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        return self.root / "stages" / name
+
     def stage_path(self, key: str, stage: str) -> Path:
         """``stages/<key>/<stage>.json``."""
-        return self.root / "stages" / key / f"{stage}.json"
+        return self.stage_dir(key) / f"{stage}.json"
 
     # -- stage files ---------------------------------------------------------------------------
     def write_stage(self, key: str, stage: str, obj) -> Path:
@@ -115,7 +122,7 @@ class Store(dg.ConfigurableResource):
 
     def delete_stages(self, key: str) -> None:
         """Remove document ``key``'s stage folder."""
-        shutil.rmtree(self.root / "stages" / key, ignore_errors=True)
+        shutil.rmtree(self.stage_dir(key), ignore_errors=True)
 
     # -- LanceDB -------------------------------------------------------------------------------
     def connect(self):
@@ -156,6 +163,10 @@ class Store(dg.ConfigurableResource):
         if rows.num_rows and set(rows.column("document_key").to_pylist()) != {key}:
             raise ValueError(f"{key}: rows belong to other documents")
         table = self.table()
+        if table is not None and rows.num_rows and table.schema.field("vector").type != rows.schema.field("vector").type:
+            # another embedding width: every row is stale (the settings fingerprint changed too)
+            self.connect().drop_table(TABLE)
+            table = None
         if table is None:
             if rows.num_rows:
                 self.connect().create_table(TABLE, data=rows, schema=rows.schema)
@@ -169,6 +180,12 @@ class Store(dg.ConfigurableResource):
          .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
          .execute(rows))
         return rows.num_rows
+
+    def delete_rows(self, key: str) -> None:
+        """Remove document ``key``'s rows (its stage files stay)."""
+        table = self.table()
+        if table is not None:
+            table.delete(f"document_key = {_quote(key)}")
 
     def delete_documents(self, keys: list[str]) -> None:
         """Remove every row of the documents ``keys`` and their stage files."""

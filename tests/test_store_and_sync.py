@@ -22,17 +22,15 @@ def rows(key, texts, blurbs=None, sha="s1", fp="fp"):
 
 def test_replacing_a_document_leaves_no_duplicates_or_stale_rows(tmp_path):
     store = Store(home=str(tmp_path))
-    held = None
     assert store.replace_document("a", rows("a", ["one", "two", "three"])) == 3
     store.replace_document("b", rows("b", ["other"]))
-    held = store.table()  # a handle opened before the next writes
     store.replace_document("a", rows("a", ["one", "two changed"]))
     store.replace_document("a", rows("a", ["one", "two changed"]))  # same again: idempotent
     t = store.table()
     got = sorted(t.search().select(["chunk_id", "text", "document_key"]).limit(None).to_arrow()
                  .column("text").to_pylist())
     assert got == ["one", "other", "two changed"]
-    assert t.count_rows() == 3 and held is not None
+    assert t.count_rows() == 3
     assert store.document_states()["a"]["rows"] == 2
 
 
@@ -93,3 +91,44 @@ def test_contiguous_ranges():
     assert contiguous_ranges(order, "abdfg") == [("a", "b"), ("d", "d"), ("f", "g")]
     assert contiguous_ranges(order, []) == []
     assert contiguous_ranges(order, order) == [("a", "g")]
+
+
+def test_another_embedding_width_replaces_the_table(tmp_path):
+    import pyarrow as pa
+
+    from resources.store import table_schema
+
+    store = Store(home=str(tmp_path))
+    store.replace_document("a", rows("a", ["x", "y"]))
+    wide = rows("b", ["z"])
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(8, np.float32)), 8)
+    wide = pa.Table.from_arrays([*wide.columns[:-1], vec], schema=table_schema(8))
+    store.replace_document("b", wide)
+    assert store.count_rows() == 1 and store.table().schema.field("vector").type.list_size == 8
+
+
+def test_long_keys_get_short_stage_folders(tmp_path):
+    store = Store(home=str(tmp_path))
+    key = "a" * 400
+    store.write_stage(key, "document", {"x": 1})
+    assert store.read_stage(key, "document") == {"x": 1}
+    assert len(store.stage_dir(key).name) <= 200
+
+
+def test_documents_of_active_runs_are_in_flight():
+    import uuid
+
+    import dagster as dg
+
+    from pipelines.automation import RANGE_END, RANGE_START, in_flight_keys
+
+    order = ["a", "b", "c", "d", "e"]
+    with dg.instance_for_test() as instance:
+        def run(status, tags, job="ingest"):
+            instance.add_run(dg.DagsterRun(job_name=job, run_id=str(uuid.uuid4()), status=status, tags=tags))
+
+        run(dg.DagsterRunStatus.STARTED, {RANGE_START: "b", RANGE_END: "c"})
+        run(dg.DagsterRunStatus.QUEUED, {"dagster/partition": "e"})
+        run(dg.DagsterRunStatus.SUCCESS, {"dagster/partition": "a"})  # finished: not in flight
+        run(dg.DagsterRunStatus.STARTED, {"dagster/partition": "d"}, job="bm25")
+        assert in_flight_keys(instance, order) == {"b", "c", "e"}
