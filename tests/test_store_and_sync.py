@@ -128,7 +128,7 @@ def test_documents_of_active_runs_are_in_flight():
             instance.add_run(dg.DagsterRun(job_name=job, run_id=str(uuid.uuid4()), status=status, tags=tags))
 
         run(dg.DagsterRunStatus.STARTED, {RANGE_START: "b", RANGE_END: "c"})
-        run(dg.DagsterRunStatus.QUEUED, {"dagster/partition": "e"})
+        run(dg.DagsterRunStatus.NOT_STARTED, {"dagster/partition": "e"})
         run(dg.DagsterRunStatus.SUCCESS, {"dagster/partition": "a"})  # finished: not in flight
         run(dg.DagsterRunStatus.STARTED, {"dagster/partition": "d"}, job="bm25")
         assert in_flight_keys(instance, order) == {"b", "c", "e"}
