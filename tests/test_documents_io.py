@@ -131,3 +131,13 @@ def test_real_cookbook_corpus_has_90_documents_and_737_chunks():
     assert len(docs) == 90 and sum(len(d.given_chunks) for d in docs) == 737
     doc70 = next(d for d in docs if d.doc_id == "doc_70")
     assert len(doc70.given_chunks) == 83 and len(doc70.text) == 54328
+
+
+def test_huge_file_gets_a_named_error(tmp_path, monkeypatch):
+    import assets.documents_io as dio
+
+    monkeypatch.setattr(dio, "MAX_FILE_BYTES", 1000)
+    (tmp_path / "big.txt").write_text("x" * 1001)
+    (ref,) = discover(tmp_path)
+    with pytest.raises(DocumentError, match=r"big.txt: too large \(1,001 bytes > 1,000\)"):
+        load(ref)
