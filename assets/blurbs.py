@@ -14,8 +14,9 @@ from assets.contextualize import contextualize
 from assets.fitted_preambles import prompt_builder
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
-from assets.prompting import PROMPT_VERSION
+from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
 from pipelines.partitions import documents
+from resources.cache import blurb_cache_for, digest, file_sha256
 from resources.llm import BlurbLLM
 from resources.store import Store
 
@@ -23,21 +24,39 @@ from resources.store import Store
 STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
 
 
+def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name):
+    """The blurb cache key function: ``(window text, chunk prompt text) -> sha256 hex`` over the LLM
+    file's sha256, the prompt template and version, and the decoding settings."""
+    settings = {"llm_sha256": file_sha256(llm.model_path), "template": template_name,
+                "prompt_version": PROMPT_VERSION, "max_tokens": llm.max_tokens,
+                "repeat_penalty": llm.repeat_penalty, "stop": STOP, "temperature": 0.0, "seed": llm.seed}
+
+    def key(window: str, chunk_prompt: str) -> str:
+        return digest(settings, window, chunk_prompt)
+
+    return key
+
+
 def blurb_summary(records: list) -> dict:
-    """Per-document figures: blurbs, fallbacks by reason, prompt tokens evaluated / reused."""
-    prompt = sum(r.prompt_tokens for r in records)
-    evaluated = sum(r.evaluated for r in records)
-    seconds = sum(r.seconds for r in records)
+    """Per-document figures: blurbs, fallbacks by reason, model calls and blurbs from the cache,
+    prompt tokens evaluated / reused (over model calls only), problems found by cleaning."""
+    fresh = [r for r in records if not getattr(r, "cached", False)]
+    prompt = sum(r.prompt_tokens for r in fresh)
+    evaluated = sum(r.evaluated for r in fresh)
+    seconds = sum(r.seconds for r in fresh)
+    problems = collections.Counter(p for r in records for p in r.problems)
     reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status != "model")
     return {"chunks": len(records), "blurbs_from_model": sum(r.status == "model" for r in records),
             "fallbacks": sum(reasons.values()),
             "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
+            "problems": dict(sorted(problems.items())),
+            "model_calls": len(fresh), "cached": len(records) - len(fresh),
             "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
             "prompt_tokens_reused": prompt - evaluated,
             "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
             "generated_tokens": sum(r.generated for r in records),
             "llm_seconds": round(seconds, 2),
-            "blurbs_per_second": round(len(records) / seconds, 3) if seconds else 0.0}
+            "blurbs_per_second": round(len(fresh) / seconds, 3) if seconds else 0.0}
 
 
 @dg.asset(
@@ -53,6 +72,8 @@ def blurb_summary(records: list) -> dict:
 def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
     builder = prompt_builder(llm)
     model_id = llm.resolved_model_id()
+    cache = blurb_cache_for(store)
+    key_fn = blurb_key(llm)
 
     def generate(tokens: list[int]):
         return llm.generate(tokens, stop=STOP)
@@ -65,14 +86,16 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         n = len(texts)
 
         def progress(i: int, rec) -> None:
-            context.log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {rec.evaluated}/{rec.prompt_tokens} "
-                             f"prompt tokens evaluated, {rec.seconds:.1f} s: {rec.blurb[:100]!r}")
+            how = ("from the cache" if rec.cached else
+                   f"{rec.evaluated}/{rec.prompt_tokens} prompt tokens evaluated, {rec.seconds:.1f} s")
+            context.log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {how}: {rec.blurb[:100]!r}")
 
         class _Log:
             def warning(self, msg, *args):
                 context.log.warning(f"blurbs {key}: " + (msg % args))
 
-        records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress)
+        records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
+                                cache=cache, cache_key=key_fn)
         store.write_stage(key, "blurbs", {
             "model_id": model_id, "prompt_version": PROMPT_VERSION,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
@@ -86,6 +109,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         secs = sum(v["llm_seconds"] for v in ok.values())
         n = sum(v["chunks"] for v in ok.values())
         return {"blurbs_total": n, "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
+                "model_calls_total": sum(v["model_calls"] for v in ok.values()),
+                "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
                 "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,
                 "blurbs_per_second": round(n / secs, 3) if secs else 0.0}
 

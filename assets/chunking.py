@@ -37,6 +37,9 @@ class Chunk:
         Length in cl100k_base tokens.
     heading_path : list of str
         Titles of the sections the chunk starts in, outermost first.
+    context : str
+        Structural context (:mod:`assets.code_context`): for code the file's leading comment,
+        enclosing definitions and names defined; for prose the title and heading path.
     """
 
     chunk_id: str
@@ -46,6 +49,7 @@ class Chunk:
     text: str
     n_tokens: int
     heading_path: list[str]
+    context: str = ""
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

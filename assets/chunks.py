@@ -6,6 +6,7 @@ import functools
 import dagster as dg
 
 from assets.chunking import make_chunks
+from assets.code_context import document_contexts
 from assets.per_document import for_each_document, read_ok
 from pipelines.partitions import documents
 from resources.docs import Chunking
@@ -44,14 +45,18 @@ def count_cl100k(text: str) -> int:
     kinds={"python", "file"},
     group_name="ingest",
     description="Chunks of at most chunk_tokens cl100k_base tokens, cut at paragraph or line "
-                "boundaries, each with a stable id, its index and heading path. A corpus file's "
-                "documents keep their given chunks.",
+                "boundaries, each with a stable id, its index, heading path and structural context "
+                "(code: leading comment, enclosing definitions, names defined, by tree-sitter; "
+                "prose: title > headings). A corpus file's documents keep their given chunks.",
 )
 def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
         out = make_chunks(key, doc["text"], doc["headings"], count_cl100k, chunking.chunk_tokens,
                           chunking.overlap_tokens, doc.get("given_chunks"))
+        contexts = document_contexts(doc, [(c.start, c.end) for c in out], [c.heading_path for c in out])
+        for c, ctx in zip(out, contexts):
+            c.context = ctx
         store.write_stage(key, "chunks", {"chunks": [c.to_json() for c in out]})
         sizes = [c.n_tokens for c in out]
         return {"chunks": len(out), "tokens_max": max(sizes), "tokens_mean": round(sum(sizes) / len(sizes), 1),

@@ -98,6 +98,9 @@ class BlurbRecord:
     seconds : float
     window : int
         Index of the window used.
+    cached : bool
+        The raw text came from the blurb cache (no model call; token counts are the original
+        call's, and ``evaluated``/``reused`` are 0).
     """
 
     blurb: str
@@ -110,11 +113,14 @@ class BlurbRecord:
     generated: int
     seconds: float
     window: int
+    cached: bool = False
 
 
 def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBuilder,
                   generate: Callable, log: logging.Logger | None = None,
-                  on_blurb: Callable[[int, BlurbRecord], None] | None = None) -> list[BlurbRecord]:
+                  on_blurb: Callable[[int, BlurbRecord], None] | None = None,
+                  cache=None, cache_key: Callable[[str, str], str] | None = None,
+                  ground: bool = True) -> list[BlurbRecord]:
     """Blurbs for every chunk of one document, window by window, chunks back to back.
 
     Parameters
@@ -130,6 +136,13 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
         ``tokens -> resources.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
     log : logging.Logger, optional
         Gets a warning for each fallback.
+    on_blurb : callable, optional
+        Called with ``(chunk index, record)`` after each chunk.
+    cache : resources.cache.BlurbCache, optional
+        Raw outputs by ``cache_key(window text, chunk prompt text)``: a hit makes no model call.
+    ground : bool
+        Drop blurb sentences naming things absent from the document
+        (:func:`assets.prompting.ground_blurb`).
 
     Returns
     -------
@@ -147,16 +160,23 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
         for i in window.chunks:
             chunk_prompt = chunks[i][:plan.chunk_prompt_ends[i]]
             tokens = prefix + builder.suffix(chunk_prompt)
+            key = cache_key(text[window.start:window.end], chunk_prompt) if cache is not None else None
+            entry = cache.get(key) if key else None
             t0 = time.perf_counter()
-            gen = generate(tokens)
-            cleaned = clean_blurb(gen.text, chunks[i])
+            if entry is not None:
+                raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
+            else:
+                gen = generate(tokens)
+                raw, n_prompt, n_eval, n_reused, n_gen = gen.text, gen.prompt_tokens, gen.evaluated, gen.reused, gen.generated
+                if key:
+                    cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
+            cleaned = clean_blurb(raw, chunks[i], document=text if ground else None)
             status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
-            rec = BlurbRecord(cleaned.text, status, gen.text, cleaned.problems, gen.prompt_tokens,
-                              gen.evaluated, gen.reused, gen.generated,
-                              round(time.perf_counter() - t0, 4), w_index)
+            rec = BlurbRecord(cleaned.text, status, raw, cleaned.problems, n_prompt, n_eval, n_reused, n_gen,
+                              round(time.perf_counter() - t0, 4), w_index, entry is not None)
             if not cleaned.usable and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
-                            i, ", ".join(cleaned.problems), gen.text[:200])
+                            i, ", ".join(cleaned.problems), raw[:200])
             out[i] = rec
             if on_blurb:
                 on_blurb(i, rec)

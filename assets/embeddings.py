@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 
 from assets.per_document import for_each_document, read_ok
-from assets.prompting import PROMPT_VERSION, contextualized_text
+from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION, contextualized_text
 from pipelines.partitions import documents
+from resources.cache import embed_with_cache, embedding_cache_for
 from resources.docs import Chunking
 from resources.llm import BlurbLLM, Embedder
 from resources.store import Store, table_schema
@@ -23,6 +24,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     stale and is ingested again."""
     settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
+                "context": CONTEXT_VERSION,
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -51,6 +53,7 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
         "title": [doc["title"]] * n,
         "chunk_index": [c["index"] for c in chunk_list],
         "heading_path": [" > ".join(c["heading_path"]) for c in chunk_list],
+        "context": [c.get("context", "") for c in chunk_list],
         "text": [c["text"] for c in chunk_list],
         "blurb": [b["blurb"] for b in blurb_list],
         "blurb_status": [b["status"] for b in blurb_list],
@@ -74,7 +77,7 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
     deps=["blurbs"],
     kinds={"python", "lancedb"},
     group_name="ingest",
-    description="Blurb + blank line + chunk, embedded with the local embedding model (document "
+    description="Structural context + blurb + blank line + chunk, embedded with the local embedding model (document "
                 "prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
                 "table `chunks`, replacing its previous rows in one merge_insert.",
 )
@@ -82,26 +85,32 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
                chunking: Chunking) -> dg.MaterializeResult:
     fp = fingerprint(llm, embedder, chunking)
     embed_model = embedder.resolved_model_id()
+    cache = embedding_cache_for(store, embedder)
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         blurb_data = read_ok(store, key, "blurbs")
-        texts = [contextualized_text(b["blurb"], c["text"]) for b, c in zip(blurb_data["blurbs"], chunk_list)]
+        texts = [contextualized_text(b["blurb"], c["text"], c.get("context", ""))
+                 for b, c in zip(blurb_data["blurbs"], chunk_list)]
         t0 = time.perf_counter()
-        vectors, n_cut = embedder.embed_documents(texts)
+        vectors, n_computed, n_cut = embed_with_cache(embedder, texts, cache)
         seconds = time.perf_counter() - t0
         if n_cut:
             context.log.warning(f"embeddings {key}: {n_cut} inputs cut to {embedder.n_ctx} tokens")
         rows = build_rows(key, doc, chunk_list, blurb_data["blurbs"], vectors,
                           blurb_data["model_id"], embed_model, fp)
         n = store.replace_document(key, rows)
-        context.log.info(f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {seconds:.1f} s")
-        return {"rows": n, "dim": int(vectors.shape[1]), "inputs_cut": n_cut,
+        context.log.info(f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {n_computed} embedded, "
+                         f"{len(texts) - n_computed} from the cache, {seconds:.1f} s")
+        return {"rows": n, "dim": int(vectors.shape[1]), "inputs_cut": n_cut, "embedded": n_computed,
+                "from_cache": len(texts) - n_computed,
                 "embed_seconds": round(seconds, 2)}
 
     report = for_each_document(context, store, "embeddings", work)
     return dg.MaterializeResult(metadata={
         "table": f"{store.lancedb_uri}/chunks", "embed_model": embed_model, "fingerprint": fp,
         "table_rows": store.count_rows(),
-        **report.metadata(lambda ok: {"rows_written": sum(v["rows"] for v in ok.values())})})
+        **report.metadata(lambda ok: {"rows_written": sum(v["rows"] for v in ok.values()),
+                                      "texts_embedded": sum(v["embedded"] for v in ok.values()),
+                                      "embeddings_from_cache": sum(v["from_cache"] for v in ok.values())})})

@@ -23,6 +23,10 @@ import re
 
 #: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
 PROMPT_VERSION = "anthropic-2024-09/v1"
+#: Bump when the cleaning, the grounding, the structural context or the composition of the
+#: contextualised text changes: rows carry it in their fingerprint, and a change rebuilds them from
+#: the blurb and embedding caches (no model call for what is unchanged).
+CONTEXT_VERSION = "structural-v1+grounded-v1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,24 @@ ANTHROPIC_2024 = PromptTemplate(
     ),
 )
 
+#: One blurb per document (the ``document-context`` configuration of ``situate eval``): the same
+#: document block as :data:`ANTHROPIC_2024`, then a request for the document's own context in the
+#: published prompt's words.  Written for situate; not from the blog.
+DOCUMENT_SUMMARY = PromptTemplate(
+    name="document-summary",
+    document_head="<document>\n",
+    document_tail="\n</document>\n",
+    chunk_head="",
+    chunk_tail=(
+        "Please give a short succinct summary of what this document is and what it contains, for "
+        "the purposes of improving search retrieval of its chunks. Answer only with the summary "
+        "and nothing else."
+    ),
+)
+
+#: Prompts by name (``SITUATE_PROMPT``); the default is Anthropic's published one.
+PROMPTS = {ANTHROPIC_2024.name: ANTHROPIC_2024}
+
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480
 #: Fewer words than this is not a usable context.
@@ -85,7 +107,8 @@ class CleanBlurb:
         The blurb to index; empty when unusable.
     problems : list of str
         Each a short tag: ``think``, ``tags``, ``loop``, ``truncated``, ``empty``, ``too-short``,
-        ``instruction``, ``dangling`` (a sentence ending in a colon), ``chunk-echo``.  The last
+        ``instruction``, ``dangling`` (a sentence ending in a colon), ``chunk-echo``,
+        ``ungrounded`` (sentences naming things absent from the document were dropped).  The last
         tag names the reason when the blurb is unusable.
     """
 
@@ -145,7 +168,59 @@ def _chunk_echo(blurb: str, chunk: str) -> bool:
     return sum(g in cgrams for g in bgrams) >= 0.8 * len(bgrams)
 
 
-def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> CleanBlurb:
+#: Words a blurb may use without the document containing them: names of languages, formats and
+#: kinds of code that situate a chunk without being in it.
+GENERIC_NAMES = frozenset("""
+rust python java javascript typescript go golang c c++ cpp kotlin swift ruby php scala haskell
+api apis json yaml toml xml html css sql http https url urls cli gui ui id ids io os utf-8 ascii
+unicode readme markdown github git linux windows macos unix posix llvm gcc jvm javadoc junit
+pytest""".split())
+
+_NAME = re.compile(r"`([^`]+)`|\b([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_][\w]*)+)\b|\b([A-Za-z_]\w*)\b")
+
+
+def absent_names(sentence: str, document: str) -> list[str]:
+    """Code-like names in ``sentence`` that ``document`` does not contain.
+
+    A name is text in backticks, a dotted or ``::`` path, or a word with an inner capital, an
+    underscore or a digit (``loadConfig``, ``read_file``, ``utf8``), or a capitalised word that does
+    not start the sentence.  Words in :data:`GENERIC_NAMES` are allowed; the match against the
+    document ignores case.
+    """
+    doc = document.lower()
+    absent = []
+    for m in _NAME.finditer(sentence):
+        name = m.group(1) or m.group(2) or m.group(3)
+        if m.group(3):
+            w = m.group(3)
+            code_like = (any(ch.isupper() for ch in w[1:]) or "_" in w or any(ch.isdigit() for ch in w))
+            proper = w[0].isupper() and m.start() > 0 and len(w) > 2
+            if not (code_like or proper):
+                continue
+        if name.lower() in GENERIC_NAMES or name.lower() in doc:
+            continue
+        absent.append(name)
+    return absent
+
+
+def ground_blurb(blurb: str, document: str) -> tuple[str, int]:
+    """Drop the sentences of ``blurb`` that name something absent from ``document``.
+
+    A small model invents function, class and product names (shared/MODELS.md: "it invents
+    facts"); a sentence whose names are all in the document is kept.
+
+    Returns
+    -------
+    (text, n_dropped)
+        The kept sentences, and how many were dropped.
+    """
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", blurb.strip()) if x]
+    kept = [x for x in sentences if not absent_names(x, document)]
+    return " ".join(kept), len(sentences) - len(kept)
+
+
+def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
+                document: str | None = None) -> CleanBlurb:
     """Clean what the LLM wrote for one chunk.
 
     Strips ``<think>`` stages (closed, empty or unterminated), echoed prompt tags and lead-ins
@@ -160,6 +235,9 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> Clean
         The chunk it is meant to situate.
     max_chars : int
         Longest blurb kept, in characters.
+    document : str, optional
+        The whole document: when given, sentences naming things absent from it are dropped
+        (:func:`ground_blurb`, problem tag ``ungrounded``).
 
     Returns
     -------
@@ -189,6 +267,10 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> Clean
     text, cut = _bound(text, max_chars)
     if cut:
         problems.append("truncated")
+    if document is not None and text:
+        text, dropped = ground_blurb(text, document)
+        if dropped:
+            problems.append("ungrounded")
     unusable = None
     if not text:
         unusable = "empty"
@@ -197,14 +279,16 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS) -> Clean
     elif _chunk_echo(text, chunk):
         unusable = "chunk-echo"
     if unusable:
-        if unusable == "empty" and problems and problems[-1] in ("instruction", "dangling"):
+        if unusable == "empty" and problems and problems[-1] in ("instruction", "dangling", "ungrounded"):
             unusable = problems.pop()
         problems.append(unusable)
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)
 
 
-def contextualized_text(blurb: str, chunk: str) -> str:
-    """The text that is embedded and BM25-indexed: blurb, blank line, chunk (the chunk alone when
-    the blurb is empty), as in Anthropic's cookbook."""
-    return f"{blurb}\n\n{chunk}" if blurb else chunk
+def contextualized_text(blurb: str, chunk: str, context: str = "") -> str:
+    """The text that is embedded and BM25-indexed: the structural context and the blurb (each
+    when not empty, one per line), a blank line, then the chunk; the chunk alone when both are
+    empty.  Blurb, blank line, chunk is Anthropic's cookbook's form."""
+    head = "\n".join(x for x in (context, blurb) if x)
+    return f"{head}\n\n{chunk}" if head else chunk

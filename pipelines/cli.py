@@ -1,4 +1,4 @@
-"""The ``situate`` command line: models, ingest, search, demo, dev.
+"""The ``situate`` command line: models, ingest, search, eval, demo, dev.
 
 Examples
 --------
@@ -197,6 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     p_search.add_argument("--home")
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
+    p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "
+                            "configuration (Pass@5/10/20, failure@20, MRR@10)")
+    p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
+    p_eval.add_argument("--queries", help="query lines {query_id, query, golden: [[doc_id, chunk_index]]}")
+    p_eval.add_argument("--configs", help="comma-separated (default: all of "
+                        "chunk,chunk+bm25,heuristic,document-context,contextual-dense,contextual,contextual+rerank)")
+    p_eval.add_argument("--fusion", default="rrf", help="comma-separated fusion methods: rrf, weighted "
+                        "(the first is the one reported under the plain name)")
+    p_eval.add_argument("--rerank-depth", type=int, default=None, help="candidates the reranker reorders")
+    p_eval.add_argument("--home", help="data folder (default $SITUATE_HOME/eval/<corpus name>)")
+    p_eval.add_argument("--json", metavar="OUT", help="write the figures and each query's golden ranks to OUT")
+    p_eval.add_argument("--markdown", metavar="OUT", help="write the table as Markdown to OUT")
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
     args = parser.parse_args(argv)
 
@@ -221,6 +233,21 @@ def main(argv: list[str] | None = None) -> int:
         for w in warnings:
             print(f"situate: warning: {w}", file=sys.stderr)
         _print_hits(hits, args.json)
+        return 0
+    if args.command == "eval":
+        from pipelines.evaluate import RERANK_DEPTH, run_eval
+
+        report = run_eval(args.corpus, args.queries,
+                          [c.strip() for c in args.configs.split(",")] if args.configs else None,
+                          args.home, [f.strip() for f in args.fusion.split(",")],
+                          args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH)
+        print(report["markdown"])
+        print("blurb quality (% of chunk blurbs): " + ", ".join(f"{k} {v}" for k, v in report["blurb_quality"].items()))
+        print(f"situate eval: {report['seconds']:.1f} s in all")
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2))
+        if args.markdown:
+            Path(args.markdown).write_text(report["markdown"] + "\n")
         return 0
     if args.command == "demo":
         from pipelines.demo import run_demo

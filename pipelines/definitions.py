@@ -10,6 +10,7 @@ from assets.chunks import chunks
 from assets.embeddings import embeddings
 from assets.fitted_preambles import fitted_preambles
 from assets.raw_documents import raw_documents
+from assets.retrieval_eval import retrieval_eval
 from pipelines.automation import documents_sensor, nightly_reingest
 from pipelines.jobs import index_job, ingest_job
 from pipelines.settings import resources_from_env
@@ -17,7 +18,7 @@ from resources import models
 
 models.use_offline_tiktoken()
 
-ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index]
+ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index, retrieval_eval]
 
 
 #: Declarative automation is evaluated by a sensor that Dagster leaves stopped by default; this one

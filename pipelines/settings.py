@@ -14,6 +14,7 @@ SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0
 SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
 SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
+SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================
 """
@@ -28,6 +29,7 @@ import dagster as dg
 from resources import models
 from resources.docs import Chunking, DocsFolder
 from resources.llm import BlurbLLM, Embedder
+from resources.reranker import Reranker
 from resources.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
@@ -111,3 +113,12 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
         "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", 800, int),
                              overlap_tokens=val("SITUATE_OVERLAP_TOKENS", 80, int)),
     }
+
+
+def reranker_from_env() -> Reranker:
+    """The local cross-encoder: ``SITUATE_RERANK_MODEL`` (an ONNX file with ``tokenizer.json``
+    in its folder) or the installed default (:data:`resources.models.RERANKER`)."""
+    path = os.environ.get("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
+    tok = str(Path(path).with_name("tokenizer.json"))
+    return Reranker(model_path=path, tokenizer_path=tok,
+                    n_threads=int(os.environ.get("SITUATE_N_THREADS") or 0))

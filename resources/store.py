@@ -37,6 +37,7 @@ def table_schema(dim: int) -> pa.Schema:
         pa.field("title", pa.string()),
         pa.field("chunk_index", pa.int32()),
         pa.field("heading_path", pa.string()),
+        pa.field("context", pa.string()),
         pa.field("text", pa.string()),
         pa.field("blurb", pa.string()),
         pa.field("blurb_status", pa.string()),
@@ -163,8 +164,9 @@ class Store(dg.ConfigurableResource):
         if rows.num_rows and set(rows.column("document_key").to_pylist()) != {key}:
             raise ValueError(f"{key}: rows belong to other documents")
         table = self.table()
-        if table is not None and rows.num_rows and table.schema.field("vector").type != rows.schema.field("vector").type:
-            # another embedding width: every row is stale (the settings fingerprint changed too)
+        if table is not None and rows.num_rows and table.schema != rows.schema:
+            # another embedding width or another schema version: every row is stale (the settings
+            # fingerprint changed too, so every document is being ingested again)
             self.connect().drop_table(TABLE)
             table = None
         if table is None:

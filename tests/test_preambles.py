@@ -133,3 +133,56 @@ def test_prompt_is_anthropic_published_prompt(fake_tokenizer):
         "document\n<chunk>\nCHUNK\n</chunk>\nPlease give a short succinct context to situate this chunk "
         "within the overall document for the purposes of improving search retrieval of the chunk. Answer "
         "only with the succinct context and nothing else.<|end|>\n<|assistant|>\n")
+
+
+class FakeGenerate:
+    """FAKE ``generate``: answers a fixed blurb naming a word of the chunk and counts calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, tokens):
+        from resources.llm import Generation
+
+        self.calls += 1
+        return Generation("This part lists the wörd items of the document.", len(tokens), len(tokens), 0, 9, 0.0)
+
+
+def test_blurb_cache_makes_no_second_model_call(fake_tokenizer, tmp_path):
+    from assets.contextualize import contextualize
+    from resources.cache import BlurbCache, digest
+
+    text, spans = doc_and_spans(4)
+    b = builder(fake_tokenizer)
+    p = fit_document(text, spans, b, n_ctx=4096, max_tokens=32)
+    chunks = [text[a:z] for a, z in spans]
+    cache = BlurbCache(tmp_path / "blurbs")
+    gen = FakeGenerate()
+    first = contextualize(text, chunks, p, b, gen, cache=cache, cache_key=lambda w, c: digest("fake", w, c))
+    assert gen.calls == 4 and not any(r.cached for r in first)
+    again = contextualize(text, chunks, p, b, gen, cache=cache, cache_key=lambda w, c: digest("fake", w, c))
+    assert gen.calls == 4 and all(r.cached for r in again)
+    assert [r.blurb for r in again] == [r.blurb for r in first] and first[0].status == "model"
+    # another key (say, another model file) misses
+    contextualize(text, chunks, p, b, gen, cache=cache, cache_key=lambda w, c: digest("other", w, c))
+    assert gen.calls == 8
+
+
+def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
+    from assets.contextualize import contextualize
+    from resources.llm import Generation
+
+    text, spans = doc_and_spans(2)
+    b = builder(fake_tokenizer)
+    p = fit_document(text, spans, b, n_ctx=4096, max_tokens=32)
+    chunks = [text[a:z] for a, z in spans]
+
+    def invents(tokens):
+        return Generation("The ConfigLoader class parses YAML files. It lists wörd0-1 and others.",
+                          len(tokens), len(tokens), 0, 9, 0.0)
+
+    recs = contextualize(text, chunks, p, b, invents)
+    assert recs[0].blurb == "It lists wörd0-1 and others."
+    assert "ungrounded" in recs[0].problems
+    recs = contextualize(text, chunks, p, b, invents, ground=False)
+    assert recs[0].blurb.startswith("The ConfigLoader class")

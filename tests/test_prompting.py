@@ -66,3 +66,20 @@ def test_instruction_sentences_and_dangling_colons_are_dropped():
     assert clean_blurb("The document is:", CHUNK).problems[-1] == "dangling"
     c = clean_blurb(f"{GOOD} Here is the chunk we want to situate.", CHUNK)
     assert c.text == GOOD and "instruction" in c.problems
+
+
+def test_grounding_drops_sentences_with_invented_names():
+    from assets.prompting import absent_names, ground_blurb
+
+    doc = "class Store:\n    def put_row(self, key): ...\n# uses LanceDB"
+    assert absent_names("It defines put_row of the Store class.", doc) == []
+    assert sorted(absent_names("It wraps the RedisClient and `get_all`.", doc)) == ["RedisClient", "get_all"]
+    # languages and formats are allowed without being in the document; sentence-initial words too
+    assert absent_names("Python code that writes JSON to LanceDB.", doc) == []
+    text, dropped = ground_blurb("Store keeps rows. It calls fetch_remote(). It uses LanceDB.", doc)
+    assert (text, dropped) == ("Store keeps rows. It uses LanceDB.", 1)
+
+
+def test_contextualized_text_with_structural_context():
+    assert contextualized_text("B", "C", "S") == "S\nB\n\nC"
+    assert contextualized_text("", "C", "S") == "S\n\nC"

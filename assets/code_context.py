@@ -1,0 +1,355 @@
+"""Structural context: what a chunk is part of, read from the document alone, with no model.
+
+For code, a chunk's context is the file's leading comment (licence blocks skipped), the
+definitions enclosing the chunk's first character, outermost first (``namespace x > class Y >
+fn z``), and the names of the definitions that start inside the chunk.  Definitions come from a
+real parser (tree-sitter grammars, installed from PyPI wheels) where one is installed, from
+line patterns otherwise.  For prose, the context is the title and the heading path.
+
+Why: on the cookbook's codebase set, this context lifted dense + BM25 RRF Pass@20 from 92.09 to
+93.55 on the developers' queries (shared/eval/README.md, "Structural context for code"), where the
+blurbs of a 135M-parameter model lowered it; each of the three parts added about 3 points of BM25
+Pass@20 on its own.
+
+Examples
+--------
+>>> src = "class Store:\\n    def put(self, key):\\n        return key\\n"
+>>> structural_context(src, src.index("return"), len(src), language="python")
+'class Store > def put'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Iterator
+
+#: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
+MAX_COMMENT_WORDS = 40
+#: Most names listed as "defines": a long chunk of small functions keeps the first ones.
+MAX_DEFINED = 12
+
+#: File name endings → tree-sitter language.
+EXTENSIONS = {
+    ".py": "python", ".pyi": "python", ".rs": "rust", ".java": "java", ".go": "go",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
+    ".hxx": "cpp", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".jsx": "javascript", ".ts": "typescript", ".tsx": "tsx",
+}
+
+#: Order tried when the language is unknown (a corpus entry with no file name); ties go to the
+#: earlier one.  C parses as C++ too, so C++ comes first: its definitions are a superset.
+DETECT_ORDER = ("python", "rust", "go", "java", "typescript", "cpp", "c")
+
+#: Node type → the word shown before its name.
+_KINDS = {
+    "python": {"class_definition": "class", "function_definition": "def"},
+    "rust": {"mod_item": "mod", "struct_item": "struct", "enum_item": "enum", "union_item": "union",
+             "trait_item": "trait", "impl_item": "impl", "function_item": "fn",
+             "function_signature_item": "fn", "macro_definition": "macro", "type_item": "type"},
+    "java": {"class_declaration": "class", "interface_declaration": "interface",
+             "enum_declaration": "enum", "record_declaration": "record",
+             "annotation_type_declaration": "@interface", "method_declaration": "method",
+             "constructor_declaration": "constructor"},
+    "go": {"function_declaration": "func", "method_declaration": "func", "type_spec": "type"},
+    "c": {"function_definition": "function", "struct_specifier": "struct", "union_specifier": "union",
+          "enum_specifier": "enum"},
+    "cpp": {"function_definition": "function", "struct_specifier": "struct", "class_specifier": "class",
+            "union_specifier": "union", "enum_specifier": "enum", "namespace_definition": "namespace"},
+    "javascript": {"class_declaration": "class", "function_declaration": "function",
+                   "generator_function_declaration": "function", "method_definition": "method"},
+    "typescript": {"class_declaration": "class", "abstract_class_declaration": "class",
+                   "interface_declaration": "interface", "function_declaration": "function",
+                   "method_definition": "method", "enum_declaration": "enum", "module": "namespace",
+                   "internal_module": "namespace", "type_alias_declaration": "type"},
+}
+_KINDS["tsx"] = _KINDS["typescript"]
+
+_LICENCE = re.compile(r"licen[cs]e|copyright|\(c\)|spdx|all rights reserved|redistribution", re.I)
+_PREAMBLE_LINE = re.compile(
+    r"^\s*(#!|#\s*-\*-|package\s|import\s|from\s+\S+\s+import|use\s|extern\s+crate|#include|#pragma|"
+    r"using\s|@file|\"use strict\"|'use strict'|mod\s+\w+;)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """A definition found in the source: ``kind name`` over bytes ``[start, end)`` of the UTF-8
+    text (character offsets when found by patterns)."""
+
+    kind: str
+    name: str
+    start: int
+    end: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}".strip()
+
+
+@functools.lru_cache(maxsize=None)
+def parser(language: str):
+    """A tree-sitter parser for ``language``, or None when its grammar wheel is not installed."""
+    try:
+        import tree_sitter
+        module = {"python": "tree_sitter_python", "rust": "tree_sitter_rust", "java": "tree_sitter_java",
+                  "go": "tree_sitter_go", "c": "tree_sitter_c", "cpp": "tree_sitter_cpp",
+                  "javascript": "tree_sitter_javascript", "typescript": "tree_sitter_typescript",
+                  "tsx": "tree_sitter_typescript"}[language]
+        grammar = __import__(module)
+        fn = {"typescript": "language_typescript", "tsx": "language_tsx"}.get(language, "language")
+        return tree_sitter.Parser(tree_sitter.Language(getattr(grammar, fn)()))
+    except (ImportError, KeyError, AttributeError, ValueError):
+        return None
+
+
+def _errors(node) -> int:
+    n = 0
+    cursor = [node]
+    while cursor:
+        cur = cursor.pop()
+        if cur.type == "ERROR" or cur.is_missing:
+            n += 1
+        if cur.has_error:
+            cursor.extend(cur.children)
+    return n
+
+
+def detect_language(text: str, name: str | None = None) -> str | None:
+    """The language of source ``text``: by ``name``'s extension, else the grammar that parses it
+    with the fewest errors (None when no grammar is installed or none parses a definition)."""
+    if name:
+        for ext, lang in EXTENSIONS.items():
+            if name.lower().endswith(ext):
+                return lang
+    data = text.encode()
+    best, best_score = None, None
+    for lang in DETECT_ORDER:
+        p = parser(lang)
+        if p is None:
+            continue
+        tree = p.parse(data)
+        n_defs = sum(1 for _ in _walk_definitions(tree.root_node, lang, data))
+        if n_defs == 0:
+            continue
+        score = _errors(tree.root_node) / max(1, n_defs)
+        if best_score is None or score < best_score:
+            best, best_score = lang, score
+    return best
+
+
+def _text(node, data: bytes) -> str:
+    return data[node.start_byte:node.end_byte].decode(errors="replace")
+
+
+def _c_declarator_name(node, data: bytes) -> str:
+    while node is not None:
+        if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
+                         "destructor_name", "type_identifier"):
+            return _text(node, data)
+        nxt = node.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in node.named_children if c.type.endswith("declarator")
+                        or c.type in ("identifier", "qualified_identifier")), None)
+        node = nxt
+    return ""
+
+
+def _name(node, lang: str, data: bytes) -> str:
+    if lang == "rust" and node.type == "impl_item":
+        typ = node.child_by_field_name("type")
+        trait = node.child_by_field_name("trait")
+        t = _text(typ, data) if typ else ""
+        return f"{_text(trait, data)} for {t}" if trait else t
+    if lang in ("c", "cpp") and node.type == "function_definition":
+        return _c_declarator_name(node.child_by_field_name("declarator"), data)
+    n = node.child_by_field_name("name")
+    return _text(n, data) if n is not None else ""
+
+
+def _walk_definitions(root, lang: str, data: bytes) -> Iterator[Definition]:
+    kinds = _KINDS.get(lang, {})
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = kinds.get(node.type)
+        if kind is not None:
+            # a C struct/enum used as a type without a body is not a definition
+            if not (lang in ("c", "cpp") and node.type.endswith("_specifier")
+                    and node.child_by_field_name("body") is None):
+                name = _name(node, lang, data)
+                if name:
+                    yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte)
+        stack.extend(reversed(node.children))
+
+
+_PATTERN_DEF = re.compile(
+    r"^[ \t]*(?:(?:pub(?:\([^)]*\))?|export|default|async|static|public|private|protected|final|"
+    r"abstract|unsafe|extern|inline|virtual)\s+)*"
+    r"(def|class|fn|struct|enum|trait|impl|interface|func|function|module|namespace|mod|type)\s+"
+    r"([A-Za-z_][\w:<>, ]*?)\s*(?:[(:{<\[=]|$)", re.M)
+
+
+def _pattern_definitions(text: str) -> list[Definition]:
+    """Definitions by line patterns (no grammar): each runs until the next one at the same or a
+    lower indentation."""
+    found = []
+    for m in _PATTERN_DEF.finditer(text):
+        indent = len(m.group(0)) - len(m.group(0).lstrip())
+        found.append((m.start(), indent, m.group(1), m.group(2).strip()))
+    defs = []
+    for i, (start, indent, kind, name) in enumerate(found):
+        end = len(text)
+        for start2, indent2, _, _ in found[i + 1:]:
+            if indent2 <= indent:
+                end = start2
+                break
+        defs.append(Definition(kind, name, start, end))
+    return defs
+
+
+def definitions(text: str, language: str | None) -> tuple[list[Definition], bool]:
+    """Definitions in ``text`` and whether offsets are UTF-8 bytes (True: tree-sitter) or
+    characters (False: patterns)."""
+    p = parser(language) if language else None
+    if p is None:
+        return _pattern_definitions(text), False
+    data = text.encode()
+    return list(_walk_definitions(p.parse(data).root_node, language, data)), True
+
+
+def _comment_lines(block: list[str]) -> str:
+    out = []
+    for line in block:
+        s = line.strip()
+        s = re.sub(r"^(///?!?|#+!?|/\*+!?|\*+/?|--|\"\"\"|''')", "", s)
+        s = re.sub(r"(\*+/|\"\"\"|''')$", "", s).strip()
+        if s and not re.fullmatch(r"[-=*#/ ]+", s):
+            out.append(s)
+    return " ".join(out)
+
+
+def leading_comment(text: str, max_words: int = MAX_COMMENT_WORDS) -> str:
+    """The file's first comment block that is not a licence, before the first code line
+    (package, import and include lines are passed over); at most ``max_words`` words."""
+    lines = text.splitlines()
+    blocks: list[list[str]] = []
+    cur: list[str] = []
+    in_block = None  # closing delimiter of an open block comment / docstring
+    for line in lines[:400]:
+        s = line.strip()
+        if in_block:
+            cur.append(line)
+            if in_block in s:
+                in_block = None
+            continue
+        if not s:
+            if cur:
+                blocks.append(cur)
+                cur = []
+            continue
+        if s.startswith(("/*", '"""', "'''")):
+            delim = {"/*": "*/", '"""': '"""', "'''": "'''"}[s[:2] if s.startswith("/*") else s[:3]]
+            cur.append(line)
+            rest = s[2:] if s.startswith("/*") else s[3:]
+            if delim not in rest:
+                in_block = delim
+            continue
+        if s.startswith(("//", "#")) and not s.startswith(("#include", "#define", "#if", "#pragma", "#!", "#[")):
+            cur.append(line)
+            continue
+        if _PREAMBLE_LINE.match(line):
+            if cur:
+                blocks.append(cur)
+                cur = []
+            continue
+        break
+    if cur:
+        blocks.append(cur)
+    for block in blocks:
+        words = _comment_lines(block)
+        if words and not _LICENCE.search(words):
+            return " ".join(words.split()[:max_words])
+    return ""
+
+
+def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None = None,
+                   name: str | None = None, comment: bool = True) -> list[str]:
+    """Structural context of each chunk ``text[start:end]`` of one source file (parsed once).
+
+    Parameters
+    ----------
+    text : str
+        The whole source file.
+    spans : list of (start, end)
+        The chunks' character offsets in ``text``.
+    language : str, optional
+        One of :data:`EXTENSIONS`' values; detected from ``name`` or the text when None.
+    name : str, optional
+        The file's name (shown first when given).
+    comment : bool
+        Include the file's leading comment.
+
+    Returns
+    -------
+    list of str
+        Per chunk, lines: file name, leading comment, enclosing definitions joined by `` > ``
+        (outermost first), then ``defines: a, b``; empty parts are left out.
+    """
+    language = language or detect_language(text, name)
+    defs, in_bytes = definitions(text, language)
+    defs.sort(key=lambda d: (d.start, -d.end))
+    head = []
+    if name:
+        head.append(name)
+    if comment:
+        c = leading_comment(text)
+        if c:
+            head.append(c)
+    out = []
+    for start, end in spans:
+        if in_bytes:
+            b_start = len(text[:start].encode())
+            b_end = b_start + len(text[start:end].encode())
+        else:
+            b_start, b_end = start, end
+        enclosing = [d for d in defs if d.start < b_start < d.end or (d.start == b_start and d.end > b_end)]
+        inside: list[str] = []
+        for d in defs:
+            if b_start <= d.start < b_end and d.name not in inside and d not in enclosing:
+                inside.append(d.name)
+        parts = list(head)
+        if enclosing:
+            parts.append(" > ".join(d.label for d in enclosing))
+        if inside:
+            parts.append("defines: " + ", ".join(inside[:MAX_DEFINED]))
+        out.append("\n".join(parts))
+    return out
+
+
+def structural_context(text: str, start: int, end: int, language: str | None = None,
+                       name: str | None = None, comment: bool = True) -> str:
+    """Structural context of one chunk ``text[start:end]``; see :func:`chunk_contexts`."""
+    return chunk_contexts(text, [(start, end)], language, name, comment)[0]
+
+
+def prose_context(title: str, heading_path: list[str]) -> str:
+    """Context of a prose chunk: the document's title, then its heading path (``A > B``)."""
+    path = [h for h in heading_path if h and h != title]
+    return " > ".join([title] + path) if title else " > ".join(path)
+
+
+def document_contexts(doc: dict, spans: list[tuple[int, int]], heading_paths: list[list[str]]) -> list[str]:
+    """Structural context for each chunk of a loaded document (``assets.documents_io.Document``
+    as JSON): code files and corpus entries that parse as code get :func:`chunk_contexts`
+    (a code file's name included), everything else :func:`prose_context`."""
+    fmt = doc.get("format")
+    text = doc["text"]
+    if fmt == "code":
+        name = doc["source"].replace("\\", "/").rsplit("/", 1)[-1]
+        return chunk_contexts(text, spans, detect_language(text, name), name)
+    if fmt == "corpus":
+        lang = detect_language(text)
+        if lang is not None:
+            return chunk_contexts(text, spans, lang)
+    return [prose_context(doc.get("title") or "", hp) for hp in heading_paths]

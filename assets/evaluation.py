@@ -1,0 +1,219 @@
+"""Retrieval evaluation: datasets, the cookbook's metric, and ranking for each configuration.
+
+Plain functions (no Dagster), used by ``situate eval`` and the ``retrieval_eval`` asset.
+
+The metric is the one Anthropic's contextual-embeddings cookbook reports (shared/eval/README.md):
+Pass@k of a query = golden chunks found in the top k / golden chunks, averaged over queries, in
+percent; failure@20 = 100 − Pass@20 (the blog's "retrieval failure rate").  MRR@10 is the mean of
+1 / rank of the first golden chunk within the top 10 (0 when none).  It is a few lines of code and
+the reference the figures are compared with; a metric library would compute the same over the
+same ranks.
+
+Examples
+--------
+>>> pass_at_k([("d", 3), ("d", 1)], [("d", 1), ("d", 2)], k=2)
+0.5
+>>> mrr_at_k([("d", 3), ("d", 1)], [("d", 1)], k=10)
+0.5
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+#: The configurations of ``situate eval``, in the order they are reported.
+CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-dense", "contextual",
+           "contextual+rerank")
+#: Also available by name: the published recipe with the local model's blurb alone (no structural
+#: context), dense + BM25.
+EXTRA_CONFIGS = ("blurb",)
+#: Cut-offs reported (the cookbook's k = 5, 10, 20).
+KS = (5, 10, 20)
+#: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).
+DEPTH = 150
+
+Key = tuple[str, int]  # (doc_id, chunk_index)
+
+
+@dataclasses.dataclass
+class Query:
+    """One evaluation query: ``golden`` lists (doc_id, chunk_index) pairs."""
+
+    query_id: str
+    query: str
+    golden: list[Key]
+
+
+def load_queries(path: str | Path) -> list[Query]:
+    """Queries in the cookbook's JSON-lines form
+    ``{"query_id", "query", "golden": [[doc_id, chunk_index], ...]}``.
+
+    Raises
+    ------
+    ValueError
+        A line is not JSON or lacks ``query``/``golden`` (the message names the file and line).
+    """
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            golden = [(str(g[0]), int(g[1])) for g in d["golden"]]
+            out.append(Query(str(d.get("query_id", n)), d["query"], list(dict.fromkeys(golden))))
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise ValueError(f"{path}:{n}: not a query line ({e})") from e
+    return out
+
+
+def load_beir(folder: str | Path, qrels: str | Path | None = None) -> tuple[list[dict], list[Query]]:
+    """A BEIR dataset (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``) at document level.
+
+    Each BEIR document becomes one corpus entry with a single chunk (title, blank line, text), so
+    golden keys are ``(doc id, 0)``; queries without a relevant document are left out.
+
+    Returns
+    -------
+    (corpus, queries)
+        ``corpus`` in the cookbook's form (``{"doc_id", "content", "chunks": [...]}``).
+
+    Raises
+    ------
+    FileNotFoundError
+        A BEIR file is missing.
+    """
+    folder = Path(folder)
+    qrels_path = Path(qrels) if qrels else next(
+        (p for p in (folder / "qrels" / "test.tsv", folder / "qrels" / "dev.tsv", folder / "qrels.tsv")
+         if p.exists()), folder / "qrels" / "test.tsv")
+    corpus = []
+    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            text = "\n\n".join(x for x in (d.get("title", ""), d.get("text", "")) if x)
+            corpus.append({"doc_id": str(d["_id"]), "content": text,
+                           "chunks": [{"chunk_id": f"{d['_id']}_0", "original_index": 0, "content": text}]})
+    rel: dict[str, list[Key]] = {}
+    with open(qrels_path, encoding="utf-8") as f:
+        for row in csv.reader(f, delimiter="\t"):
+            if len(row) < 3 or row[0] == "query-id":
+                continue
+            if float(row[2]) > 0:
+                rel.setdefault(row[0], []).append((row[1], 0))
+    queries = []
+    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            if str(d["_id"]) in rel:
+                queries.append(Query(str(d["_id"]), d["text"], rel[str(d["_id"])]))
+    return corpus, queries
+
+
+def pass_at_k(ranked: Sequence[Key], golden: Sequence[Key], k: int) -> float:
+    """Share of ``golden`` found in ``ranked[:k]`` (0..1; the cookbook's Pass@k of one query)."""
+    if not golden:
+        raise ValueError("a query without golden chunks")
+    top = set(ranked[:k])
+    return sum(g in top for g in set(golden)) / len(set(golden))
+
+
+def mrr_at_k(ranked: Sequence[Key], golden: Sequence[Key], k: int = 10) -> float:
+    """1 / rank of the first golden chunk in ``ranked[:k]`` (ranks from 1), 0 when none."""
+    gold = set(golden)
+    for rank, key in enumerate(ranked[:k], start=1):
+        if key in gold:
+            return 1.0 / rank
+    return 0.0
+
+
+def golden_ranks(ranked: Sequence[Key], golden: Sequence[Key]) -> list[int | None]:
+    """Rank (from 1) of each golden chunk in ``ranked``, None when absent."""
+    pos = {key: i for i, key in reversed(list(enumerate(ranked, start=1)))}
+    return [pos.get(g) for g in golden]
+
+
+def score(rankings: Sequence[Sequence[Key]], queries: Sequence[Query]) -> dict:
+    """The cookbook's figures over all queries, in percent (``mrr@10`` as a fraction).
+
+    Returns
+    -------
+    dict
+        ``{"pass@5", "pass@10", "pass@20", "failure@20", "mrr@10"}``.
+    """
+    if len(rankings) != len(queries):
+        raise ValueError(f"{len(rankings)} rankings for {len(queries)} queries")
+    n = len(queries)
+    out = {f"pass@{k}": round(100 * sum(pass_at_k(r, q.golden, k) for r, q in zip(rankings, queries)) / n, 2)
+           for k in KS}
+    out["failure@20"] = round(100 - out["pass@20"], 2)
+    out["mrr@10"] = round(sum(mrr_at_k(r, q.golden, 10) for r, q in zip(rankings, queries)) / n, 4)
+    return out
+
+
+def dense_rankings(query_vectors: np.ndarray, doc_vectors: np.ndarray, ids: Sequence[str],
+                   depth: int = DEPTH) -> list[list[str]]:
+    """Exact cosine top-``depth`` ids per query.
+
+    Parameters
+    ----------
+    query_vectors : float32[n_queries, dim]
+    doc_vectors : float32[n_chunks, dim]
+        Both L2-normalised (the embedder's output).
+    ids : sequence of str
+        ``n_chunks`` ids, row order of ``doc_vectors``.
+    """
+    sims = np.asarray(query_vectors, np.float32) @ np.asarray(doc_vectors, np.float32).T
+    depth = min(depth, sims.shape[1])
+    top = np.argsort(-sims, axis=1, kind="stable")[:, :depth]
+    return [[ids[j] for j in row] for row in top]
+
+
+def bm25_rankings(texts: Sequence[str], ids: Sequence[str], queries: Sequence[str],
+                  depth: int = DEPTH) -> list[list[str]]:
+    """BM25 top-``depth`` ids per query over ``texts`` (bm25s, in memory, the same tokenizer as
+    the pipeline's index: :func:`resources.retrieval.tokenize`); only ids with a score > 0."""
+    import bm25s
+
+    from resources.retrieval import tokenize
+
+    retriever = bm25s.BM25()
+    retriever.index(tokenize(list(texts)), show_progress=False)
+    out = []
+    for q in queries:
+        tokens = tokenize([q])
+        if not tokens.vocab or not any(tokens.ids):
+            out.append([])
+            continue
+        docs, scores = retriever.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+        out.append([ids[int(i)] for i, s in zip(docs[0], scores[0]) if s > 0])
+    return out
+
+
+def markdown_table(results: dict, n_queries: int) -> str:
+    """The figures of :func:`score` per configuration as a Markdown table."""
+    lines = [f"| configuration | Pass@5 | Pass@10 | Pass@20 | failure@20 | MRR@10 | seconds | model calls |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['pass@5']:.2f} | {r['pass@10']:.2f} | {r['pass@20']:.2f} | "
+                     f"{r['failure@20']:.2f} | {r['mrr@10']:.4f} | {r.get('seconds', 0):.1f} | "
+                     f"{r.get('model_calls', 0)} |")
+    lines.append(f"\n{n_queries} queries; Pass@k in percent (the cookbook's definition).")
+    return "\n".join(lines)
+
+
+def bar_chart(results: dict, k: str = "pass@20", width: int = 40) -> str:
+    """A text bar chart of one figure per configuration (Markdown code block)."""
+    vals = {n: r[k] for n, r in results.items()}
+    lo = max(0.0, min(vals.values(), default=0) - 5)
+    hi = max(vals.values(), default=100)
+    rows = []
+    for n, v in vals.items():
+        bar = "█" * max(1, round(width * (v - lo) / max(1e-9, hi - lo)))
+        rows.append(f"{n:<20} {bar} {v:.2f}")
+    return f"```\n{k} (axis from {lo:.0f})\n" + "\n".join(rows) + "\n```"

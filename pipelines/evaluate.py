@@ -1,0 +1,316 @@
+"""``situate eval``: ingest an evaluation corpus through the pipeline, then score every
+configuration on its queries (see :mod:`assets.evaluation` for the metric).
+
+The corpus goes through the same assets as any folder (``situate ingest``), into its own data
+folder (default ``$SITUATE_HOME/eval/<corpus name>``).  Blurbs, embeddings and reranker scores are
+cached there by content, so a second run makes no model call and takes minutes.
+
+Configurations (:data:`assets.evaluation.CONFIGS`):
+
+==================  ==============================================================================
+chunk               dense over the chunk alone
+chunk+bm25          dense + BM25 over the chunk, fused
+heuristic           structural context (no model) + chunk, dense + BM25
+document-context    one LLM summary per document + chunk, dense + BM25
+contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "contextual embeddings")
+blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
+contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
+                    blurb + chunk, dense + BM25)
+contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local cross-encoder
+==================  ==============================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from assets import evaluation as ev
+
+#: Candidates the cross-encoder reorders.  The cookbook reranks 150; on 2 CPU cores a pair costs
+#: about 0.1-0.2 s (resources/reranker.py), so 150 would be ~20 s a query.  Settable per run.
+RERANK_DEPTH = 30
+
+
+def default_home(corpus: str | Path) -> Path:
+    """``$SITUATE_HOME/eval/<corpus file or folder name without extension>``."""
+    from pipelines.settings import situate_home
+
+    return situate_home() / "eval" / Path(corpus).name.split(".")[0]
+
+
+def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
+    return [(rows_by_id[i]["doc_id"], int(rows_by_id[i]["chunk_index"])) for i in ids if i in rows_by_id]
+
+
+def document_blurbs(store, llm, echo=print) -> tuple[dict[str, str], int]:
+    """One LLM summary per document in ``store`` (prompt :data:`assets.prompting.DOCUMENT_SUMMARY`,
+    the first window of a long document), through the blurb cache.
+
+    Returns
+    -------
+    (blurbs, model_calls)
+        ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
+    """
+    from assets.blurbs import STOP, blurb_key
+    from assets.contextualize import PromptBuilder, chat_frame, contextualize
+    from assets.fitted_preambles import fit_document
+    from assets.prompting import DOCUMENT_SUMMARY
+    from resources.cache import blurb_cache_for
+
+    tok = llm.tokenizer()
+    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
+        if tok.llm.token_bos() >= 0 else ""
+    builder = PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), DOCUMENT_SUMMARY)
+    cache = blurb_cache_for(store)
+    key_fn = blurb_key(llm, DOCUMENT_SUMMARY.name)
+    out, calls = {}, 0
+    keys = sorted(p.name for p in (store.root / "stages").iterdir()) if (store.root / "stages").exists() else []
+    for n, key in enumerate(keys):
+        doc = store.read_stage(key, "document")
+        if not isinstance(doc, dict) or doc.get("error"):
+            continue
+        plan = fit_document(doc["text"], [(0, 0)], builder, llm.n_ctx, llm.max_tokens)
+        rec = contextualize(doc["text"], [""], plan, builder, lambda t: llm.generate(t, stop=STOP),
+                            cache=cache, cache_key=key_fn)[0]
+        calls += not rec.cached
+        out[key] = rec.blurb
+        if not rec.cached:
+            echo(f"situate eval: document summary {n + 1}/{len(keys)} {key}: {rec.blurb[:90]!r}")
+    return out, calls
+
+
+def blurb_quality(store) -> dict:
+    """Share (percent) of the chunk blurbs in ``store`` with each problem found by cleaning, and of
+    those indexed (``usable``)."""
+    import collections
+
+    counts: collections.Counter = collections.Counter()
+    n = 0
+    for d in (store.root / "stages").iterdir():
+        b = store.read_stage(d.name, "blurbs")
+        if not isinstance(b, dict) or "blurbs" not in b:
+            continue
+        for r in b["blurbs"]:
+            n += 1
+            counts["usable"] += r["status"] == "model"
+            for p in set(r["problems"]):
+                counts[p] += 1
+    return {"blurbs": n, **{k: round(100 * v / n, 1) for k, v in sorted(counts.items())}} if n else {"blurbs": 0}
+
+
+def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None = None,
+             home: str | None = None, fusions: list[str] | None = None,
+             rerank_depth: int = RERANK_DEPTH, echo=print) -> dict:
+    """Ingest ``corpus`` and score each configuration on ``queries``.
+
+    Parameters
+    ----------
+    corpus : str
+        A cookbook-form corpus file (``codebase_chunks.json``) or a BEIR folder.
+    queries : str, optional
+        Query lines (:func:`assets.evaluation.load_queries`); a BEIR folder brings its own.
+    configs : list of str, optional
+        Default :data:`assets.evaluation.CONFIGS`.
+    home : str, optional
+        Data folder (default :func:`default_home`).
+    fusions : list of str, optional
+        Fusion methods to report for the hybrid configurations (default ``["rrf"]``); a method
+        other than the first is reported as ``"<config> (<method>)"``.
+    rerank_depth : int
+        Candidates the cross-encoder reorders for ``contextual+rerank``.
+
+    Returns
+    -------
+    dict
+        ``{"configs": {name: {"pass@5", "pass@10", "pass@20", "failure@20", "mrr@10", "seconds",
+        "model_calls"}}, "n_queries", "golden_ranks": {name: {query_id: [rank or None]}},
+        "ingest", "blurb_quality", ...}``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The corpus or the queries file does not exist.
+    ValueError
+        An unknown configuration or fusion, a malformed query line, or queries missing for a
+        cookbook-form corpus.
+    """
+    from assets.prompting import contextualized_text
+    from pipelines.cli import _prepare_env, ingest
+    from pipelines.settings import resources_from_env
+    from resources.cache import embed_with_cache, embedding_cache_for
+    from resources.retrieval import FUSIONS, fuse, hybrid_search
+
+    t_all = time.perf_counter()
+    configs = list(configs or ev.CONFIGS)
+    fusions = list(fusions or ["rrf"])
+    for c in configs:
+        if c not in ev.CONFIGS + ev.EXTRA_CONFIGS:
+            raise ValueError(f"unknown configuration {c!r}: choose from {', '.join(ev.CONFIGS + ev.EXTRA_CONFIGS)}")
+    for f in fusions:
+        if f not in FUSIONS:
+            raise ValueError(f"unknown fusion {f!r}: choose from {', '.join(FUSIONS)}")
+    corpus_path = Path(corpus).expanduser()
+    if not corpus_path.exists():
+        raise FileNotFoundError(f"{corpus} does not exist")
+    home_path = Path(home).expanduser().resolve() if home else default_home(corpus_path)
+    home_path.mkdir(parents=True, exist_ok=True)
+    if corpus_path.is_dir():
+        beir_corpus, qs = ev.load_beir(corpus_path)
+        corpus_file = home_path / f"{corpus_path.name}.corpus.json"
+        data = json.dumps(beir_corpus, ensure_ascii=False)
+        if not corpus_file.exists() or corpus_file.read_text(encoding="utf-8") != data:
+            corpus_file.write_text(data, encoding="utf-8")
+        if queries:
+            qs = ev.load_queries(queries)
+    else:
+        if not queries:
+            raise ValueError("a corpus file needs --queries FILE")
+        if not Path(queries).expanduser().exists():
+            raise FileNotFoundError(f"{queries} does not exist")
+        corpus_file = corpus_path.resolve()
+        qs = ev.load_queries(Path(queries).expanduser())
+
+    echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
+    summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
+    for line in summary.lines():
+        echo(f"situate eval: ingest: {line}")
+    _prepare_env(str(home_path))
+    res = resources_from_env(plain=True)
+    store, embedder = res["store"], res["embedder"]
+    rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()
+    rows.sort(key=lambda r: r["chunk_id"])
+    by_id = {r["chunk_id"]: r for r in rows}
+    ids = [r["chunk_id"] for r in rows]
+    known = {(r["doc_id"], int(r["chunk_index"])) for r in rows}
+    missing = sum(g not in known for q in qs for g in q.golden)
+    if missing:
+        echo(f"situate eval: warning: {missing} golden chunks are not in the table (failed documents?)")
+
+    qtexts = [q.query for q in qs]
+    qv, q_new, _ = embed_with_cache(embedder, qtexts, embedding_cache_for(store, embedder, query=True), query=True)
+    dcache = embedding_cache_for(store, embedder)
+    ingest_calls = sum(v.get("model_calls", v.get("chunks", 0)) for v in summary.per_document.values())
+
+    doc_blurbs: dict[str, str] = {}
+    doc_calls = 0
+    if "document-context" in configs:
+        doc_blurbs, doc_calls = document_blurbs(store, res["llm"], echo)
+
+    def texts_for(config: str) -> list[str]:
+        if config in ("chunk", "chunk+bm25"):
+            return [r["text"] for r in rows]
+        if config == "heuristic":
+            return [contextualized_text("", r["text"], r["context"] or "") for r in rows]
+        if config == "document-context":
+            return [contextualized_text(doc_blurbs.get(r["document_key"], ""), r["text"]) for r in rows]
+        if config in ("contextual-dense", "blurb"):
+            return [contextualized_text(r["blurb"] or "", r["text"]) for r in rows]
+        return [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
+
+    results: dict[str, dict] = {}
+    ranks: dict[str, dict] = {}
+
+    def record(name: str, ranked_ids: list[list[str]], seconds: float, calls: int) -> None:
+        keyed = [_keys(by_id, r) for r in ranked_ids]
+        results[name] = {**ev.score(keyed, qs), "seconds": round(seconds, 2), "model_calls": calls}
+        ranks[name] = {q.query_id: ev.golden_ranks(k, q.golden) for q, k in zip(qs, keyed)}
+        r = results[name]
+        echo(f"situate eval: {name:<28} Pass@5 {r['pass@5']:6.2f}  Pass@10 {r['pass@10']:6.2f}  "
+             f"Pass@20 {r['pass@20']:6.2f}  failure@20 {r['failure@20']:6.2f}  MRR@10 {r['mrr@10']:.4f}")
+
+    contextual_top: dict[str, list[list[str]]] = {}
+    for config in configs:
+        if config in ("contextual", "contextual+rerank"):
+            continue
+        t0 = time.perf_counter()
+        texts = texts_for(config)
+        dv, n_embedded, _ = embed_with_cache(embedder, texts, dcache)
+        dense = ev.dense_rankings(qv, dv, ids)
+        if config in ("chunk", "contextual-dense"):
+            record(config, dense, time.perf_counter() - t0, n_embedded + (doc_calls if config == "document-context" else 0))
+            continue
+        sparse = ev.bm25_rankings(texts, ids, qtexts)
+        for f in fusions:
+            name = config if f == fusions[0] else f"{config} ({f})"
+            fused = [[i for i, _ in fuse([d, s], f)] for d, s in zip(dense, sparse)]
+            calls = n_embedded + (doc_calls if config == "document-context" else 0)
+            record(name, fused, time.perf_counter() - t0, calls)
+
+    if "contextual" in configs or "contextual+rerank" in configs:
+        for f in fusions:
+            t0 = time.perf_counter()
+            top = []
+            for i, q in enumerate(qtexts):
+                hits, _ = hybrid_search(store, qv[i], q, k=ev.DEPTH, fusion=f)
+                top.append([h.chunk_id for h in hits])
+            contextual_top[f] = top
+            if "contextual" in configs:
+                name = "contextual" if f == fusions[0] else f"contextual ({f})"
+                record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
+    if "contextual+rerank" in configs:
+        from pipelines.settings import reranker_from_env
+
+        reranker = reranker_from_env()
+        score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
+        for f in fusions:
+            t0 = time.perf_counter()
+            out = []
+            for q, top in zip(qtexts, contextual_top[f]):
+                head, tail = top[:rerank_depth], top[rerank_depth:]
+                passages = [contextualized_text(by_id[i]["blurb"] or "", by_id[i]["text"], by_id[i]["context"] or "")
+                            for i in head]
+                scores = score_cache.scores(q, passages)
+                order = sorted(range(len(head)), key=lambda j: -scores[j])
+                out.append([head[j] for j in order] + tail)
+            score_cache.save()
+            name = "contextual+rerank" if f == fusions[0] else f"contextual+rerank ({f})"
+            record(name, out, time.perf_counter() - t0, score_cache.computed)
+
+    ordered = {n: results[n] for n in results}
+    report = {
+        "corpus": str(corpus_path), "queries_file": str(queries) if queries else None,
+        "data_folder": str(home_path), "n_queries": len(qs), "n_chunks": len(rows),
+        "configs": ordered, "golden_ranks": ranks, "fusions": fusions, "rerank_depth": rerank_depth,
+        "ingest": {"documents": summary.documents, "ingested": summary.ingested,
+                   "failed": summary.failed, "llm_calls": ingest_calls,
+                   "prompt_tokens_evaluated": summary.prompt_tokens_evaluated,
+                   "prompt_tokens_reused": summary.prompt_tokens_reused,
+                   "seconds": round(summary.seconds, 1)},
+        "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
+        "blurb_quality": blurb_quality(store),
+        "seconds": round(time.perf_counter() - t_all, 1),
+        "markdown": ev.markdown_table(ordered, len(qs)),
+    }
+    return report
+
+
+class RerankCache:
+    """Cross-encoder scores by sha256 of (model file sha256, query, passage), in one JSON file."""
+
+    def __init__(self, path: Path, reranker):
+        from resources.cache import file_sha256
+
+        self.path = Path(path)
+        self.reranker = reranker
+        self.model = file_sha256(reranker.model_path)
+        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.computed = 0
+
+    def scores(self, query: str, passages: list[str]) -> list[float]:
+        from resources.cache import digest
+
+        keys = [digest(self.model, query, p) for p in passages]
+        todo = [j for j, k in enumerate(keys) if k not in self.data]
+        if todo:
+            new = self.reranker.score(query, [passages[j] for j in todo])
+            for j, s in zip(todo, new):
+                self.data[keys[j]] = float(s)
+            self.computed += len(todo)
+        return [self.data[k] for k in keys]
+
+    def save(self) -> None:
+        from resources.store import write_json_atomic
+
+        write_json_atomic(self.path, self.data)

@@ -1,0 +1,202 @@
+"""Content-addressed caches under ``$SITUATE_HOME/cache``: model work is never done twice.
+
+* :class:`BlurbCache`: what the LLM wrote for a prompt, keyed by sha256 of (LLM file sha256,
+  prompt template, decoding settings, document window text, chunk text).  Cleaning and grounding
+  run again on every read, so changing them costs no model call.
+* :class:`EmbeddingCache`: a vector per (embedder file sha256, task prefix, text), in a LanceDB
+  table ``embedding_cache`` beside ``chunks``.
+
+Both survive re-ingests, renamed files, changed chunking and a crash (an entry is written whole or
+not at all).
+
+Examples
+--------
+>>> import tempfile, numpy as np
+>>> cache = EmbeddingCache(tempfile.mkdtemp(), model_key="fake-model")
+>>> cache.put(["a"], np.ones((1, 4), np.float32))
+>>> cache.get(["a", "b"])[0].shape, cache.get(["a", "b"])[1]
+((4,), None)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+EMBED_TABLE = "embedding_cache"
+
+
+@functools.lru_cache(maxsize=16)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    from resources.models import sha256_of
+
+    return sha256_of(Path(path))
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a model file, computed once per (path, size, mtime) in this process.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    """
+    st = os.stat(path)
+    return _file_sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+def digest(*parts) -> str:
+    """sha256 hex of the JSON of ``parts`` (the cache key)."""
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+class BlurbCache:
+    """Raw LLM outputs as small JSON files ``<root>/<key[:2]>/<key>.json``.
+
+    Parameters
+    ----------
+    root : path
+        Folder of the cache (``$SITUATE_HOME/cache/blurbs``).
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The stored entry (``{"raw", "prompt_tokens", "generated"}``) or None."""
+        p = self._path(key)
+        try:
+            entry = json.loads(p.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: dict) -> None:
+        """Store ``entry`` under ``key`` (atomic: a temporary file, then a rename)."""
+        from resources.store import write_json_atomic
+
+        write_json_atomic(self._path(key), entry)
+
+
+class EmbeddingCache:
+    """Vectors by text, in the LanceDB table ``embedding_cache`` (``key``: sha256 of model key and
+    text; ``vector``: float32[dim], L2-normalised as the embedder returns it).
+
+    Parameters
+    ----------
+    lancedb_uri : path
+        The LanceDB database folder (the store's).
+    model_key : str
+        Identifies the embedder and the task prefix, e.g. ``"<file sha256>|search_document: "``.
+    """
+
+    def __init__(self, lancedb_uri: str | os.PathLike, model_key: str):
+        self.uri = str(lancedb_uri)
+        self.model_key = model_key
+        self.hits = 0
+        self.misses = 0
+
+    def _table(self, dim: int | None = None):
+        import lancedb
+
+        Path(self.uri).mkdir(parents=True, exist_ok=True)
+        db = lancedb.connect(self.uri)
+        try:
+            return db.open_table(EMBED_TABLE)
+        except (FileNotFoundError, ValueError):
+            if dim is None:
+                return None
+            schema = pa.schema([pa.field("key", pa.string(), nullable=False),
+                                pa.field("vector", pa.list_(pa.float32(), dim))])
+            try:
+                return db.create_table(EMBED_TABLE, schema=schema)
+            except (OSError, ValueError):  # created meanwhile by another process
+                return db.open_table(EMBED_TABLE)
+
+    def key(self, text: str) -> str:
+        return digest(self.model_key, text)
+
+    def get(self, texts: list[str]) -> list[np.ndarray | None]:
+        """Cached vector per text (None where missing)."""
+        table = self._table()
+        keys = [self.key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        if table is not None and keys:
+            uniq = list(dict.fromkeys(keys))
+            for i in range(0, len(uniq), 500):
+                batch = uniq[i:i + 500]
+                rows = (table.search().where("key IN (" + ", ".join(f"'{k}'" for k in batch) + ")")
+                        .select(["key", "vector"]).limit(len(batch) * 2).to_arrow())
+                for k, v in zip(rows.column("key").to_pylist(), rows.column("vector").to_numpy(zero_copy_only=False)):
+                    found[k] = np.asarray(v, dtype=np.float32)
+        out = [found.get(k) for k in keys]
+        self.hits += sum(v is not None for v in out)
+        self.misses += sum(v is None for v in out)
+        return out
+
+    def put(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Store ``float32[len(texts), dim]`` (an existing key is left as it is)."""
+        if not texts:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        keys = [self.key(t) for t in texts]
+        uniq = {}
+        for k, v in zip(keys, vectors):
+            uniq.setdefault(k, v)
+        dim = vectors.shape[1]
+        table = self._table(dim)
+        flat = pa.array(np.stack(list(uniq.values())).ravel(), pa.float32())
+        data = pa.table({"key": pa.array(list(uniq), pa.string()),
+                         "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
+        table.merge_insert("key").when_not_matched_insert_all().execute(data)
+
+
+def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,
+                     query: bool = False) -> tuple[np.ndarray, int, int]:
+    """Embed ``texts`` with ``embedder`` (:class:`resources.llm.Embedder`), computing only what the
+    cache lacks.
+
+    Returns
+    -------
+    (vectors, n_computed, n_cut)
+        ``float32[len(texts), dim]``; how many texts went through the model; how many were cut to
+        the embedder's context.
+    """
+    if not texts:
+        return np.zeros((0, 0), np.float32), 0, 0
+    cached = cache.get(texts) if cache is not None else [None] * len(texts)
+    todo = list(dict.fromkeys(t for t, v in zip(texts, cached) if v is None))
+    n_cut = 0
+    new: dict[str, np.ndarray] = {}
+    if todo:
+        prefix = embedder.query_prefix if query else embedder.document_prefix
+        vecs, n_cut = embedder.embed(todo, prefix)
+        new = dict(zip(todo, vecs))
+        if cache is not None:
+            cache.put(todo, vecs)
+    out = np.stack([v if v is not None else new[t] for t, v in zip(texts, cached)]).astype(np.float32)
+    return out, len(todo), n_cut
+
+
+def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:
+    """The store's embedding cache for ``embedder`` (keyed by its file's sha256 and prefix)."""
+    prefix = embedder.query_prefix if query else embedder.document_prefix
+    return EmbeddingCache(store.lancedb_uri, f"{file_sha256(embedder.model_path)}|{embedder.n_ctx}|{prefix}")
+
+
+def blurb_cache_for(store) -> BlurbCache:
+    """The store's blurb cache (``$SITUATE_HOME/cache/blurbs``)."""
+    return BlurbCache(store.root / "cache" / "blurbs")

@@ -1,0 +1,116 @@
+"""Structural context on real source files: installed packages' own Python and C++ files, and the
+cookbook corpus's Rust and Java files (../shared/eval, present in CI)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from assets.code_context import (chunk_contexts, definitions, detect_language, document_contexts,
+                                 leading_comment, parser, structural_context)
+from conftest import SHARED_EVAL
+
+SITE = Path(importlib.util.find_spec("pyarrow").origin).parent
+
+
+def _span(text: str, needle: str, length: int = 200) -> tuple[int, int]:
+    start = text.index(needle)
+    return start, min(len(text), start + length)
+
+
+def test_grammars_installed():
+    for lang in ("python", "rust", "java", "c", "cpp", "go", "javascript", "typescript"):
+        assert parser(lang) is not None, lang
+
+
+def test_python_method_inside_class():
+    path = Path(importlib.util.find_spec("dotenv.main").origin)
+    text = path.read_text()
+    start, end = _span(text, "        if self._dict is not None:")  # inside DotEnv.dict
+    ctx = structural_context(text, start, end, name=path.name)
+    lines = ctx.splitlines()
+    assert lines[0] == "main.py"
+    assert "class DotEnv > def dict" in lines
+    # a chunk holding whole functions lists their names
+    start = text.index("def find_dotenv(")
+    ctx = structural_context(text, start, start + 3000, language="python")
+    assert "find_dotenv" in ctx.splitlines()[-1] and ctx.splitlines()[-1].startswith("defines: ")
+
+
+def test_cpp_namespaces_and_methods():
+    path = SITE / "src" / "arrow" / "python" / "ipc.cc"
+    text = path.read_text()
+    assert detect_language(text) == "cpp"  # no name: told by parsing
+    start, end = _span(text, "  PyAcquireGIL lock;")
+    ctx = structural_context(text, start, end, name=path.name)
+    assert "namespace arrow > namespace py > function PyRecordBatchReader::ReadNext" in ctx.splitlines()
+    # the Apache licence block at the top is skipped
+    assert "Licensed" not in ctx
+
+
+def test_c_header_functions():
+    path = Path(importlib.util.find_spec("numpy").origin).parent / "_core" / "include" / "numpy" / "npy_math.h"
+    text = path.read_text()
+    start = text.index("static inline float __npy_inff(void)")
+    ctx = structural_context(text, start, start + 400, name=path.name)
+    assert "__npy_inff" in ctx and "__npy_nanf" in ctx
+
+
+def _corpus_doc(prefix: str) -> dict:
+    if not SHARED_EVAL.exists():
+        pytest.skip("../shared/eval is not here (it is in CI)")
+    docs = json.loads((SHARED_EVAL / "codebase_chunks.json").read_text())
+    return next(d for d in docs if d["content"].startswith(prefix))
+
+
+def test_rust_impl_and_doc_comment():
+    doc = _corpus_doc("//! Executor for differential fuzzing.")
+    text = doc["content"]
+    assert detect_language(text) == "rust"
+    start = text.index("fn run_target")
+    body = text.index("{", start) + 1
+    ctx = structural_context(text, body, body + 100)
+    assert ctx.startswith("Executor for differential fuzzing.")
+    enclosing = [x for x in ctx.splitlines() if x.startswith("impl ")][0]
+    assert enclosing.endswith("> fn run_target") and "for DiffExecutor" in enclosing
+
+
+def test_java_class_method():
+    doc = _corpus_doc("package com.password4j;")
+    text = doc["content"]
+    assert detect_language(text) == "java"
+    defs, in_bytes = definitions(text, "java")
+    assert in_bytes and any(d.kind == "class" for d in defs)
+    method = next(d for d in defs if d.kind == "method")
+    cls = next(d for d in defs if d.kind == "class" and d.start < method.start < d.end)
+    mid = len(text.encode()[:method.start].decode()) + 5
+    ctx = structural_context(text, mid, mid + 50, language="java")
+    assert f"class {cls.name} > method {method.name}" in ctx
+
+
+def test_patterns_without_a_grammar():
+    text = "module Greeter\n  def hello(name)\n    puts name\n  end\nend\n"
+    contexts = chunk_contexts(text, [(text.index("puts"), len(text))], language="ruby")
+    assert contexts == ["module Greeter > def hello"]
+
+
+def test_leading_comment_skips_licence_and_imports():
+    text = ("# Copyright 2020 Someone. Licensed under MIT.\n\nimport os\n\n"
+            "# Helpers that parse dotenv files\n# and expand variables.\n\ndef f():\n    pass\n")
+    assert leading_comment(text) == "Helpers that parse dotenv files and expand variables."
+    assert leading_comment("#[derive(Debug)]\nstruct A;\n") == ""
+
+
+def test_prose_gets_title_and_headings():
+    doc = {"format": "markdown", "text": "# T\n\n## A\n\nx", "title": "T", "source": "t.md"}
+    assert document_contexts(doc, [(0, 1)], [["T", "A"]]) == ["T > A"]
+
+
+def test_one_parse_for_many_chunks_matches_single():
+    path = Path(importlib.util.find_spec("dotenv.main").origin)
+    text = path.read_text()
+    spans = [(i, min(len(text), i + 700)) for i in range(0, len(text), 700)]
+    many = chunk_contexts(text, spans, name="main.py")
+    assert len(many) == len(spans)
+    assert many[3] == structural_context(text, *spans[3], name="main.py")
