@@ -59,8 +59,10 @@ class PromptBuilder:
 
     @property
     def scaffolding_tokens(self) -> int:
-        """LLM tokens of the chat template around the user message (head + tail)."""
-        return len(self._head) + len(self._tail)
+        """LLM tokens of the chat template around the user message (head + tail) and of the
+        answer prefix."""
+        answer = len(self.tokenizer.encode(self.template.answer_prefix)) if self.template.answer_prefix else 0
+        return len(self._head) + len(self._tail) + answer
 
     def count_block(self, window: str) -> int:
         """Exact LLM tokens of the document block holding ``window``."""
@@ -75,8 +77,10 @@ class PromptBuilder:
         return self._head + self.tokenizer.encode(self.template.document_block(window))
 
     def suffix(self, chunk: str) -> list[int]:
-        """Tokens after the prefix for one chunk: chunk block + template tail."""
-        return self.tokenizer.encode(self.template.chunk_block(chunk)) + self._tail
+        """Tokens after the prefix for one chunk: chunk block + template tail (+ the template's
+        answer prefix)."""
+        answer = self.tokenizer.encode(self.template.answer_prefix) if self.template.answer_prefix else []
+        return self.tokenizer.encode(self.template.chunk_block(chunk)) + self._tail + answer
 
 
 @dataclasses.dataclass
@@ -167,6 +171,7 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                 raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
             else:
                 gen = generate(tokens)
+                gen.text = builder.template.answer_prefix + gen.text
                 raw, n_prompt, n_eval, n_reused, n_gen = gen.text, gen.prompt_tokens, gen.evaluated, gen.reused, gen.generated
                 if key:
                     cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})

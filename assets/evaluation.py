@@ -30,9 +30,10 @@ import numpy as np
 #: The configurations of ``situate eval``, in the order they are reported.
 CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-dense", "contextual",
            "contextual+rerank")
-#: Also available by name: the published recipe with the local model's blurb alone (no structural
-#: context), dense + BM25.
-EXTRA_CONFIGS = ("blurb",)
+#: Also available by name: ``blurb``, the published recipe with the local model's blurb alone (no
+#: structural context), dense + BM25; ``ensemble``, contextual dense + contextual BM25 + dense over
+#: the chunk alone, fused.
+EXTRA_CONFIGS = ("blurb", "ensemble")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).

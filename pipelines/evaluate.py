@@ -14,6 +14,7 @@ heuristic           structural context (no model) + chunk, dense + BM25
 document-context    one LLM summary per document + chunk, dense + BM25
 contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "contextual embeddings")
 blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
+ensemble            ``contextual``'s dense and BM25 rankings plus dense over the chunk alone, fused
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
                     blurb + chunk, dense + BM25)
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local cross-encoder
@@ -23,6 +24,7 @@ contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -173,6 +175,8 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
         qs = ev.load_queries(Path(queries).expanduser())
 
     echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
+    # the evaluation's own Dagster instance, never the user's
+    os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
     summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
     for line in summary.lines():
         echo(f"situate eval: ingest: {line}")
@@ -223,6 +227,17 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
         if config in ("contextual", "contextual+rerank"):
+            continue
+        if config == "ensemble":
+            t0 = time.perf_counter()
+            ctx_texts = texts_for("contextual")
+            dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
+            dv_chunk, n2, _ = embed_with_cache(embedder, texts_for("chunk"), dcache)
+            lists = [ev.dense_rankings(qv, dv_ctx, ids), ev.bm25_rankings(ctx_texts, ids, qtexts),
+                     ev.dense_rankings(qv, dv_chunk, ids)]
+            # three rankings: RRF only (the cookbook's weights are for two)
+            record(config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
+                   time.perf_counter() - t0, n1 + n2)
             continue
         t0 = time.perf_counter()
         texts = texts_for(config)

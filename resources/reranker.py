@@ -83,3 +83,20 @@ class Reranker(dg.ConfigurableResource):
         scores = self.score(query, passages)
         order = sorted(range(len(ids)), key=lambda i: -float(scores[i]))
         return [(ids[i], float(scores[i])) for i in order]
+
+
+def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int) -> list:
+    """Reorder the first ``depth`` of ``hits`` (:class:`resources.retrieval.Hit`) by the
+    cross-encoder's score of their contextualised text; the rest keep their order.  Ranks are
+    renumbered and ``score`` becomes the cross-encoder's logit for the reordered ones."""
+    import dataclasses
+
+    from assets.prompting import contextualized_text
+
+    head, tail = hits[:depth], hits[depth:]
+    if not head:
+        return hits
+    scores = reranker.score(query, [contextualized_text(h.blurb, h.text, h.context) for h in head])
+    order = sorted(range(len(head)), key=lambda i: -float(scores[i]))
+    out = [dataclasses.replace(head[i], score=round(float(scores[i]), 4)) for i in order] + tail
+    return [dataclasses.replace(h, rank=n) for n, h in enumerate(out, start=1)]

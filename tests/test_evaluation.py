@@ -95,3 +95,20 @@ def test_markdown_table_and_chart():
     md = ev.markdown_table(res, 124)
     assert "| chunk | 80.00 | 85.00 | 90.50 | 9.50 | 0.7000 | 1.0 | 3 |" in md
     assert "90.50" in ev.bar_chart(res)
+
+
+def test_retrieval_eval_metadata_and_command():
+    import dagster as dg
+
+    from assets.retrieval_eval import EvalConfig, eval_command, eval_metadata
+
+    with pytest.raises(dg.Failure, match="SITUATE_EVAL_CORPUS"):
+        eval_command(EvalConfig(corpus="", queries=""), "/tmp/x.json")
+    cmd = eval_command(EvalConfig(corpus="c.json", queries="q.jsonl", configs="chunk"), "/tmp/x.json")
+    assert cmd[-8:] == ["--json", "/tmp/x.json", "--fusion", "rrf", "--queries", "q.jsonl", "--configs", "chunk"]
+    res = {"chunk": {"pass@5": 80.0, "pass@10": 85.0, "pass@20": 90.5, "failure@20": 9.5, "mrr@10": 0.7}}
+    report = {"markdown": ev.markdown_table(res, 3), "configs": res, "n_queries": 3, "n_chunks": 9,
+              "blurb_quality": {"blurbs": 9}, "seconds": 1.0, "data_folder": "/tmp"}
+    md = eval_metadata(report)
+    assert md["chunk/pass@20"] == 90.5 and md["chunk/failure@20"] == 9.5
+    assert "| chunk | 80.00" in md["table"].value

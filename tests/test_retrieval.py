@@ -60,3 +60,36 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     # the blurb is indexed for BM25 too
     hits, _ = hybrid_search(store, np.array([1, 0, 0, 0], np.float32), "vineyard", k=1)
     assert hits[0].chunk_index in (0, 2)
+
+
+class FakeReranker:
+    """FAKE cross-encoder: scores a passage by how often the query's first word occurs in it."""
+
+    def score(self, query, passages):
+        import numpy as np
+
+        word = query.split()[0]
+        return np.array([p.count(word) for p in passages], dtype=np.float32)
+
+
+def test_rerank_hits_reorders_only_the_head():
+    from resources.reranker import rerank_hits
+    from resources.retrieval import Hit
+
+    hits = [Hit(i + 1, 1.0 / (i + 1), f"c{i}", "d", "s", i, "", t, "")
+            for i, t in enumerate(["x", "tide", "tide tide", "tide tide tide"])]
+    out = rerank_hits(FakeReranker(), "tide rises", hits, depth=3)
+    assert [h.chunk_id for h in out] == ["c2", "c1", "c0", "c3"]
+    assert [h.rank for h in out] == [1, 2, 3, 4] and out[0].score == 2.0
+
+
+def test_real_reranker_prefers_the_relevant_passage():
+    from conftest import models_present
+    if not models_present():
+        pytest.skip("models not installed")
+    from pipelines.settings import reranker_from_env
+
+    s = reranker_from_env().score("what causes ocean tides",
+                                  ["The gravity of the Moon and the Sun raises the tides of the oceans.",
+                                   "A cat slept on the warm windowsill all afternoon."])
+    assert s.shape == (2,) and s[0] > s[1] + 5

@@ -1,0 +1,129 @@
+"""Blurb quality of the local LLM under prompt and decoding variants, on a sample of a corpus.
+
+For each variant, the same chunks (the first ``--chunks`` chunks of ``--docs`` documents of the
+cookbook codebase corpus, chosen by a fixed stride) go through the real pipeline code
+(:func:`assets.contextualize.contextualize`, prefix reuse included); the report gives, in percent
+of blurbs, those usable and those with each problem found by cleaning (empty, instruction
+restated, tags echoed, chunk echoed, loop, dangling, ungrounded names), the mean words of a usable
+blurb and seconds per blurb.
+
+Usage::
+
+    python benchmarks/blurb_quality.py [--docs 4] [--chunks 8] [--out benchmarks/reports/blurb_quality]
+
+Writes ``OUT.json`` and ``OUT.md``.  No timing is asserted anywhere; seconds are for comparing
+variants measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CORPUS = ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+
+#: name → (prompt name, repeat_penalty, max_tokens)
+VARIANTS = {
+    "published, rp 1.3, 80 tok (default)": ("anthropic-2024", 1.3, 80),
+    "published, rp 1.1, 80 tok": ("anthropic-2024", 1.1, 80),
+    "primed 'This chunk', rp 1.3, 80 tok": ("anthropic-2024-primed", 1.3, 80),
+    "primed 'This chunk', rp 1.3, 48 tok": ("anthropic-2024-primed", 1.3, 48),
+}
+PROBLEMS = ("empty", "instruction", "tags", "chunk-echo", "loop", "dangling", "ungrounded", "truncated")
+
+
+def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
+    docs = [d for d in json.loads(corpus.read_text()) if 6 <= len(d["chunks"]) and len(d["content"]) < 16000]
+    stride = max(1, len(docs) // n_docs)
+    return docs[::stride][:n_docs]
+
+
+def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_dir) -> dict:
+    from assets.blurbs import STOP, blurb_key
+    from assets.contextualize import PromptBuilder, chat_frame, contextualize
+    from assets.fitted_preambles import fit_document
+    from assets.prompting import PROMPTS
+    from pipelines.settings import resources_from_env
+    from resources.cache import BlurbCache
+
+    llm = resources_from_env(plain=True)["llm"].model_copy(
+        update={"repeat_penalty": repeat_penalty, "max_tokens": max_tokens})
+    tok = llm.tokenizer()
+    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace")
+    builder = PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), PROMPTS[prompt_name])
+    cache = BlurbCache(cache_dir) if cache_dir else None
+    records, seconds = [], 0.0
+    for d in docs:
+        text = d["content"]
+        chunks = sorted(d["chunks"], key=lambda c: c["original_index"])
+        spans, pos = [], 0
+        for c in chunks:
+            s = text.index(c["content"], pos)
+            spans.append((s, s + len(c["content"])))
+            pos = s
+        plan = fit_document(text, spans, builder, llm.n_ctx, llm.max_tokens)
+        for w in plan.windows:  # keep the sample's first chunks only
+            w.chunks[:] = [i for i in w.chunks if i < n_chunks]
+        t0 = time.perf_counter()
+        recs = contextualize(text, [c["content"] for c in chunks], plan, builder,
+                             lambda t: llm.generate(t, stop=STOP), cache=cache,
+                             cache_key=blurb_key(llm, prompt_name) if cache else None)
+        seconds += time.perf_counter() - t0
+        records += [r for r in recs[:n_chunks] if r is not None]
+    n = len(records)
+    probs = collections.Counter(p for r in records for p in set(r.problems))
+    usable = [r for r in records if r.status == "model"]
+    return {"blurbs": n, "usable": round(100 * len(usable) / n, 1),
+            **{p: round(100 * probs[p] / n, 1) for p in PROBLEMS},
+            "mean_words_usable": round(sum(len(r.blurb.split()) for r in usable) / max(1, len(usable)), 1),
+            "model_calls": sum(not r.cached for r in records),
+            "seconds_per_blurb": round(seconds / max(1, sum(not r.cached for r in records)), 2),
+            "examples": [r.blurb or f"[{r.status}] {r.raw[:120]}" for r in records[:4]]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--docs", type=int, default=4)
+    ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--variants", help="comma-separated indexes into VARIANTS (default all)")
+    ap.add_argument("--cache", help="a blurb cache folder to reuse (e.g. an eval data folder's cache/blurbs)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "blurb_quality"))
+    args = ap.parse_args(argv)
+    from resources import models
+
+    models.use_offline_tiktoken()
+    docs = sample(Path(args.corpus), args.docs, args.chunks)
+    names = list(VARIANTS)
+    if args.variants:
+        names = [names[int(i)] for i in args.variants.split(",")]
+    results = {}
+    for name in names:
+        results[name] = run_variant(docs, *VARIANTS[name], args.chunks, args.cache)
+        print(f"{name}: {json.dumps({k: v for k, v in results[name].items() if k != 'examples'})}", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"corpus": args.corpus, "documents": [d["doc_id"] for d in docs], "chunks_per_document": args.chunks,
+            "llm": os.path.basename(str(models.path_of(models.LLM))), "cpu_count": os.cpu_count()}
+    out.with_suffix(".json").write_text(json.dumps({"sample": meta, "variants": results}, indent=2))
+    cols = ["usable", *PROBLEMS, "mean_words_usable", "seconds_per_blurb"]
+    lines = ["| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | " + " | ".join(str(r[c]) for c in cols) + " |")
+    lines.append(f"\n{sum(r['blurbs'] for r in results.values()) // max(1, len(results))} blurbs per variant "
+                 f"from {', '.join(meta['documents'])}; shares in percent of blurbs.")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
