@@ -31,9 +31,9 @@ import numpy as np
 CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-dense", "contextual",
            "contextual+rerank")
 #: Also available by name: ``blurb``, the published recipe with the local model's blurb alone (no
-#: structural context), dense + BM25; ``ensemble``, contextual dense + contextual BM25 + dense over
+#: structural context), dense + BM25 (``blurb-ungrounded``: the same before grounding); ``ensemble``, contextual dense + contextual BM25 + dense over
 #: the chunk alone, fused.
-EXTRA_CONFIGS = ("blurb", "ensemble")
+EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "ensemble")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).

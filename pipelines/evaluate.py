@@ -15,6 +15,7 @@ document-context    one LLM summary per document + chunk, dense + BM25
 contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "contextual embeddings")
 blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
 ensemble            ``contextual``'s dense and BM25 rankings plus dense over the chunk alone, fused
+blurb-ungrounded    as ``blurb``, with the blurb cleaned but not checked against the document
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
                     blurb + chunk, dense + BM25)
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local cross-encoder
@@ -211,7 +212,18 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
             return [contextualized_text(doc_blurbs.get(r["document_key"], ""), r["text"]) for r in rows]
         if config in ("contextual-dense", "blurb"):
             return [contextualized_text(r["blurb"] or "", r["text"]) for r in rows]
+        if config == "blurb-ungrounded":
+            return [contextualized_text(ungrounded.get(r["chunk_id"], ""), r["text"]) for r in rows]
         return [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
+
+    ungrounded: dict[str, str] = {}
+    if "blurb-ungrounded" in configs:
+        from assets.prompting import clean_blurb
+
+        for key in {r["document_key"] for r in rows}:
+            chunk_list = store.read_stage(key, "chunks")["chunks"]
+            for c, b in zip(chunk_list, store.read_stage(key, "blurbs")["blurbs"]):
+                ungrounded[c["chunk_id"]] = clean_blurb(b["raw"], c["text"]).text
 
     results: dict[str, dict] = {}
     ranks: dict[str, dict] = {}

@@ -203,7 +203,9 @@ class Embedder(dg.ConfigurableResource):
     n_threads, n_gpu_layers
         As :class:`BlurbLLM`.
     batch_size : int
-        Texts per ``embed()`` call (modest batches are fastest: shared/MODELS.md).
+        Texts per ``embed()`` call.  llama-cpp-python packs a call's texts into one decode whose
+        attention spans all of its tokens, so small is fast: 24 codebase chunks took 42-51 s one
+        at a time against 64-70 s eight at a time (2 cores, measured side by side).
     document_prefix, query_prefix : str
         The model's task prefixes (nomic: ``search_document: `` / ``search_query: ``).
     """
@@ -213,7 +215,7 @@ class Embedder(dg.ConfigurableResource):
     n_ctx: int = 2048
     n_threads: int = 0
     n_gpu_layers: int = 0
-    batch_size: int = 8
+    batch_size: int = 1
     document_prefix: str = "search_document: "
     query_prefix: str = "search_query: "
 
