@@ -208,13 +208,16 @@ def markdown_table(results: dict, n_queries: int) -> str:
     return "\n".join(lines)
 
 
-def bar_chart(results: dict, k: str = "pass@20", width: int = 40) -> str:
-    """A text bar chart of one figure per configuration (Markdown code block)."""
-    vals = {n: r[k] for n, r in results.items()}
-    lo = max(0.0, min(vals.values(), default=0) - 5)
-    hi = max(vals.values(), default=100)
+def bar_chart(results: dict, ks: Sequence[int] = KS, width: int = 40) -> str:
+    """A text chart of Pass@k for each configuration and each ``k`` (a Markdown code block; the
+    axis starts 5 points below the lowest value so differences show)."""
+    vals = [r[f"pass@{k}"] for r in results.values() for k in ks]
+    lo = max(0.0, min(vals, default=0) - 5)
+    hi = max(vals, default=100)
     rows = []
-    for n, v in vals.items():
-        bar = "█" * max(1, round(width * (v - lo) / max(1e-9, hi - lo)))
-        rows.append(f"{n:<20} {bar} {v:.2f}")
-    return f"```\n{k} (axis from {lo:.0f})\n" + "\n".join(rows) + "\n```"
+    for n, r in results.items():
+        for k in ks:
+            v = r[f"pass@{k}"]
+            bar = "█" * max(1, round(width * (v - lo) / max(1e-9, hi - lo)))
+            rows.append(f"{n if k == ks[0] else '':<28} @{k:<3} {bar} {v:.2f}")
+    return f"```\nPass@k (axis from {lo:.0f})\n" + "\n".join(rows) + "\n```"

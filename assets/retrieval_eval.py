@@ -67,7 +67,7 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
 def eval_metadata(report: dict) -> dict:
     """Materialisation metadata of an evaluation report (:func:`pipelines.evaluate.run_eval`)."""
     md = {"table": dg.MetadataValue.md(report["markdown"]),
-          "pass@20 chart": dg.MetadataValue.md(bar_chart(report["configs"], "pass@20")),
+          "pass@k chart": dg.MetadataValue.md(bar_chart(report["configs"])),
           "n_queries": report["n_queries"], "n_chunks": report["n_chunks"],
           "blurb_quality": dg.MetadataValue.json(report["blurb_quality"]),
           "eval_seconds": report["seconds"], "data_folder": dg.MetadataValue.path(report["data_folder"])}

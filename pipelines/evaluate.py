@@ -283,6 +283,7 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
         score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
         for f in fusions:
             t0 = time.perf_counter()
+            before = score_cache.computed
             out = []
             for q, top in zip(qtexts, contextual_top[f]):
                 head, tail = top[:rerank_depth], top[rerank_depth:]
@@ -293,7 +294,7 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
                 out.append([head[j] for j in order] + tail)
             score_cache.save()
             name = "contextual+rerank" if f == fusions[0] else f"contextual+rerank ({f})"
-            record(name, out, time.perf_counter() - t0, score_cache.computed)
+            record(name, out, time.perf_counter() - t0, score_cache.computed - before)
 
     ordered = {n: results[n] for n in results}
     report = {

@@ -142,7 +142,8 @@ def test_search_cli_json(env):
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)
     assert len(hits) == 2
-    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text"}
+    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text", "context"}
+    assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
 
 def test_second_ingest_does_no_model_work(env):
