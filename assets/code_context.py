@@ -69,6 +69,7 @@ _KINDS["tsx"] = _KINDS["typescript"]
 _LICENCE = re.compile(r"licen[cs]e|copyright|\(c\)|spdx|all rights reserved|redistribution", re.I)
 _PREAMBLE_LINE = re.compile(
     r"^\s*(#!|#\s*-\*-|package\s|import\s|from\s+\S+\s+import|use\s|extern\s+crate|#include|#pragma|"
+    r"#ifndef|#define|#endif|#if\s|"
     r"using\s|@file|\"use strict\"|'use strict'|mod\s+\w+;)")
 
 
@@ -122,7 +123,7 @@ def detect_language(text: str, name: str | None = None) -> str | None:
         for ext, lang in EXTENSIONS.items():
             if name.lower().endswith(ext):
                 return lang
-    data = text.encode()
+    data = text.encode(errors="surrogatepass")
     best, best_score = None, None
     for lang in DETECT_ORDER:
         p = parser(lang)
@@ -130,9 +131,12 @@ def detect_language(text: str, name: str | None = None) -> str | None:
             continue
         tree = p.parse(data)
         n_defs = sum(1 for _ in _walk_definitions(tree.root_node, lang, data))
-        if n_defs == 0:
+        errors = _errors(tree.root_node)
+        # prose parses with many errors and at most a stray "definition": one definition counts
+        # only with few errors (code files of the cookbook set: at most 3 with one definition)
+        if n_defs == 0 or (n_defs == 1 and errors > 3):
             continue
-        score = _errors(tree.root_node) / max(1, n_defs)
+        score = errors / n_defs
         if best_score is None or score < best_score:
             best, best_score = lang, score
     return best
@@ -214,7 +218,7 @@ def definitions(text: str, language: str | None) -> tuple[list[Definition], bool
     p = parser(language) if language else None
     if p is None:
         return _pattern_definitions(text), False
-    data = text.encode()
+    data = text.encode(errors="surrogatepass")
     return list(_walk_definitions(p.parse(data).root_node, language, data)), True
 
 
@@ -242,6 +246,13 @@ def leading_comment(text: str, max_words: int = MAX_COMMENT_WORDS) -> str:
             cur.append(line)
             if in_block in s:
                 in_block = None
+                blocks.append(cur)  # a block comment ends its block
+                cur = []
+            continue
+        if _PREAMBLE_LINE.match(line):
+            if cur:
+                blocks.append(cur)
+                cur = []
             continue
         if not s:
             if cur:
@@ -254,14 +265,12 @@ def leading_comment(text: str, max_words: int = MAX_COMMENT_WORDS) -> str:
             rest = s[2:] if s.startswith("/*") else s[3:]
             if delim not in rest:
                 in_block = delim
+            else:
+                blocks.append(cur)
+                cur = []
             continue
         if s.startswith(("//", "#")) and not s.startswith(("#include", "#define", "#if", "#pragma", "#!", "#[")):
             cur.append(line)
-            continue
-        if _PREAMBLE_LINE.match(line):
-            if cur:
-                blocks.append(cur)
-                cur = []
             continue
         break
     if cur:
@@ -309,8 +318,8 @@ def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None
     out = []
     for start, end in spans:
         if in_bytes:
-            b_start = len(text[:start].encode())
-            b_end = b_start + len(text[start:end].encode())
+            b_start = len(text[:start].encode(errors="surrogatepass"))
+            b_end = b_start + len(text[start:end].encode(errors="surrogatepass"))
         else:
             b_start, b_end = start, end
         enclosing = [d for d in defs if d.start < b_start < d.end or (d.start == b_start and d.end > b_end)]

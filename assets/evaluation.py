@@ -33,7 +33,7 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-d
 #: Also available by name: ``blurb``, the published recipe with the local model's blurb alone (no
 #: structural context), dense + BM25 (``blurb-ungrounded``: the same before grounding); ``ensemble``, contextual dense + contextual BM25 + dense over
 #: the chunk alone, fused.
-EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "ensemble")
+EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "contextual-ungrounded", "ensemble")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).
@@ -103,9 +103,13 @@ def load_beir(folder: str | Path, qrels: str | Path | None = None) -> tuple[list
     rel: dict[str, list[Key]] = {}
     with open(qrels_path, encoding="utf-8") as f:
         for row in csv.reader(f, delimiter="\t"):
-            if len(row) < 3 or row[0] == "query-id":
+            if len(row) < 3:
                 continue
-            if float(row[2]) > 0:
+            try:
+                grade = float(row[2])
+            except ValueError:  # a header line
+                continue
+            if grade > 0 and (row[1], 0) not in rel.get(row[0], []):
                 rel.setdefault(row[0], []).append((row[1], 0))
     queries = []
     for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
@@ -149,6 +153,8 @@ def score(rankings: Sequence[Sequence[Key]], queries: Sequence[Query]) -> dict:
     """
     if len(rankings) != len(queries):
         raise ValueError(f"{len(rankings)} rankings for {len(queries)} queries")
+    if not queries:
+        raise ValueError("no queries to score")
     n = len(queries)
     out = {f"pass@{k}": round(100 * sum(pass_at_k(r, q.golden, k) for r, q in zip(rankings, queries)) / n, 2)
            for k in KS}

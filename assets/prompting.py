@@ -26,7 +26,7 @@ PROMPT_VERSION = "anthropic-2024-09/v1"
 #: Bump when the cleaning, the grounding, the structural context or the composition of the
 #: contextualised text changes: rows carry it in their fingerprint, and a change rebuilds them from
 #: the blurb and embedding caches (no model call for what is unchanged).
-CONTEXT_VERSION = "structural-v1+grounded-v1"
+CONTEXT_VERSION = "structural-v2+grounded-v2"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,15 +188,36 @@ pytest""".split())
 _NAME = re.compile(r"`([^`]+)`|\b([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_][\w]*)+)\b|\b([A-Za-z_]\w*)\b")
 
 
+_ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|cf)\.", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences of ``text``, not split after e.g., i.e., etc., vs., cf."""
+    guarded = _ABBREVIATIONS.sub(lambda m: m.group(1) + "\x00", text.strip())
+    return [x.replace("\x00", ".") for x in _SENTENCE_END.split(guarded) if x]
+
+
+def _present(name: str, doc: str) -> bool:
+    """``name`` (lower case) is in ``doc``: whole, or each part of a dotted / ``::`` path."""
+    name = re.sub(r"\(.*\)$|<.*>$", "", name.strip()).strip()  # read_file() → read_file
+    if not name or name in GENERIC_NAMES or name in doc:
+        return True
+    parts = [x for x in re.split(r"::|\.", name) if x]
+    return len(parts) > 1 and all(x in doc or x in GENERIC_NAMES for x in parts)
+
+
 def absent_names(sentence: str, document: str) -> list[str]:
     """Code-like names in ``sentence`` that ``document`` does not contain.
 
     A name is text in backticks, a dotted or ``::`` path, or a word with an inner capital, an
     underscore or a digit (``loadConfig``, ``read_file``, ``utf8``), or a capitalised word that does
     not start the sentence.  Words in :data:`GENERIC_NAMES` are allowed; the match against the
-    document ignores case.
+    document ignores case, a call's ``()`` and generic ``<…>``, and a path is present when each of
+    its parts is.
     """
     doc = document.lower()
+    sentence = _ABBREVIATIONS.sub(" ", sentence)
     absent = []
     for m in _NAME.finditer(sentence):
         name = m.group(1) or m.group(2) or m.group(3)
@@ -206,9 +227,8 @@ def absent_names(sentence: str, document: str) -> list[str]:
             proper = w[0].isupper() and m.start() > 0 and len(w) > 2
             if not (code_like or proper):
                 continue
-        if name.lower() in GENERIC_NAMES or name.lower() in doc:
-            continue
-        absent.append(name)
+        if not _present(name.lower(), doc):
+            absent.append(name)
     return absent
 
 
@@ -223,7 +243,7 @@ def ground_blurb(blurb: str, document: str) -> tuple[str, int]:
     (text, n_dropped)
         The kept sentences, and how many were dropped.
     """
-    sentences = [x for x in re.split(r"(?<=[.!?])\s+", blurb.strip()) if x]
+    sentences = _sentences(blurb)
     kept = [x for x in sentences if not absent_names(x, document)]
     return " ".join(kept), len(sentences) - len(kept)
 

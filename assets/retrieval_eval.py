@@ -2,7 +2,7 @@
 
 Runs ``situate eval`` (:func:`pipelines.evaluate.run_eval`) on a configured dataset in a child
 process (the evaluation ingests into its own data folder and Dagster instance, apart from this
-run's), then shows the table (Markdown), a Pass@20 bar chart, and each configuration's figures as
+run's), then shows the table (Markdown), a Pass@k chart, and each configuration's figures as
 numeric metadata, which the UI plots across materialisations.
 """
 
@@ -56,9 +56,13 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
     if not config.corpus:
         raise dg.Failure(description="retrieval_eval: no dataset: set SITUATE_EVAL_CORPUS (and "
                                      "SITUATE_EVAL_QUERIES) or the run config's corpus/queries")
-    cmd = [sys.executable, "-m", "pipelines.cli", "eval", "--corpus", config.corpus, "--json", out_json,
+    def absolute(p: str) -> str:  # the child runs in the project folder
+        return str(Path(p).expanduser().resolve())
+
+    cmd = [sys.executable, "-m", "pipelines.cli", "eval", "--corpus", absolute(config.corpus), "--json", out_json,
            "--fusion", config.fusion]
-    for flag, value in (("--queries", config.queries), ("--configs", config.configs), ("--home", config.home)):
+    for flag, value in (("--queries", config.queries and absolute(config.queries)),
+                        ("--configs", config.configs), ("--home", config.home and absolute(config.home))):
         if value:
             cmd += [flag, value]
     return cmd
@@ -90,14 +94,19 @@ def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.
         cmd = eval_command(config, out)
         context.log.info("running " + " ".join(cmd))
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+        env["SITUATE_HOME"] = str(Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
         tail = []
-        for line in proc.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-20:]
-            if line.startswith("situate"):
-                context.log.info(line)
+        try:
+            for line in proc.stdout:
+                line = line.rstrip()
+                tail = (tail + [line])[-20:]
+                if line.startswith("situate"):
+                    context.log.info(line)
+        except BaseException:  # the run was stopped or failed: stop the evaluation too
+            proc.kill()
+            raise
         if proc.wait() != 0 or not Path(out).exists():
             raise dg.Failure(description=f"situate eval exited with status {proc.returncode}",
                              metadata={"output": dg.MetadataValue.text("\n".join(tail))})

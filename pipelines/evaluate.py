@@ -16,6 +16,7 @@ contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "conte
 blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
 ensemble            ``contextual``'s dense and BM25 rankings plus dense over the chunk alone, fused
 blurb-ungrounded    as ``blurb``, with the blurb cleaned but not checked against the document
+contextual-ungrounded  structural context + that blurb + chunk, dense + BM25 (in memory)
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
                     blurb + chunk, dense + BM25)
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local cross-encoder
@@ -47,7 +48,7 @@ def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
     return [(rows_by_id[i]["doc_id"], int(rows_by_id[i]["chunk_index"])) for i in ids if i in rows_by_id]
 
 
-def document_blurbs(store, llm, echo=print) -> tuple[dict[str, str], int]:
+def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, str], int]:
     """One LLM summary per document in ``store`` (prompt :data:`assets.prompting.DOCUMENT_SUMMARY`,
     the first window of a long document), through the blurb cache.
 
@@ -69,7 +70,6 @@ def document_blurbs(store, llm, echo=print) -> tuple[dict[str, str], int]:
     cache = blurb_cache_for(store)
     key_fn = blurb_key(llm, DOCUMENT_SUMMARY.name)
     out, calls = {}, 0
-    keys = sorted(p.name for p in (store.root / "stages").iterdir()) if (store.root / "stages").exists() else []
     for n, key in enumerate(keys):
         doc = store.read_stage(key, "document")
         if not isinstance(doc, dict) or doc.get("error"):
@@ -84,15 +84,18 @@ def document_blurbs(store, llm, echo=print) -> tuple[dict[str, str], int]:
     return out, calls
 
 
-def blurb_quality(store) -> dict:
-    """Share (percent) of the chunk blurbs in ``store`` with each problem found by cleaning, and of
-    those indexed (``usable``)."""
+def blurb_quality(store, keys: list[str]) -> dict:
+    """Share (percent) of the chunk blurbs of documents ``keys`` with each problem found by
+    cleaning, and of those indexed (``usable``)."""
     import collections
 
     counts: collections.Counter = collections.Counter()
     n = 0
-    for d in (store.root / "stages").iterdir():
-        b = store.read_stage(d.name, "blurbs")
+    for key in keys:
+        try:
+            b = store.read_stage(key, "blurbs")
+        except (FileNotFoundError, OSError, ValueError):
+            continue
         if not isinstance(b, dict) or "blurbs" not in b:
             continue
         for r in b["blurbs"]:
@@ -103,7 +106,25 @@ def blurb_quality(store) -> dict:
     return {"blurbs": n, **{k: round(100 * v / n, 1) for k, v in sorted(counts.items())}} if n else {"blurbs": 0}
 
 
-def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None = None,
+#: Environment variables the evaluation sets for its own data folder, restored afterwards.
+_ENV = ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME", "TIKTOKEN_CACHE_DIR")
+
+
+def run_eval(*args, **kwargs) -> dict:
+    """:func:`evaluate` with the caller's environment restored afterwards (the evaluation points
+    ``SITUATE_HOME``, ``SITUATE_DOCS`` and ``DAGSTER_HOME`` at its own data folder while it runs)."""
+    saved = {k: os.environ.get(k) for k in _ENV}
+    try:
+        return evaluate(*args, **kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None = None,
              home: str | None = None, fusions: list[str] | None = None,
              rerank_depth: int = RERANK_DEPTH, echo=print) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
@@ -175,6 +196,12 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
         corpus_file = corpus_path.resolve()
         qs = ev.load_queries(Path(queries).expanduser())
 
+    if not qs:
+        raise ValueError(f"no queries with golden chunks in {queries or corpus}")
+    recorded = home_path / "docs-root"
+    if recorded.exists() and recorded.read_text().strip() not in ("", str(corpus_file)):
+        raise ValueError(f"{home_path} is the data folder of {recorded.read_text().strip()}, not of "
+                         f"{corpus_file}: an evaluation would delete its rows. Use another --home.")
     echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
     # the evaluation's own Dagster instance, never the user's
     os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
@@ -201,7 +228,7 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
     doc_blurbs: dict[str, str] = {}
     doc_calls = 0
     if "document-context" in configs:
-        doc_blurbs, doc_calls = document_blurbs(store, res["llm"], echo)
+        doc_blurbs, doc_calls = document_blurbs(store, res["llm"], sorted({r["document_key"] for r in rows}), echo)
 
     def texts_for(config: str) -> list[str]:
         if config in ("chunk", "chunk+bm25"):
@@ -214,10 +241,12 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
             return [contextualized_text(r["blurb"] or "", r["text"]) for r in rows]
         if config == "blurb-ungrounded":
             return [contextualized_text(ungrounded.get(r["chunk_id"], ""), r["text"]) for r in rows]
+        if config == "contextual-ungrounded":
+            return [contextualized_text(ungrounded.get(r["chunk_id"], ""), r["text"], r["context"] or "") for r in rows]
         return [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
 
     ungrounded: dict[str, str] = {}
-    if "blurb-ungrounded" in configs:
+    if "blurb-ungrounded" in configs or "contextual-ungrounded" in configs:
         from assets.prompting import clean_blurb
 
         for key in {r["document_key"] for r in rows}:
@@ -290,6 +319,8 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
                 passages = [contextualized_text(by_id[i]["blurb"] or "", by_id[i]["text"], by_id[i]["context"] or "")
                             for i in head]
                 scores = score_cache.scores(q, passages)
+                if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
+                    score_cache.save()  # keep work done if the run is stopped
                 order = sorted(range(len(head)), key=lambda j: -scores[j])
                 out.append([head[j] for j in order] + tail)
             score_cache.save()
@@ -307,7 +338,7 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
                    "prompt_tokens_reused": summary.prompt_tokens_reused,
                    "seconds": round(summary.seconds, 1)},
         "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
-        "blurb_quality": blurb_quality(store),
+        "blurb_quality": blurb_quality(store, sorted({r["document_key"] for r in rows})),
         "seconds": round(time.perf_counter() - t_all, 1),
         "markdown": ev.markdown_table(ordered, len(qs)),
     }
@@ -315,15 +346,21 @@ def run_eval(corpus: str, queries: str | None = None, configs: list[str] | None 
 
 
 class RerankCache:
-    """Cross-encoder scores by sha256 of (model file sha256, query, passage), in one JSON file."""
+    """Cross-encoder scores by sha256 of (model and tokenizer file sha256, pair length, query,
+    passage), in one JSON file."""
 
     def __init__(self, path: Path, reranker):
         from resources.cache import file_sha256
 
+        from resources.reranker import MAX_PAIR_TOKENS
+
         self.path = Path(path)
         self.reranker = reranker
-        self.model = file_sha256(reranker.model_path)
-        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.model = [file_sha256(reranker.model_path), file_sha256(reranker.tokenizer_path), MAX_PAIR_TOKENS]
+        try:
+            self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        except (ValueError, OSError):
+            self.data = {}  # a damaged cache is rebuilt, never trusted
         self.computed = 0
 
     def scores(self, query: str, passages: list[str]) -> list[float]:

@@ -176,10 +176,13 @@ def rebuild_bm25_from_table(store) -> dict:
         build_bm25([], [], store.bm25_dir)
         return {"rows": 0, "table_version": None}
     version = table.version
-    data = store.columns(["chunk_id", "context", "blurb", "text"]).to_pylist()
+    names = ["chunk_id", "context", "blurb", "text"]
+    if "context" not in table.schema.names:  # a table written before structural context
+        names.remove("context")
+    data = store.columns(names).to_pylist()
     data.sort(key=lambda r: r["chunk_id"])
     ids = [r["chunk_id"] for r in data]
-    texts = [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in data]
+    texts = [contextualized_text(r["blurb"] or "", r["text"], r.get("context") or "") for r in data]
     build_bm25(ids, texts, store.bm25_dir)
     return {"rows": len(ids), "table_version": version}
 
@@ -243,8 +246,12 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         return [], warnings
     wanted = [cid for cid, _ in fused]
     in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in wanted)
+    cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"]
+    if "context" not in table.schema.names:  # a table written before structural context
+        cols.remove("context")
+        warnings.append("the table predates structural context: run `situate ingest` again")
     rows = {r["chunk_id"]: r for r in table.search().where(f"chunk_id IN ({in_list})")
-            .select(["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"])
+            .select(cols)
             .limit(len(wanted)).to_list()}
     hits = []
     for cid, score in fused:
@@ -252,7 +259,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         if r is None:  # in the BM25 index but no longer in the table
             continue
         hits.append(Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"],
-                        int(r["chunk_index"]), r["blurb"] or "", r["text"], r["context"] or ""))
+                        int(r["chunk_index"]), r["blurb"] or "", r["text"], r.get("context") or ""))
         if len(hits) == k:
             break
     return hits, warnings

@@ -105,7 +105,9 @@ def test_retrieval_eval_metadata_and_command():
     with pytest.raises(dg.Failure, match="SITUATE_EVAL_CORPUS"):
         eval_command(EvalConfig(corpus="", queries=""), "/tmp/x.json")
     cmd = eval_command(EvalConfig(corpus="c.json", queries="q.jsonl", configs="chunk"), "/tmp/x.json")
-    assert cmd[-8:] == ["--json", "/tmp/x.json", "--fusion", "rrf", "--queries", "q.jsonl", "--configs", "chunk"]
+    here = __import__("os").getcwd()
+    assert cmd[-10:] == ["--corpus", f"{here}/c.json", "--json", "/tmp/x.json", "--fusion", "rrf",
+                         "--queries", f"{here}/q.jsonl", "--configs", "chunk"]
     res = {"chunk": {"pass@5": 80.0, "pass@10": 85.0, "pass@20": 90.5, "failure@20": 9.5, "mrr@10": 0.7}}
     report = {"markdown": ev.markdown_table(res, 3), "configs": res, "n_queries": 3, "n_chunks": 9,
               "blurb_quality": {"blurbs": 9}, "seconds": 1.0, "data_folder": "/tmp"}

@@ -83,3 +83,35 @@ def test_grounding_drops_sentences_with_invented_names():
 def test_contextualized_text_with_structural_context():
     assert contextualized_text("B", "C", "S") == "S\nB\n\nC"
     assert contextualized_text("", "C", "S") == "S\n\nC"
+
+
+def test_grounding_keeps_abbreviations_calls_and_paths():
+    from assets.prompting import ground_blurb
+
+    doc = "struct Config;\nimpl Config { fn new() -> Self { .. } }\nfn read_file(p: &str) {}"
+    for good in ("This chunk defines read_file, e.g. to load configuration.",
+                 "It calls `read_file()` on the path.",
+                 "It builds a Config::new value."):
+        assert ground_blurb(good, doc) == (good, 0), good
+    assert ground_blurb("It calls Config::open.", doc) == ("", 1)
+
+
+def test_prompt_texts_are_pinned_to_their_names():
+    """The blurb cache keys on a prompt's name and PROMPT_VERSION: changing a prompt's text
+    without a new name or version would serve stale blurbs, so this test fails first."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from assets.prompting import DOCUMENT_SUMMARY, PROMPT_VERSION, PROMPTS
+
+    def h(t):
+        return hashlib.sha256(json.dumps(dataclasses.asdict(t), sort_keys=True).encode()).hexdigest()[:12]
+
+    assert PROMPT_VERSION == "anthropic-2024-09/v1"
+    assert {n: h(t) for n, t in {**PROMPTS, DOCUMENT_SUMMARY.name: DOCUMENT_SUMMARY}.items()} == PINNED
+
+
+#: sha256[:12] of each prompt's fields when its cache name/version was last set.
+PINNED = {"anthropic-2024": "c450c52814ea", "anthropic-2024-primed": "56e6713afaad",
+          "document-summary": "95b88a8e9788"}
