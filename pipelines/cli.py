@@ -244,10 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "eval":
         from pipelines.evaluate import RERANK_DEPTH, run_eval
 
-        report = run_eval(args.corpus, args.queries,
-                          [c.strip() for c in args.configs.split(",")] if args.configs else None,
-                          args.home, [f.strip() for f in args.fusion.split(",")],
-                          args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH)
+        try:
+            report = run_eval(args.corpus, args.queries,
+                              [c.strip() for c in args.configs.split(",")] if args.configs else None,
+                              args.home, [f.strip() for f in args.fusion.split(",")],
+                              args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"situate eval: error: {e}", file=sys.stderr)
+            return 2
         print(report["markdown"])
         print("blurb quality (% of chunk blurbs): " + ", ".join(f"{k} {v}" for k, v in report["blurb_quality"].items()))
         print(f"situate eval: {report['seconds']:.1f} s in all")
