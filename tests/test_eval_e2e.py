@@ -45,21 +45,17 @@ def report(tmp_path_factory):
          "golden": [["doc_ipc", gold_reader]]},
     ]
     (tmp / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    saved = {k: os.environ.get(k) for k in ("SITUATE_HOME", "DAGSTER_HOME", "SITUATE_MAX_TOKENS")}
-    os.environ["SITUATE_MAX_TOKENS"] = "24"
     from pipelines.evaluate import run_eval
 
     kwargs = dict(corpus=str(tmp / "tiny_chunks.json"), queries=str(tmp / "q.jsonl"),
                   home=str(tmp / "home"), fusions=["rrf", "weighted"], rerank_depth=4, echo=lambda *_: None)
-    try:
+    before = {k: os.environ.get(k) for k in ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SITUATE_MAX_TOKENS", "24")
         first = run_eval(**kwargs)
         second = run_eval(**kwargs)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # run_eval gives the caller's environment back
+    assert {k: os.environ.get(k) for k in before} == before
     return first, second
 
 
