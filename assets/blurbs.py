@@ -73,7 +73,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     builder = prompt_builder(llm)
     model_id = llm.resolved_model_id()
     cache = blurb_cache_for(store)
-    key_fn = blurb_key(llm)
+    key_fn = blurb_key(llm, llm.prompt)
 
     def generate(tokens: list[int]):
         return llm.generate(tokens, stop=STOP)
@@ -97,7 +97,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
                                 cache=cache, cache_key=key_fn)
         store.write_stage(key, "blurbs", {
-            "model_id": model_id, "prompt_version": PROMPT_VERSION,
+            "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
         return blurb_summary(records)
 
@@ -114,5 +114,5 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,
                 "blurbs_per_second": round(n / secs, 3) if secs else 0.0}
 
-    return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION,
+    return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
                                           **report.metadata(totals)})

@@ -15,11 +15,22 @@ from resources.store import Store
 
 
 def prompt_builder(llm: BlurbLLM) -> PromptBuilder:
-    """The published prompt inside the model's own chat template, tokenized by the model."""
+    """The configured prompt (``llm.prompt``, default the published one) inside the model's own
+    chat template, tokenized by the model.
+
+    Raises
+    ------
+    ValueError
+        ``llm.prompt`` names no prompt of :data:`assets.prompting.PROMPTS`.
+    """
+    from assets.prompting import PROMPTS
+
+    if llm.prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
     tok = llm.tokenizer()
     bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
         if tok.llm.token_bos() >= 0 else ""
-    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()))
+    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), PROMPTS[llm.prompt])
 
 
 def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,

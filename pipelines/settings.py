@@ -15,6 +15,7 @@ SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
 SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
+SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================
 """
@@ -105,7 +106,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         model_id="" if os.environ.get("SITUATE_LLM_MODEL") else models.LLM.model_id,
                         n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),
                         n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
-                        max_tokens=val("SITUATE_MAX_TOKENS", 80, int)),
+                        max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
+                        prompt=val("SITUATE_PROMPT", "anthropic-2024")),
         "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
                              model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
                              n_threads=val("SITUATE_N_THREADS", 0, int),

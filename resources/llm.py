@@ -90,6 +90,9 @@ class BlurbLLM(dg.ConfigurableResource):
         blog's contexts are 50-100 tokens).
     repeat_penalty : float
         1.3 curbs the small model's loops (shared/MODELS.md).
+    prompt : str
+        Name of the blurb prompt (``assets.prompting.PROMPTS``): ``anthropic-2024`` (the published
+        prompt, default) or ``anthropic-2024-primed``.
     """
 
     model_path: str
@@ -101,6 +104,7 @@ class BlurbLLM(dg.ConfigurableResource):
     max_tokens: int = 80
     repeat_penalty: float = 1.3
     seed: int = 0
+    prompt: str = "anthropic-2024"
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,

@@ -186,3 +186,20 @@ def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
     assert "ungrounded" in recs[0].problems
     recs = contextualize(text, chunks, p, b, invents, ground=False)
     assert recs[0].blurb.startswith("The ConfigLoader class")
+
+
+def test_primed_prompt_starts_the_answer(fake_tokenizer):
+    from assets.prompting import ANTHROPIC_2024_PRIMED
+
+    b = PromptBuilder(fake_tokenizer, FRAME, ANTHROPIC_2024_PRIMED)
+    prompt = bytes(t for t in b.prefix("DOC") + b.suffix("CHUNK") if t < 256).decode()
+    assert prompt.endswith("<|end|>\n<|assistant|>\nThis chunk")
+    assert b.scaffolding_tokens == builder(fake_tokenizer).scaffolding_tokens + len("This chunk")
+
+
+def test_unknown_prompt_is_a_clear_error():
+    from assets.fitted_preambles import prompt_builder
+    from resources.llm import BlurbLLM
+
+    with pytest.raises(ValueError, match="unknown prompt 'mine'.*anthropic-2024"):
+        prompt_builder(BlurbLLM(model_path="/nonexistent.gguf", prompt="mine"))
