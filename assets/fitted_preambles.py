@@ -14,9 +14,9 @@ from resources.llm import BlurbLLM
 from resources.store import Store
 
 
-def prompt_builder(llm: BlurbLLM) -> PromptBuilder:
-    """The configured prompt (``llm.prompt``, default the published one) inside the model's own
-    chat template, tokenized by the model.
+def prompt_builder(llm: BlurbLLM, template=None) -> PromptBuilder:
+    """``template`` (default: the configured prompt ``llm.prompt``, the published one unless set)
+    inside the model's own chat template, tokenized by the model.
 
     Raises
     ------
@@ -25,12 +25,13 @@ def prompt_builder(llm: BlurbLLM) -> PromptBuilder:
     """
     from assets.prompting import PROMPTS
 
-    if llm.prompt not in PROMPTS:
+    if template is None and llm.prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
     tok = llm.tokenizer()
     bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
         if tok.llm.token_bos() >= 0 else ""
-    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), PROMPTS[llm.prompt])
+    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()),
+                         template or PROMPTS[llm.prompt])
 
 
 def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,

@@ -48,17 +48,15 @@ def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
 
 def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_dir) -> dict:
     from assets.blurbs import STOP, blurb_key
-    from assets.contextualize import PromptBuilder, chat_frame, contextualize
-    from assets.fitted_preambles import fit_document
+    from assets.contextualize import contextualize
+    from assets.fitted_preambles import fit_document, prompt_builder
     from assets.prompting import PROMPTS
     from pipelines.settings import resources_from_env
     from resources.cache import BlurbCache
 
     llm = resources_from_env(plain=True)["llm"].model_copy(
         update={"repeat_penalty": repeat_penalty, "max_tokens": max_tokens})
-    tok = llm.tokenizer()
-    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace")
-    builder = PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), PROMPTS[prompt_name])
+    builder = prompt_builder(llm, PROMPTS[prompt_name])
     cache = BlurbCache(cache_dir) if cache_dir else None
     records, seconds = [], 0.0
     for d in docs:

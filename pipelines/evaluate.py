@@ -58,15 +58,12 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
         ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
     """
     from assets.blurbs import STOP, blurb_key
-    from assets.contextualize import PromptBuilder, chat_frame, contextualize
-    from assets.fitted_preambles import fit_document
+    from assets.contextualize import contextualize
+    from assets.fitted_preambles import fit_document, prompt_builder
     from assets.prompting import DOCUMENT_SUMMARY
     from resources.cache import blurb_cache_for
 
-    tok = llm.tokenizer()
-    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
-        if tok.llm.token_bos() >= 0 else ""
-    builder = PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()), DOCUMENT_SUMMARY)
+    builder = prompt_builder(llm, DOCUMENT_SUMMARY)
     cache = blurb_cache_for(store)
     key_fn = blurb_key(llm, DOCUMENT_SUMMARY.name)
     out, calls = {}, 0
