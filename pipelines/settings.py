@@ -16,6 +16,8 @@ SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
+SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
+SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================
 """
@@ -101,7 +103,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root() or "docs")),
-        "store": Store(home=home or val("SITUATE_HOME", ".situate")),
+        "store": Store(home=home or val("SITUATE_HOME", ".situate"),
+                       vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int)),
         "llm": BlurbLLM(model_path=val("SITUATE_LLM_MODEL", str(models.path_of(models.LLM))),
                         model_id="" if os.environ.get("SITUATE_LLM_MODEL") else models.LLM.model_id,
                         n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),

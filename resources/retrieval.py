@@ -142,20 +142,44 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path) -> int:
     return len(ids)
 
 
+_LOADED: dict[str, tuple] = {}
+
+
+def _loaded(index_dir: Path):
+    """``(ids, retriever or None)`` of a saved index, loaded once per version of ``ids.json``
+    (the index is swapped in whole by :func:`build_bm25`, ``ids.json`` with it); None without
+    an index."""
+    import bm25s
+
+    p = Path(index_dir) / "ids.json"
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return None
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _LOADED.get(str(p))
+    if hit is None or hit[0] != stamp:
+        ids = json.loads(p.read_text())
+        retriever = bm25s.BM25.load(str(index_dir)) if ids else None
+        hit = (stamp, ids, retriever)
+        _LOADED[str(p)] = hit
+    return hit[1], hit[2]
+
+
 def bm25_ids(index_dir: Path) -> list[str] | None:
     """The ids of a saved index, in index order; None when there is no index."""
-    p = Path(index_dir) / "ids.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    loaded = _loaded(index_dir)
+    return None if loaded is None else loaded[0]
 
 
 def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
-    """Ids of the top ``k`` rows for ``query`` by BM25, best first ([] without an index)."""
-    import bm25s
+    """Ids of the top ``k`` rows for ``query`` by BM25, best first ([] without an index).
 
-    ids = bm25_ids(index_dir)
-    if not ids:
+    The index is loaded once per process and version (a search service pays the load once)."""
+    loaded = _loaded(index_dir)
+    if loaded is None or not loaded[0]:
         return []
-    retriever = bm25s.BM25.load(str(index_dir))
+    ids, retriever = loaded
     tokens = tokenize([query])
     if not tokens.vocab or not any(tokens.ids):
         return []
@@ -229,8 +253,13 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
-    dense = (table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
-             .distance_type("cosine").limit(candidates).select(["chunk_id", "_distance"]).to_list())
+    dense_q = (table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
+               .distance_type("cosine").limit(candidates).select(["chunk_id", "_distance"]))
+    from resources.store import NPROBES, vector_index_name
+
+    if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
+        dense_q = dense_q.nprobes(NPROBES)
+    dense = dense_q.to_list()
     dense_ids = [r["chunk_id"] for r in dense]
     ids = bm25_ids(store.bm25_dir)
     if ids is None:

@@ -26,6 +26,16 @@ TABLE = "chunks"
 #: Embedding width of the default embedder (nomic-embed-text-v1.5: 768 dimensions).
 DEFAULT_DIM = 768
 
+#: Rows from which the table gets an approximate vector index (IVF_FLAT, cosine); below it the
+#: dense search is exact.  Measured (benchmarks/reports/performance.md): LanceDB's exact search
+#: takes about 45 ms a query over 10k rows and 560 ms over 100k (768-d, 2 cores), against about
+#: 20 ms with the index at recall@10 1.0; IVF_PQ and IVF_HNSW_SQ were slower or less exact.
+VECTOR_INDEX_MIN_ROWS = 10_000
+
+#: Partitions probed by an indexed search.  With sqrt(rows) partitions, 40 probes gave recall@10
+#: of 1.0 against exact search over 100k rows (benchmarks/search_scale.py; 20 probes: 0.967).
+NPROBES = 40
+
 
 def table_schema(dim: int) -> pa.Schema:
     """Arrow schema of the ``chunks`` table for ``dim``-wide float32 vectors."""
@@ -51,6 +61,17 @@ def table_schema(dim: int) -> pa.Schema:
     ])
 
 
+_CONNECTIONS: dict[str, object] = {}
+
+
+def vector_index_name(table) -> str | None:
+    """Name of the index on a LanceDB table's ``vector`` column, or None (exact search)."""
+    for idx in table.list_indices():
+        if "vector" in list(idx.columns):
+            return idx.name
+    return None
+
+
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -71,9 +92,13 @@ class Store(dg.ConfigurableResource):
     ----------
     home : str
         The data folder (``SITUATE_HOME``; default ``.situate``), created on first use.
+    vector_index_min_rows : int
+        Rows from which the vectors get an IVF_FLAT index (``SITUATE_VECTOR_INDEX_MIN_ROWS``,
+        default :data:`VECTOR_INDEX_MIN_ROWS`).
     """
 
     home: str = ".situate"
+    vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -127,11 +152,17 @@ class Store(dg.ConfigurableResource):
 
     # -- LanceDB -------------------------------------------------------------------------------
     def connect(self):
-        """A LanceDB connection to ``lancedb_uri`` (created if missing)."""
+        """The process's LanceDB connection to ``lancedb_uri`` (created if missing).  One per
+        folder and process, so its session caches (index partitions, metadata) last across
+        searches: a fresh connection per search re-reads the IVF index every time."""
         import lancedb
 
-        self.lancedb_uri.mkdir(parents=True, exist_ok=True)
-        return lancedb.connect(str(self.lancedb_uri))
+        uri = str(self.lancedb_uri)
+        conn = _CONNECTIONS.get(uri)
+        if conn is None or not self.lancedb_uri.is_dir():
+            self.lancedb_uri.mkdir(parents=True, exist_ok=True)
+            conn = _CONNECTIONS[uri] = lancedb.connect(uri)
+        return conn
 
     def table(self):
         """The ``chunks`` table, opened fresh (a held handle does not see later commits), or None."""
@@ -216,6 +247,47 @@ class Store(dg.ConfigurableResource):
             s["doc_sha256"].add(r["doc_sha256"])
             s["fingerprint"].add(r["fingerprint"])
         return out
+
+    def vector_index(self) -> str | None:
+        """Name of the vector column's index, or None when the dense search is exact."""
+        table = self.table()
+        return None if table is None else vector_index_name(table)
+
+    def ensure_vector_index(self, min_rows: int = VECTOR_INDEX_MIN_ROWS) -> dict:
+        """Build an IVF_FLAT cosine index on ``vector`` once the table has ``min_rows`` rows; when
+        one exists, fold new rows into it (``table.optimize()``, which also compacts the small
+        per-document commits).
+
+        Parameters
+        ----------
+        min_rows : int
+            Row threshold (:data:`VECTOR_INDEX_MIN_ROWS`).
+
+        Returns
+        -------
+        dict
+            ``{"rows", "vector_index": "built" | "updated" | "none", "seconds"}``.
+        """
+        import time
+
+        t0 = time.perf_counter()
+        table = self.table()
+        rows = 0 if table is None else table.count_rows()
+        state = "none"
+        if table is not None and self.vector_index():
+            table.optimize()
+            state = "updated"
+        elif table is not None and rows >= min_rows:
+            from lancedb.index import IvfFlat
+
+            # with ``config``, the first argument names the column (lancedb >= 0.25)
+            table.create_index("vector", replace=True,
+                               config=IvfFlat(distance_type="cosine",
+                                              num_partitions=max(1, int(round(rows ** 0.5)))))
+            # the search fetches its hits by chunk_id: a BTREE index spares a scan of the column
+            table.create_scalar_index("chunk_id", index_type="BTREE", replace=True)
+            state = "built"
+        return {"rows": rows, "vector_index": state, "seconds": round(time.perf_counter() - t0, 2)}
 
     def count_rows(self) -> int:
         """Rows in the ``chunks`` table (0 before the first write)."""
