@@ -124,7 +124,7 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                   generate: Callable, log: logging.Logger | None = None,
                   on_blurb: Callable[[int, BlurbRecord], None] | None = None,
                   cache=None, cache_key: Callable[[str, str], str] | None = None,
-                  ground: bool = True) -> list[BlurbRecord]:
+                  ground: bool = True, generate_batch: Callable | None = None) -> list[BlurbRecord]:
     """Blurbs for every chunk of one document, window by window, chunks back to back.
 
     Parameters
@@ -147,6 +147,11 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
     ground : bool
         Drop blurb sentences naming things absent from the document
         (:func:`assets.prompting.ground_blurb`).
+    generate_batch : callable, optional
+        ``(prefix tokens, [suffix tokens]) -> [Generation]`` (a
+        :class:`resources.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
+        together over the shared prefix instead of one ``generate`` call each.  Greedy output is
+        the same token for token.
 
     Returns
     -------
@@ -160,25 +165,35 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
             out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
         return out  # type: ignore[return-value]
     for w_index, window in enumerate(plan.windows):
-        prefix = builder.prefix(text[window.start:window.end])
+        window_text = text[window.start:window.end]
+        prefix = builder.prefix(window_text)
+        prompts = {i: chunks[i][:plan.chunk_prompt_ends[i]] for i in window.chunks}
+        keys = {i: cache_key(window_text, prompts[i]) if cache is not None else None for i in window.chunks}
+        entries = {i: cache.get(keys[i]) if keys[i] else None for i in window.chunks}
+        batched: dict[int, object] = {}
+        if generate_batch is not None:
+            todo = [i for i in window.chunks if entries[i] is None]
+            if todo:
+                gens = generate_batch(prefix, [builder.suffix(prompts[i]) for i in todo])
+                batched = dict(zip(todo, gens))
         for i in window.chunks:
-            chunk_prompt = chunks[i][:plan.chunk_prompt_ends[i]]
-            tokens = prefix + builder.suffix(chunk_prompt)
-            key = cache_key(text[window.start:window.end], chunk_prompt) if cache is not None else None
-            entry = cache.get(key) if key else None
+            chunk_prompt = prompts[i]
+            key, entry = keys[i], entries[i]
             t0 = time.perf_counter()
             if entry is not None:
                 raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
+                seconds = time.perf_counter() - t0
             else:
-                gen = generate(tokens)
+                gen = batched[i] if i in batched else generate(prefix + builder.suffix(chunk_prompt))
                 gen.text = builder.template.answer_prefix + gen.text
                 raw, n_prompt, n_eval, n_reused, n_gen = gen.text, gen.prompt_tokens, gen.evaluated, gen.reused, gen.generated
+                seconds = gen.seconds if i in batched else time.perf_counter() - t0
                 if key:
                     cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
             cleaned = clean_blurb(raw, chunks[i], document=text if ground else None)
             status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
             rec = BlurbRecord(cleaned.text, status, raw, cleaned.problems, n_prompt, n_eval, n_reused, n_gen,
-                              round(time.perf_counter() - t0, 4), w_index, entry is not None)
+                              round(seconds, 4), w_index, entry is not None)
             if not cleaned.usable and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
                             i, ", ".join(cleaned.problems), raw[:200])

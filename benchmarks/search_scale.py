@@ -1,8 +1,9 @@
 """Search at scale: latency of the product's hybrid search over 10k and 100k rows, with and
 without the IVF_FLAT vector index, and the index's recall against exact search.
 
-Rows are synthetic with real shapes: 768-d L2-normalised float32 vectors drawn around 2,000
-cluster centres (embeddings of a corpus are clustered by topic, not uniform on the sphere), and
+Rows are synthetic with real shapes: 768-d L2-normalised float32 vectors drawn around one cluster
+centre per 50 rows (a corpus's embeddings cluster by topic and document, not uniformly on the
+sphere; the cookbook codebase set has 8 chunks a document), and
 texts cut from the cookbook codebase corpus, so BM25 sees a real vocabulary.  Queries are
 perturbed copies of row vectors and word windows from the same texts.  The search timed is
 :func:`resources.retrieval.hybrid_search` (dense top-150 + BM25 top-150, RRF, top 10), no rerank.
@@ -20,9 +21,10 @@ DIM = 768
 
 
 def synthetic_rows(n: int, texts: list[str], seed: int = 0) -> tuple[np.ndarray, list[str]]:
-    """``(float32[n, 768] unit vectors, n texts)``: clustered vectors, 40-word windows of ``texts``."""
+    """``(float32[n, 768] unit vectors, n texts)``: vectors around ``n // 50`` centres, 40-word
+    windows of ``texts``."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((2000, DIM)).astype(np.float32)
+    centres = rng.standard_normal((max(1, n // 50), DIM)).astype(np.float32)
     assign = rng.integers(0, len(centres), n)
     vecs = centres[assign] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)

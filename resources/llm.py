@@ -8,6 +8,7 @@ chunks must be sent back to back with a token-identical prefix for it to be reus
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -18,6 +19,11 @@ import numpy as np
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
+
+#: Model calls made in this process: ``llm_generate`` (one per blurb prompt, sequential or in a
+#: shared-prefix batch) and ``embed_texts`` (texts sent to the embedding model).  Read by the
+#: benchmarks (re-ingest must make none) and by tests that count work.
+CALLS: collections.Counter = collections.Counter()
 
 
 def _load(key: tuple, **kwargs):
@@ -93,6 +99,11 @@ class BlurbLLM(dg.ConfigurableResource):
     prompt : str
         Name of the blurb prompt (``assets.prompting.PROMPTS``): ``anthropic-2024`` (the published
         prompt, default) or ``anthropic-2024-primed``.
+    batch : int
+        Chunks of one document window decoded together over the shared prefix
+        (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
+        the same token for token either way.  Default 1: on 2 CPU cores batching measured no
+        faster (benchmarks/reports/performance.md); on a GPU try 8.
     """
 
     model_path: str
@@ -105,6 +116,7 @@ class BlurbLLM(dg.ConfigurableResource):
     repeat_penalty: float = 1.3
     seed: int = 0
     prompt: str = "anthropic-2024"
+    batch: int = 1
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
@@ -145,6 +157,7 @@ class BlurbLLM(dg.ConfigurableResource):
         import llama_cpp
 
         llm = self.load()
+        CALLS["llm_generate"] += 1
         perf = getattr(llama_cpp, "llama_perf_context", None)
         before = perf(llm.ctx).n_p_eval if perf else 0
         t0 = time.perf_counter()
@@ -156,6 +169,22 @@ class BlurbLLM(dg.ConfigurableResource):
         usage = out.get("usage", {})
         return Generation(out["choices"][0]["text"], len(tokens), evaluated,
                           len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds)
+
+
+    def batcher(self, stop: list[str] | None = None):
+        """The process-wide :class:`resources.batching.SharedPrefixBatcher` for these settings
+        (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights."""
+        from resources.batching import SharedPrefixBatcher
+
+        key = self._key(False) + ("batcher", self.batch, self.max_tokens, self.repeat_penalty,
+                                  tuple(stop or []))
+        batcher = _CACHE.get(key)
+        if batcher is None:
+            batcher = SharedPrefixBatcher(self.load(), n_seq=self.batch, n_ctx=self.n_ctx,
+                                          n_batch=self.n_batch, max_tokens=self.max_tokens,
+                                          repeat_penalty=self.repeat_penalty, stop=stop)
+            _CACHE[key] = batcher
+        return batcher
 
 
 class LlmTokenizer:
@@ -262,6 +291,7 @@ class Embedder(dg.ConfigurableResource):
             ``float32[len(texts), dim]``, and how many inputs were cut to ``n_ctx`` tokens.
         """
         llm = self.load()
+        CALLS["embed_texts"] += len(texts)
         inputs, n_cut = [], 0
         for t in texts:
             fitted, cut = self._fit(llm, prefix + t)

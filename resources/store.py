@@ -278,14 +278,14 @@ class Store(dg.ConfigurableResource):
             table.optimize()
             state = "updated"
         elif table is not None and rows >= min_rows:
-            from lancedb.index import IvfFlat
+            from lancedb.index import BTree, IvfFlat
 
             # with ``config``, the first argument names the column (lancedb >= 0.25)
             table.create_index("vector", replace=True,
                                config=IvfFlat(distance_type="cosine",
                                               num_partitions=max(1, int(round(rows ** 0.5)))))
             # the search fetches its hits by chunk_id: a BTREE index spares a scan of the column
-            table.create_scalar_index("chunk_id", index_type="BTREE", replace=True)
+            table.create_index("chunk_id", replace=True, config=BTree())
             state = "built"
         return {"rows": rows, "vector_index": state, "seconds": round(time.perf_counter() - t0, 2)}
 

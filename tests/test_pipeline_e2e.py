@@ -149,9 +149,13 @@ def test_search_cli_json(env):
 def test_second_ingest_does_no_model_work(env):
     from pipelines.cli import ingest
 
+    from resources.llm import CALLS
+
     before = _store(env).count_rows()
+    CALLS.clear()
     again = ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
     assert again.ingested == 0 and again.unchanged == 3 and again.prompt_tokens_evaluated == 0
+    assert CALLS["llm_generate"] == 0 and CALLS["embed_texts"] == 0  # counted at the models
     assert _store(env).count_rows() == before
 
 

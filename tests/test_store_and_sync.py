@@ -132,3 +132,37 @@ def test_documents_of_active_runs_are_in_flight():
         run(dg.DagsterRunStatus.SUCCESS, {"dagster/partition": "a"})  # finished: not in flight
         run(dg.DagsterRunStatus.STARTED, {"dagster/partition": "d"}, job="bm25")
         assert in_flight_keys(instance, order) == {"b", "c", "e"}
+
+
+def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_path):
+    """Synthetic 32-d rows (FAKE vectors around 12 centres): below the threshold no index; above
+    it an IVF_FLAT index, updated on the next call; the indexed search finds each row's own
+    vector first, and the BM25 index loads again after it is rebuilt."""
+    import pyarrow as pa
+
+    from resources.retrieval import bm25_search, build_bm25, hybrid_search
+    from resources.store import TABLE, table_schema
+
+    rng = np.random.default_rng(0)
+    n, dim = 600, 32
+    centres = rng.standard_normal((12, dim)).astype(np.float32)
+    vecs = centres[rng.integers(0, 12, n)] + 0.3 * rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    store = Store(home=str(tmp_path))
+    schema = table_schema(dim)
+    ids = [f"r{i:04d}" for i in range(n)]
+    texts = [f"row {i} word{i % 50}" for i in range(n)]
+    cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
+    cols.update(chunk_id=pa.array(ids), document_key=pa.array(["k"] * n), text=pa.array(texts),
+                chunk_index=pa.array(range(n), pa.int32()),
+                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
+    store.connect().create_table(TABLE, data=pa.table({f.name: cols[f.name] for f in schema}, schema=schema))
+    build_bm25(ids, texts, store.bm25_dir)
+    assert store.ensure_vector_index(min_rows=n + 1)["vector_index"] == "none" and store.vector_index() is None
+    assert store.ensure_vector_index(min_rows=n)["vector_index"] == "built" and store.vector_index()
+    assert store.ensure_vector_index(min_rows=n)["vector_index"] == "updated"
+    for i in (3, 250, 599):
+        hits, warnings = hybrid_search(store, vecs[i], f"row {i}", k=5)
+        assert hits[0].chunk_id == ids[i] and not warnings
+    build_bm25(ids[:10], texts[:10], store.bm25_dir)  # a rebuilt index is seen by the next search
+    assert bm25_search(store.bm25_dir, "word7", 50) == ["r0007"]

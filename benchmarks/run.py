@@ -1,0 +1,423 @@
+"""situate's benchmark suite: one run, real text, ratios measured side by side.
+
+Usage::
+
+    python benchmarks/run.py [--quick] --json OUT [--markdown OUT.md] [--only llm,embed,...]
+
+Sections (each a function below, each returning a dict that goes into the report):
+
+``llm``
+    Prefix reuse on codebase documents of 2k-7k LLM tokens with 10+ chunks (llama.cpp's own
+    counters: prompt tokens evaluated / reused); time per blurb with the KV cache kept vs the same
+    prompts with the cache reset each time; the A,A,B,B vs A,B,A,B order; the model's prompt-eval
+    and generation rates at the documents' depth and each blurb's time against the limit they
+    imply; shared-prefix batching against the sequential path, with the outputs compared token for
+    token.
+``embed``
+    Embedding throughput of the default embedder at batch sizes 1..64.
+``search``
+    ``hybrid_search`` latency over 10k and 100k rows, exact and with the IVF_FLAT index, and the
+    index's recall@10 against exact search (benchmarks/search_scale.py).
+``reingest``
+    A second ``situate ingest`` of an unchanged corpus: model calls (must be 0) and wall time.
+``partitions``
+    Registering 10,000 document partitions in batches, and the sensor's tick at that size.
+
+Nothing here asserts a timing: the figures go to the JSON and a Markdown table.  ``--quick``
+(one document per LLM measurement, fewer texts and queries) finishes in about 10 minutes on 2
+cores.  The corpus is the cookbook's codebase set (``../shared/eval/codebase``, or
+``SITUATE_BENCH_CORPUS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+DEFAULT_CORPUS = ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def load_corpus() -> list[dict]:
+    """The cookbook corpus: ``[{"doc_id", "content", "chunks": [{"content", ...}]}]``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither ``SITUATE_BENCH_CORPUS`` nor ``../shared/eval/codebase/codebase_chunks.json`` exists.
+    """
+    path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS))
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark corpus {path} not found: set SITUATE_BENCH_CORPUS")
+    return json.loads(path.read_text())
+
+
+# -- LLM ---------------------------------------------------------------------------------------
+def _perf(L) -> tuple[float, int, float, int]:
+    """llama.cpp's cumulative counters: (prompt-eval ms, prompt tokens, eval ms, generated)."""
+    import llama_cpp
+
+    p = llama_cpp.llama_perf_context(L.ctx)
+    return p.t_p_eval_ms, p.n_p_eval, p.t_eval_ms, p.n_eval
+
+
+def llm_section(corpus: list[dict], quick: bool) -> dict:
+    from assets.blurbs import STOP
+    from assets.fitted_preambles import prompt_builder
+    from pipelines.settings import resources_from_env
+
+    llm = resources_from_env(plain=True)["llm"]
+    builder = prompt_builder(llm)
+    L = llm.load()
+    docs = []
+    for d in corpus:
+        if len(d["chunks"]) < 10:
+            continue
+        prefix = builder.prefix(d["content"])
+        if 2000 <= len(prefix) <= 7000:
+            docs.append((d["doc_id"], prefix, [builder.suffix(c["content"]) for c in d["chunks"]]))
+    if not docs:
+        raise ValueError("no document of 2k-7k LLM tokens with 10+ chunks in the corpus")
+    # quick: the document with the most chunks among those of at most 3,300 prefix tokens
+    main = max((d for d in docs if len(d[1]) <= 3300), key=lambda d: len(d[2]), default=docs[0])
+    measured = [main] if quick else docs
+    out: dict = {"llm_model": llm.resolved_model_id(), "documents": [], "n_threads": L.context_params.n_threads}
+
+    # 1. sequential, KV cache kept between the chunks of a document
+    seq_runs = {}
+    for doc_id, prefix, sufs in measured:
+        L.reset()
+        gens = [llm.generate(prefix + s, stop=STOP) for s in sufs]
+        seq_runs[doc_id] = gens
+        prompt = sum(g.prompt_tokens for g in gens)
+        reused = sum(g.reused for g in gens)
+        secs = sum(g.seconds for g in gens)
+        out["documents"].append({"doc_id": doc_id, "prefix_tokens": len(prefix), "chunks": len(sufs),
+                                 "prompt_tokens": prompt, "reused": reused, "evaluated": prompt - reused,
+                                 "generated": sum(g.generated for g in gens), "seconds": round(secs, 2),
+                                 "seconds_per_blurb": round(secs / len(gens), 3)})
+        log(f"llm reuse {doc_id}: {len(gens)} blurbs, {reused}/{prompt} prompt tokens reused, {secs:.1f} s")
+    prompt = sum(d["prompt_tokens"] for d in out["documents"])
+    reused = sum(d["reused"] for d in out["documents"])
+    out["prefix_reuse_ratio"] = round(reused / prompt, 4)
+
+    # 2. the same prompts with the cache reset before each
+    doc_id, prefix, sufs = main
+    k = 2 if quick else 3
+    cold = []
+    for s in sufs[:k]:
+        L.reset()
+        cold.append(llm.generate(prefix + s, stop=STOP))
+    with_reuse = out["documents"][0]["seconds_per_blurb"] if measured[0] is main else \
+        sum(g.seconds for g in seq_runs[doc_id]) / len(sufs)
+    cold_s = sum(g.seconds for g in cold) / k
+    out["no_reuse"] = {"doc_id": doc_id, "blurbs": k, "seconds_per_blurb": round(cold_s, 3),
+                       "evaluated_per_blurb": sum(g.evaluated for g in cold) / k,
+                       "same_text": all(a.text == b.text for a, b in zip(cold, seq_runs[doc_id]))}
+    out["cache_speedup"] = round(cold_s / with_reuse, 2)
+    log(f"llm no reuse: {cold_s:.2f} s a blurb against {with_reuse:.2f} s with reuse "
+        f"(x{out['cache_speedup']})")
+
+    # 3. A,A,B,B against A,B,A,B: two documents of 1k+ tokens, two chunks each
+    pair = sorted((d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= 4000),
+                  key=lambda d: len(d["content"]))[:2]
+    (a_id, a_pre, a_suf), (b_id, b_pre, b_suf) = [
+        (d["doc_id"], builder.prefix(d["content"]), [builder.suffix(c["content"]) for c in d["chunks"][:2]])
+        for d in pair]
+    orders = {"AABB": [(a_pre, a_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[0]), (b_pre, b_suf[1])],
+              "ABAB": [(a_pre, a_suf[0]), (b_pre, b_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[1])]}
+    out["order"] = {"documents": [a_id, b_id]}
+    for name, prompts in orders.items():
+        L.reset()
+        gens = [llm.generate(p + s, stop=STOP) for p, s in prompts]
+        p_all = sum(g.prompt_tokens for g in gens)
+        out["order"][name] = {"evaluated": sum(g.evaluated for g in gens), "prompt_tokens": p_all,
+                              "reuse_ratio": round(sum(g.reused for g in gens) / p_all, 4),
+                              "seconds": round(sum(g.seconds for g in gens), 2)}
+    out["order"]["ABAB_over_AABB_seconds"] = round(out["order"]["ABAB"]["seconds"] /
+                                                   out["order"]["AABB"]["seconds"], 2)
+    log(f"llm order: {out['order']}")
+
+    # 4. the model's rates at the main document's depth (llama.cpp's own timers: compute only),
+    #    and each blurb's wall time against the limit they imply
+    L.reset()
+    L.eval(prefix)
+    probe = [t for s in sufs for t in s][:256]
+    p0 = _perf(L)
+    L.eval(probe)
+    p1 = _perf(L)
+    for _ in range(32):
+        L.eval([probe[-1]])
+    p2 = _perf(L)
+    prompt_rate = (p1[1] - p0[1]) / ((p1[0] - p0[0]) / 1000)
+    gen_rate = (p2[3] - p1[3]) / ((p2[2] - p1[2]) / 1000)
+    gens = seq_runs[doc_id][1:]  # the first blurb also reads the prefix, from depth 0
+    measured_s = sum(g.seconds for g in gens)
+    limit_s = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in gens)
+    out["rates"] = {"depth_tokens": len(prefix), "prompt_tokens_per_s": round(prompt_rate, 1),
+                    "generated_tokens_per_s": round(gen_rate, 1), "blurbs": len(gens),
+                    "measured_s": round(measured_s, 2), "limit_s": round(limit_s, 2)}
+    out["blurb_time_vs_limit"] = round(measured_s / limit_s, 3)
+    log(f"llm rates at depth {len(prefix)}: prompt {prompt_rate:.0f} tok/s, generation {gen_rate:.1f} tok/s; "
+        f"blurbs {measured_s:.1f} s against a limit of {limit_s:.1f} s")
+
+    # 5. shared-prefix batching against the sequential run of the same document
+    from resources.batching import SharedPrefixBatcher
+
+    n_batch_chunks = 8 if quick else len(sufs)  # quick: one batch of 8, the first 8 chunks
+    seq = seq_runs[doc_id][:n_batch_chunks]
+    seq_s = sum(g.seconds for g in seq)
+    sufs = sufs[:n_batch_chunks]
+    out["batched"] = {}
+    for n_seq in ((8,) if quick else (2, 4, 8)):
+        b = SharedPrefixBatcher(L, n_seq=n_seq, n_ctx=llm.n_ctx, n_batch=llm.n_batch,
+                                max_tokens=llm.max_tokens, repeat_penalty=llm.repeat_penalty, stop=STOP)
+        t0 = time.perf_counter()
+        bat = b.generate(prefix, sufs)
+        bat_s = time.perf_counter() - t0
+        b.close()
+        same = sum(x.text == y.text and x.generated == y.generated for x, y in zip(seq, bat))
+        out["batched"][n_seq] = {"seconds": round(bat_s, 2), "sequential_seconds": round(seq_s, 2),
+                                 "speedup": round(seq_s / bat_s, 3), "identical": same, "blurbs": len(seq)}
+        log(f"llm batched x{n_seq}: {bat_s:.1f} s against {seq_s:.1f} s sequential; "
+            f"{same}/{len(seq)} blurbs identical")
+    best = max(out["batched"].values(), key=lambda r: r["speedup"])
+    out["batched_speedup"] = best["speedup"]
+    out["batched_identical"] = all(r["identical"] == r["blurbs"] for r in out["batched"].values())
+    return out
+
+
+# -- embeddings --------------------------------------------------------------------------------
+def embed_section(corpus: list[dict], quick: bool) -> dict:
+    from pipelines.settings import resources_from_env
+    from resources.llm import Embedder
+
+    base = resources_from_env(plain=True)["embedder"]
+    texts = [c["content"] for d in corpus for c in d["chunks"]][: (16 if quick else 64)]
+    sizes = (1, 4, 16) if quick else (1, 2, 4, 8, 16, 32, 64)
+    L = base.load()
+    tokens = sum(len(L.tokenize((base.document_prefix + t).encode(), add_bos=True)) for t in texts)
+    base.embed_documents(texts[:2])  # warm-up
+    out = {"texts": len(texts), "tokens": tokens, "by_batch": {}, "default_batch": base.batch_size}
+    for bs in sizes:
+        emb = Embedder(**{**base.model_dump(), "batch_size": bs})
+        t0 = time.perf_counter()
+        emb.embed_documents(texts)
+        dt = time.perf_counter() - t0
+        out["by_batch"][bs] = {"seconds": round(dt, 2), "tokens_per_s": round(tokens / dt, 1),
+                               "chunks_per_s": round(len(texts) / dt, 2)}
+        log(f"embed batch {bs}: {tokens / dt:.0f} tokens/s, {len(texts) / dt:.2f} chunks/s")
+    best = max(out["by_batch"], key=lambda b: out["by_batch"][b]["tokens_per_s"])
+    out["best_batch"] = best
+    out["embed_tokens_per_s"] = out["by_batch"].get(base.batch_size, out["by_batch"][best])["tokens_per_s"]
+    return out
+
+
+# -- search ------------------------------------------------------------------------------------
+def search_section(corpus: list[dict], quick: bool, work: Path) -> dict:
+    import search_scale
+
+    texts = [c["content"] for d in corpus for c in d["chunks"]]
+    res = search_scale.run(work, texts, sizes=(10_000, 100_000), n_queries=20 if quick else 50, log=log)
+    big = res[100_000]
+    mode = "indexed" if big["index_by_default"] else "exact"
+    return {"sizes": res, "search_p50_ms_100k": big[mode]["p50_ms"], "search_p95_ms_100k": big[mode]["p95_ms"],
+            "search_p95_ms_10k": res[10_000]["indexed" if res[10_000]["index_by_default"] else "exact"]["p95_ms"],
+            "indexed_recall_at_10": big["indexed_recall_at_10"]}
+
+
+# -- re-ingest ---------------------------------------------------------------------------------
+def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
+    from pipelines.cli import ingest
+    from resources.llm import CALLS
+
+    n = 6 if quick else 20
+    small = sorted((d for d in corpus if len(d["chunks"]) >= 2), key=lambda d: len(d["content"]))[:n]
+    path = work / "reingest-corpus.json"
+    path.write_text(json.dumps(small))
+    home = work / "reingest-home"
+    saved = {k: os.environ.get(k) for k in ("SITUATE_HOME", "DAGSTER_HOME", "SITUATE_DOCS")}
+    quiet = lambda *_: None  # noqa: E731
+    try:
+        CALLS.clear()
+        first = ingest(str(path), home=str(home), echo=quiet)
+        first_calls = dict(CALLS)
+        CALLS.clear()
+        second = ingest(str(path), home=str(home), echo=quiet)
+        second_calls = dict(CALLS)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    out = {"documents": n, "chunks": first.chunks, "first_seconds": round(first.seconds, 1),
+           "first_llm_calls": first_calls.get("llm_generate", 0),
+           "first_embed_calls": first_calls.get("embed_texts", 0),
+           "second_seconds": round(second.seconds, 2), "second_failed": len(second.failed),
+           "reingest_llm_calls": second_calls.get("llm_generate", 0),
+           "reingest_embed_calls": second_calls.get("embed_texts", 0),
+           "reingest_s_per_100_docs": round(second.seconds / n * 100, 1)}
+    log(f"reingest: first {out['first_seconds']} s ({out['first_llm_calls']} LLM, {out['first_embed_calls']} "
+        f"embed calls); second {out['second_seconds']} s, {out['reingest_llm_calls']} LLM, "
+        f"{out['reingest_embed_calls']} embed calls")
+    return out
+
+
+# -- partitions --------------------------------------------------------------------------------
+def partitions_section(work: Path, n: int = 10_000) -> dict:
+    import dagster as dg
+
+    from pipelines.automation import documents_sensor
+    from pipelines.settings import resources_from_env
+    from pipelines.sync import ADD_BATCH, PARTITIONS
+
+    docs_dir = work / "many-docs"
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (docs_dir / f"note-{i:05d}.md").write_text(f"# Note {i}\n\nSome text for note {i}.\n")
+    res = resources_from_env(docs_path=str(docs_dir), home=str(work / "partitions-home"), plain=True)
+    keys = [r.key for r in res["docs"].discover()]
+    (work / "partitions-dagster").mkdir(parents=True, exist_ok=True)
+    with dg.instance_for_test(temp_dir=str(work / "partitions-dagster")) as instance:
+        t0 = time.perf_counter()
+        for i in range(0, len(keys), ADD_BATCH):
+            instance.add_dynamic_partitions(PARTITIONS, keys[i:i + ADD_BATCH])
+        register_s = time.perf_counter() - t0
+        ctx = dg.build_sensor_context(instance=instance, resources=res)
+        t0 = time.perf_counter()
+        result = documents_sensor(ctx)
+        tick_s = time.perf_counter() - t0
+        requested = len(result.run_requests or [])
+    out = {"partitions": len(keys), "batch": ADD_BATCH, "partitions_10k_register_s": round(register_s, 2),
+           "sensor_tick_s": round(tick_s, 2), "sensor_run_requests": requested}
+    log(f"partitions: {len(keys)} registered in {register_s:.1f} s; sensor tick {tick_s:.1f} s")
+    return out
+
+
+# -- report ------------------------------------------------------------------------------------
+KEYS = ["prefix_reuse_ratio", "cache_speedup", "blurb_time_vs_limit", "batched_speedup", "embed_tokens_per_s",
+        "search_p50_ms_100k", "search_p95_ms_100k", "indexed_recall_at_10", "reingest_llm_calls",
+        "reingest_embed_calls", "partitions_10k_register_s"]
+TARGETS = {"prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time_vs_limit": "<= 1.25",
+           "batched_speedup": ">= 1.5 (identical output)", "search_p95_ms_100k": "<= 100",
+           "indexed_recall_at_10": ">= 0.95", "reingest_llm_calls": "0", "reingest_embed_calls": "0"}
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# Performance ({'quick' if report['quick'] else 'full'} run, {report['date']})", "",
+             f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s).", "",
+             "| figure | value | target |", "|---|---|---|"]
+    for k in KEYS:
+        lines.append(f"| {k} | {report.get(k, 'n/a')} | {TARGETS.get(k, '')} |")
+    s = report.get("sections", {})
+    if "llm" in s:
+        llm = s["llm"]
+        r = llm["rates"]
+        lines += ["", "## LLM (blurbs)", "",
+                  f"- Prompt tokens reused / all over {len(llm['documents'])} document(s): "
+                  f"{llm['prefix_reuse_ratio']}.",
+                  f"- Time per blurb: {llm['no_reuse']['seconds_per_blurb']} s with the cache reset, "
+                  f"{llm['documents'][0]['seconds_per_blurb']} s with the prefix kept (x{llm['cache_speedup']}); "
+                  f"same text: {llm['no_reuse']['same_text']}.",
+                  f"- Order: A,A,B,B {llm['order']['AABB']['seconds']} s (reuse {llm['order']['AABB']['reuse_ratio']}), "
+                  f"A,B,A,B {llm['order']['ABAB']['seconds']} s (reuse {llm['order']['ABAB']['reuse_ratio']}).",
+                  f"- Rates at depth {r['depth_tokens']} tokens: prompt {r['prompt_tokens_per_s']} tokens/s, "
+                  f"generation {r['generated_tokens_per_s']} tokens/s; {r['blurbs']} blurbs took {r['measured_s']} s "
+                  f"against a limit of {r['limit_s']} s.",
+                  "", "| batch | batched s | sequential s | speedup | identical blurbs |", "|---|---|---|---|---|"]
+        for n, b in llm["batched"].items():
+            lines.append(f"| {n} | {b['seconds']} | {b['sequential_seconds']} | {b['speedup']} | "
+                         f"{b['identical']}/{b['blurbs']} |")
+    if "embed" in s:
+        e = s["embed"]
+        lines += ["", f"## Embeddings ({e['texts']} chunks, {e['tokens']} tokens)", "",
+                  "| batch | tokens/s | chunks/s |", "|---|---|---|"]
+        for n, b in e["by_batch"].items():
+            lines.append(f"| {n} | {b['tokens_per_s']} | {b['chunks_per_s']} |")
+    if "search" in s:
+        lines += ["", "## Search (hybrid: dense top-150 + BM25 top-150, RRF, top 10)", "",
+                  "| rows | exact p50 / p95 ms | indexed p50 / p95 ms | index build s | recall@10 |",
+                  "|---|---|---|---|---|"]
+        for n, r in s["search"]["sizes"].items():
+            lines.append(f"| {int(n):,} | {r['exact']['p50_ms']} / {r['exact']['p95_ms']} | "
+                         f"{r['indexed']['p50_ms']} / {r['indexed']['p95_ms']} | {r['index_build_s']} | "
+                         f"{r['indexed_recall_at_10']} |")
+    if "reingest" in s:
+        r = s["reingest"]
+        lines += ["", "## Re-ingest", "",
+                  f"{r['documents']} documents ({r['chunks']} chunks): first ingest {r['first_seconds']} s "
+                  f"({r['first_llm_calls']} LLM calls, {r['first_embed_calls']} texts embedded); second "
+                  f"{r['second_seconds']} s with {r['reingest_llm_calls']} LLM calls and "
+                  f"{r['reingest_embed_calls']} texts embedded ({r['reingest_s_per_100_docs']} s per 100 documents)."]
+    if "partitions" in s:
+        p = s["partitions"]
+        lines += ["", "## Partitions", "",
+                  f"{p['partitions']:,} partitions registered in batches of {p['batch']} in "
+                  f"{p['partitions_10k_register_s']} s; one sensor tick at that size {p['sensor_tick_s']} s "
+                  f"({p['sensor_run_requests']} run request(s))."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
+    ap.add_argument("--json", required=True, help="report path (JSON)")
+    ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
+    ap.add_argument("--only", default="llm,embed,search,reingest,partitions",
+                    help="comma-separated sections")
+    args = ap.parse_args(argv)
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    t0 = time.perf_counter()
+    corpus = load_corpus()
+    report: dict = {"quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M"),
+                    "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
+                    "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "sections": {}}
+    work = Path(tempfile.mkdtemp(prefix="situate-bench-"))
+    try:
+        for name in sections:
+            log(f"section {name}")
+            if name == "llm":
+                r = llm_section(corpus, args.quick)
+            elif name == "embed":
+                r = embed_section(corpus, args.quick)
+            elif name == "search":
+                r = search_section(corpus, args.quick, work)
+            elif name == "reingest":
+                r = reingest_section(corpus, args.quick, work)
+            elif name == "partitions":
+                r = partitions_section(work)
+            else:
+                raise SystemExit(f"unknown section {name!r}")
+            report["sections"][name] = r
+            report.update({k: r[k] for k in KEYS if k in r})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    md = Path(args.markdown) if args.markdown else out.with_suffix(".md")
+    md.write_text(markdown(report))
+    log(f"wrote {out} and {md} in {report['seconds']:.0f} s")
+    print(json.dumps({k: report.get(k) for k in KEYS}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
