@@ -131,6 +131,8 @@ class SharedPrefixBatcher:
         previous call's prefix is reused)."""
         import llama_cpp
 
+        if not prefix:
+            raise ValueError("empty prefix: the chat template's head at least is shared")
         common = 0
         for a, b in zip(self._prefix, prefix):
             if a != b:
@@ -167,7 +169,7 @@ class SharedPrefixBatcher:
         Raises
         ------
         ValueError
-            A prompt and its blurb cannot fit the batched context.
+            ``prefix`` is empty, or a prompt and its blurb cannot fit a sequence's ``n_ctx``.
         RuntimeError
             A llama.cpp decode failed.
         """
