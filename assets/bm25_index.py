@@ -1,10 +1,31 @@
 """Asset ``bm25_index``: a bm25s index over the contextualised text of every row of the table."""
 
 
+import os
+
 import dagster as dg
 
+from assets import table_checks
+from pipelines.sync import PARTITIONS
 from resources.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store import Store
+
+CHECKS = {
+    "ids_match_table": "The BM25 index's row ids equal the table's chunk ids.",
+    "rows_match_chunks": "Per document, rows in the table equal chunks in its chunks stage file; "
+                         "no rows of unregistered documents.",
+    "unique_chunk_ids": "No chunk_id appears twice in the table.",
+    "vectors_sound": "Every vector has the embedder's dimension, finite values and unit L2 norm.",
+    "fallback_share": "The share of blurbs that fell back to the chunk alone is under the threshold "
+                      "(SITUATE_MAX_FALLBACK_SHARE, default 0.9).",
+}
+
+
+class TableCheckConfig(dg.Config):
+    """Thresholds of the table checks."""
+
+    max_fallback_share: float = float(os.environ.get("SITUATE_MAX_FALLBACK_SHARE") or
+                                      table_checks.MAX_FALLBACK_SHARE)
 
 
 def ids_match(store: Store) -> tuple[bool, dict]:
@@ -23,14 +44,13 @@ def ids_match(store: Store) -> tuple[bool, dict]:
     kinds={"python", "bm25s"},
     group_name="ingest",
     automation_condition=dg.AutomationCondition.eager(),
-    check_specs=[dg.AssetCheckSpec("ids_match_table", asset="bm25_index",
-                                   description="The index's row ids equal the table's chunk ids.")],
+    check_specs=[dg.AssetCheckSpec(name, asset="bm25_index", description=d) for name, d in CHECKS.items()],
     description="bm25s index (English stopwords, Snowball stemmer) over blurb + chunk of every row "
                 "of the LanceDB table, saved under $SITUATE_HOME/bm25 with the row ids. Corpus-wide: "
                 "rebuilt whenever documents change. From 10,000 rows the table's vectors also get an "
                 "IVF_FLAT index (updated on later runs).",
 )
-def bm25_index(context: dg.AssetExecutionContext, store: Store) -> dg.MaterializeResult:
+def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, store: Store) -> dg.MaterializeResult:
     built = rebuild_bm25_from_table(store)
     ok, figures = ids_match(store)
     context.log.info(f"bm25_index: {built['rows']} rows from table version {built['table_version']}")
@@ -40,4 +60,21 @@ def bm25_index(context: dg.AssetExecutionContext, store: Store) -> dg.Materializ
         metadata={"rows": built["rows"], "table_version": built["table_version"] or 0,
                   "path": str(store.bm25_dir), "vector_index": vindex["vector_index"],
                   "vector_index_seconds": vindex["seconds"]},
-        check_results=[dg.AssetCheckResult(check_name="ids_match_table", passed=ok, metadata=figures)])
+        check_results=[dg.AssetCheckResult(check_name="ids_match_table", passed=ok, metadata=figures),
+                       *table_check_results(store, context.instance.get_dynamic_partitions(PARTITIONS),
+                                            config.max_fallback_share)])
+
+
+def table_check_results(store: Store, keys: list[str], max_fallback_share: float) -> list[dg.AssetCheckResult]:
+    """The table checks of :mod:`assets.table_checks` as Dagster check results (a failed check
+    is an ERROR: the table is not what the documents say)."""
+    runs = {"rows_match_chunks": lambda: table_checks.rows_match_chunks(store, keys),
+            "unique_chunk_ids": lambda: table_checks.unique_chunk_ids(store),
+            "vectors_sound": lambda: table_checks.vectors_sound(store),
+            "fallback_share": lambda: table_checks.fallback_share(store, max_fallback_share)}
+    out = []
+    for name, fn in runs.items():
+        passed, md = fn()
+        out.append(dg.AssetCheckResult(check_name=name, passed=passed, metadata=md,
+                                       severity=dg.AssetCheckSeverity.ERROR))
+    return out

@@ -110,6 +110,24 @@ def test_bm25_ids_equal_the_table(env):
     assert ok, figures
 
 
+def test_asset_checks_pass_after_a_real_ingest(env):
+    instance = dg.DagsterInstance.get()
+    key = dg.AssetKey("bm25_index")
+    names = ["ids_match_table", "rows_match_chunks", "unique_chunk_ids", "vectors_sound", "fallback_share"]
+    checks = [dg.AssetCheckKey(key, n) for n in names]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(checks)
+    for ck in checks:
+        rec = latest.get(ck)
+        assert rec is not None and rec.event is not None, ck.name
+        evaluation = rec.event.dagster_event.event_specific_data
+        if ck.name != "fallback_share":  # the tiny test settings (24-token blurbs) may fall back a lot
+            assert evaluation.passed, (ck.name, evaluation.metadata)
+    from assets import table_checks
+
+    ok, md = table_checks.vectors_sound(_store(env), dim=768)
+    assert ok and md["rows"] == _store(env).count_rows() > 0
+
+
 def test_run_metadata_names_the_bad_document(env):
     instance = dg.DagsterInstance.get()
     key = encode_key("broken.txt")

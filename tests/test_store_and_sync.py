@@ -166,3 +166,66 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
         assert hits[0].chunk_id == ids[i] and not warnings
     build_bm25(ids[:10], texts[:10], store.bm25_dir)  # a rebuilt index is seen by the next search
     assert bm25_search(store.bm25_dir, "word7", 50) == ["r0007"]
+
+
+def _ingested(tmp_path):
+    """A store with two documents as the pipeline leaves them: rows (FAKE vectors, made unit
+    length) and chunks stage files; plus a bad document whose chunks stage records an error."""
+    store = Store(home=str(tmp_path))
+    for key, texts in {"a": ["one", "two", "three"], "b": ["other"]}.items():
+        r = rows(key, texts)
+        store.replace_document(key, r)
+        store.write_stage(key, "chunks", {"chunks": [{"chunk_id": c} for c in r.column("chunk_id").to_pylist()]})
+    store.write_stage("bad", "chunks", {"error": "binary file", "upstream": True})
+    rebuild_bm25_from_table(store)
+    return store
+
+
+def test_table_checks_pass_on_a_sound_table_and_fail_when_tampered(tmp_path):
+    from assets import table_checks as tc
+
+    store = _ingested(tmp_path)
+    keys = ["a", "b", "bad"]
+    assert tc.rows_match_chunks(store, keys)[0] and tc.unique_chunk_ids(store)[0]
+    assert tc.vectors_sound(store, dim=4)[0] and tc.fallback_share(store, 0.5)[0]
+    assert not tc.vectors_sound(store, dim=768)[0]  # another embedder's width
+    table = store.table()
+    # a lost row, a duplicated row, a vector that is not unit length
+    table.delete("chunk_id = '" + table.search().where("document_key = 'a'").limit(1).to_list()[0]["chunk_id"] + "'")
+    dup = table.search().where("document_key = 'b'").limit(None).to_arrow()
+    table.add(dup)
+    table.update(where="document_key = 'b'", values={"vector": [3.0, 0.0, 0.0, 0.0]})
+    ok, md = tc.rows_match_chunks(store, keys)
+    assert not ok and md["documents_wrong"] == 2 and "a: 2 rows, 3 chunks" in md["wrong (rows, chunks)"]
+    ok, md = tc.unique_chunk_ids(store)
+    assert not ok and md["duplicated_ids"] == 1
+    ok, md = tc.vectors_sound(store)
+    assert not ok and md["rows_not_unit_or_not_finite"] == 2 and md["norm_max"] == 3.0
+    # rows of a document that is no longer registered
+    assert not tc.rows_match_chunks(store, ["a", "bad"])[0]
+    # blurbs that fell back: 2 of the 4 rows left
+    table.update(where="document_key = 'a'", values={"blurb_status": "fallback:empty"})
+    ok, md = tc.fallback_share(store, 0.3)
+    assert not ok and md["share"] == 0.5 and md["reasons"] == "empty: 2"
+    assert tc.fallback_share(store, 0.5)[0]
+
+
+def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path):
+    import dagster as dg
+
+    from assets.bm25_index import bm25_index
+    from pipelines.sync import PARTITIONS
+
+    store = _ingested(tmp_path / "home")
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions(PARTITIONS, ["a", "b", "bad"])
+        res = dg.materialize([bm25_index], resources={"store": store}, instance=instance)
+        checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
+        assert checks == {"ids_match_table": True, "rows_match_chunks": True, "unique_chunk_ids": True,
+                          "vectors_sound": True, "fallback_share": True}
+        store.table().delete("document_key = 'b'")
+        res = dg.materialize([bm25_index], resources={"store": store}, instance=instance,
+                             run_config={"ops": {"bm25_index": {"config": {"max_fallback_share": 0.0}}}})
+        checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
+        assert checks["rows_match_chunks"] is False and checks["ids_match_table"] is True
+        assert checks["fallback_share"] is True  # every FAKE row is status "model"

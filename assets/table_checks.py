@@ -1,0 +1,95 @@
+"""Consistency checks of the output table, as plain functions (Dagster runs them as asset checks
+of ``bm25_index``, the step that follows every ingest; tests call them directly).
+
+Each function returns ``(passed, metadata)``; metadata names what is wrong (up to 20 examples).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+#: Largest share of rows whose blurb fell back to the chunk alone (``blurb_status`` other than
+#: ``model``) before the check fails.  SmolLM2-135M with the published prompt falls back on 60%
+#: of the codebase set's chunks (README, Quality), so the default leaves room for it and still
+#: catches a broken model or prompt (every blurb falling back).  ``SITUATE_MAX_FALLBACK_SHARE``.
+MAX_FALLBACK_SHARE = 0.9
+
+#: Tolerance on the L2 norm of a stored vector (rows are L2-normalised float32).
+NORM_TOLERANCE = 1e-3
+
+
+def _examples(items) -> str:
+    items = sorted(items)
+    return ", ".join(map(str, items[:20])) + (f" … ({len(items)} in all)" if len(items) > 20 else "")
+
+
+def rows_match_chunks(store, keys) -> tuple[bool, dict]:
+    """Per document of ``keys`` (the registered partitions), rows in the table == chunks in its
+    chunks stage file; no rows of any other document.
+
+    A document whose chunks stage recorded an error (bad input) must have no row; one never
+    chunked is not counted.
+    """
+    counts = collections.Counter(store.columns(["document_key"]).column("document_key").to_pylist())
+    expected: dict[str, int] = {}
+    for key in keys:
+        try:
+            data = store.read_stage(key, "chunks")
+        except FileNotFoundError:
+            continue
+        expected[key] = 0 if isinstance(data, dict) and data.get("error") else len(data["chunks"])
+    keys = set(keys)
+    orphans = sorted(k for k in counts if k not in keys)
+    wrong = {k: (counts.get(k, 0), n) for k, n in expected.items() if counts.get(k, 0) != n}
+    md = {"documents": len(expected), "documents_wrong": len(wrong), "unregistered_documents_with_rows": len(orphans)}
+    if wrong:
+        md["wrong (rows, chunks)"] = _examples(f"{k}: {r} rows, {n} chunks" for k, (r, n) in wrong.items())
+    if orphans:
+        md["rows of unregistered documents"] = _examples(orphans)
+    return not wrong and not orphans, md
+
+
+def unique_chunk_ids(store) -> tuple[bool, dict]:
+    """No ``chunk_id`` appears twice in the table."""
+    ids = store.columns(["chunk_id"]).column("chunk_id").to_pylist()
+    dup = [k for k, n in collections.Counter(ids).items() if n > 1]
+    md = {"rows": len(ids), "duplicated_ids": len(dup)}
+    if dup:
+        md["duplicates"] = _examples(dup)
+    return not dup, md
+
+
+def vectors_sound(store, dim: int | None = None) -> tuple[bool, dict]:
+    """Every vector has the expected dimension, only finite values, and unit L2 norm
+    (within :data:`NORM_TOLERANCE`)."""
+    table = store.table()
+    if table is None:
+        return True, {"rows": 0}
+    width = table.schema.field("vector").type.list_size
+    data = table.search().select(["chunk_id", "vector"]).limit(None).to_arrow()
+    vecs = np.asarray(data.column("vector").combine_chunks().flatten(), np.float32).reshape(len(data), width) \
+        if len(data) else np.zeros((0, width), np.float32)
+    finite = np.isfinite(vecs).all(axis=1)
+    norms = np.linalg.norm(np.where(np.isfinite(vecs), vecs, 0), axis=1)
+    bad = ~finite | (np.abs(norms - 1) > NORM_TOLERANCE)
+    ids = data.column("chunk_id").to_pylist()
+    md = {"rows": len(ids), "dimension": width, "expected_dimension": dim if dim is not None else width,
+          "rows_not_unit_or_not_finite": int(bad.sum()),
+          "norm_min": round(float(norms.min()), 6) if len(ids) else 0.0,
+          "norm_max": round(float(norms.max()), 6) if len(ids) else 0.0}
+    if bad.any():
+        md["bad rows"] = _examples(i for i, b in zip(ids, bad) if b)
+    return (dim is None or width == dim) and not bad.any(), md
+
+
+def fallback_share(store, max_share: float = MAX_FALLBACK_SHARE) -> tuple[bool, dict]:
+    """Share of rows whose blurb fell back to the chunk alone is at most ``max_share``."""
+    status = store.columns(["blurb_status"]).column("blurb_status").to_pylist()
+    fallbacks = sum(s != "model" for s in status)
+    share = fallbacks / len(status) if status else 0.0
+    reasons = collections.Counter(s.split(":", 1)[1] if ":" in s else s for s in status if s != "model")
+    return share <= max_share, {"rows": len(status), "fallbacks": fallbacks, "share": round(share, 4),
+                                "max_share": max_share,
+                                "reasons": ", ".join(f"{k}: {v}" for k, v in reasons.most_common()) or "none"}
