@@ -156,17 +156,47 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     return summary
 
 
+class QueryError(ValueError):
+    """A search the CLI answers with one line and exit status 2 (empty query, bad ``k``)."""
+
+
 def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
     """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`); with
-    ``rerank`` > 0, the top ``rerank`` are reordered by the local cross-encoder."""
+    ``rerank`` > 0, the top ``rerank`` are reordered by the local cross-encoder.
+
+    Returns
+    -------
+    (hits, warnings)
+        At most ``k`` hits; warnings for an empty table, a query cut for the embedder, a query
+        with no BM25 terms (stopwords only), ``k`` above the row count.
+
+    Raises
+    ------
+    QueryError
+        The query is empty or whitespace, or ``k`` < 1.
+    """
     from pipelines.settings import reranker_from_env, resources_from_env
     from resources.reranker import rerank_hits
     from resources.retrieval import hybrid_search
 
+    if not query or not query.strip():
+        raise QueryError("empty query: give the words to search for")
+    if k < 1:
+        raise QueryError(f"-k must be at least 1, got {k}")
     _prepare_env(home)
     res = resources_from_env(plain=True)
-    qv = res["embedder"].embed_query(query)
-    hits, warnings = hybrid_search(res["store"], qv, query, max(k, rerank))
+    store = res["store"]
+    rows = store.count_rows()
+    if rows == 0:
+        return [], [f"the table in {store.root} is empty: run `situate ingest PATH` first"]
+    embedder = res["embedder"]
+    vecs, n_cut = embedder.embed([query], embedder.query_prefix)
+    hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
+    if n_cut:
+        warnings.append(f"the query is longer than the embedder's {embedder.n_ctx} tokens: "
+                        "its end was cut for the dense search (BM25 used all of it)")
+    if k > rows:
+        warnings.append(f"-k {k} is more than the {rows} rows in the table: every row can be returned")
     if rerank > 0:
         hits = rerank_hits(reranker_from_env(), query, hits, rerank)
     return hits[:k], warnings
@@ -236,7 +266,11 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
         return 1 if summary.failed else 0
     if args.command == "search":
-        hits, warnings = search(args.query, args.k, args.home, args.rerank)
+        try:
+            hits, warnings = search(args.query, args.k, args.home, args.rerank)
+        except QueryError as e:
+            print(f"situate: {e}", file=sys.stderr)
+            return 2
         for w in warnings:
             print(f"situate: warning: {w}", file=sys.stderr)
         _print_hits(hits, args.json)

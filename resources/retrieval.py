@@ -250,6 +250,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         ``warnings`` names problems such as a BM25 index out of step with the table.
     """
     warnings: list[str] = []
+    candidates = max(candidates, k)  # k above the usual depth: look deeper
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
@@ -270,6 +271,8 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
             warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: "
                             "materialise bm25_index")
         sparse_ids = bm25_search(store.bm25_dir, query, candidates)
+        if not any(tokenize([query]).ids):
+            warnings.append("the query has no BM25 terms (only stopwords or punctuation): dense results only")
     fused = fuse([dense_ids, sparse_ids], fusion)[:2 * k]  # spare ids in case the index is ahead of the table
     if not fused:
         return [], warnings

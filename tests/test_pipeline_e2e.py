@@ -164,6 +164,17 @@ def test_search_cli_json(env):
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
 
+def test_long_query_and_large_k_are_answered_with_warnings(env):
+    from pipelines.cli import search
+
+    rows = _store(env).count_rows()
+    hits, warnings = search("load the dotenv file " * 1500, k=rows + 50, home=str(env["home"]))
+    assert len(hits) == rows
+    assert any("longer than the embedder's 2048 tokens" in w for w in warnings)
+    assert any(f"more than the {rows} rows" in w for w in warnings)
+    assert "dotenv" in hits[0].source
+
+
 def test_second_ingest_does_no_model_work(env):
     from pipelines.cli import ingest
 

@@ -62,6 +62,42 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     assert hits[0].chunk_index in (0, 2)
 
 
+def test_odd_queries_get_answers_not_tracebacks(tmp_path):
+    """Stopword-only query, ``k`` above the row count, an empty table (FAKE 4-d vectors)."""
+    from assets.embeddings import build_rows
+    from resources.retrieval import rebuild_bm25_from_table
+    from resources.store import Store
+
+    empty = Store(home=str(tmp_path / "empty"))
+    hits, warnings = hybrid_search(empty, np.ones(4, np.float32) / 2, "anything", k=5)
+    assert hits == [] and "empty" in warnings[0]
+    store = Store(home=str(tmp_path / "full"))
+    chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
+              for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])]
+    blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+    doc = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s"}
+    store.replace_document("k", build_rows("k", doc, chunks, blurbs, np.eye(3, 4, dtype=np.float32), "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    hits, warnings = hybrid_search(store, np.array([0, 1, 0, 0], np.float32), "the of and", k=2)
+    assert hits[0].chunk_index == 1 and len(hits) == 2
+    assert any("no BM25 terms" in w for w in warnings)
+    hits, warnings = hybrid_search(store, np.array([0, 1, 0, 0], np.float32), "bananas", k=1000)
+    assert sorted(h.chunk_index for h in hits) == [0, 1, 2] and warnings == []
+    long_query = "bananas " * 20000
+    hits, _ = hybrid_search(store, np.array([0, 1, 0, 0], np.float32), long_query, k=1)
+    assert hits[0].chunk_index == 1
+
+
+@pytest.mark.parametrize("query,k,message", [("", 10, "empty query"), ("   \n\t", 10, "empty query"),
+                                             ("apples", 0, "-k must be at least 1")])
+def test_search_cli_refuses_empty_queries_and_bad_k_in_one_line(tmp_path, capsys, query, k, message):
+    from pipelines.cli import main
+
+    assert main(["search", query, "-k", str(k), "--home", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
 class FakeReranker:
     """FAKE cross-encoder: scores a passage by how often the query's first word occurs in it."""
 
