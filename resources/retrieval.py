@@ -94,13 +94,21 @@ def fuse(rankings: Sequence[Sequence[str]], method: str = "rrf") -> list[tuple[s
     raise ValueError(f"unknown fusion {method!r}: choose one of {', '.join(FUSIONS)}")
 
 
+#: Scripts written without spaces between words (CJK ideographs, kana, hangul syllables): each
+#: character is a token, so a Chinese query finds Chinese text (character unigrams, the usual
+#: baseline for Chinese BM25).  Other text: runs of 2+ word characters, bm25s's default.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+TOKEN_PATTERN = f"(?u)[{_CJK}]|(?:(?![{_CJK}])\\w){{2,}}"
+
+
 def tokenize(texts: list[str]):
-    """bm25s tokens of ``texts``: English stopwords, Snowball English stemmer (the index and
-    every query use the same)."""
+    """bm25s tokens of ``texts``: :data:`TOKEN_PATTERN`, English stopwords, Snowball English
+    stemmer (the index and every query use the same)."""
     import bm25s
     import Stemmer
 
-    return bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False)
+    return bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords="en",
+                          stemmer=Stemmer.Stemmer("english"), show_progress=False)
 
 
 def build_bm25(ids: list[str], texts: list[str], out_dir: Path) -> int:

@@ -129,3 +129,15 @@ def test_real_reranker_prefers_the_relevant_passage():
                                   ["The gravity of the Moon and the Sun raises the tides of the oceans.",
                                    "A cat slept on the warm windowsill all afternoon."])
     assert s.shape == (2,) and s[0] > s[1] + 5
+
+
+def test_bm25_finds_chinese_text_with_a_chinese_query(tmp_path):
+    """CJK has no spaces between words: each character is a token, so a query shares terms."""
+    ids = ["zh-ml", "zh-food", "en", "mixed"]
+    texts = ["机器学习模型需要大量的训练数据。", "北京烤鸭是一道有名的菜。",
+             "Machine learning models need training data.", "دليل المستخدم — emoji 🚀 and RTL text"]
+    build_bm25(ids, texts, tmp_path / "bm25")
+    assert bm25_search(tmp_path / "bm25", "训练数据", 2)[0] == "zh-ml"
+    assert bm25_search(tmp_path / "bm25", "烤鸭", 2) == ["zh-food"]
+    assert bm25_search(tmp_path / "bm25", "training data", 2)[0] == "en"
+    assert bm25_search(tmp_path / "bm25", "المستخدم", 2) == ["mixed"]
