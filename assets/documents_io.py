@@ -102,6 +102,9 @@ class Document:
         Section headings, ``offset`` in characters of ``text``; for heading paths.
     given_chunks : list of [original_index, text] or None
         A corpus document's own chunks, each an exact substring of ``text``.
+    notes : list of str
+        What reading had to do (an encoding detected, invalid bytes replaced); logged as
+        warnings and shown in the run's metadata.
     """
 
     doc_id: str
@@ -114,6 +117,7 @@ class Document:
     text: str
     headings: list = dataclasses.field(default_factory=list)
     given_chunks: list | None = None
+    notes: list = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -187,7 +191,14 @@ def discover(root: str | Path) -> list[SourceRef]:
     refs: list[SourceRef] = []
     for p in files:
         source = str(PurePosixPath(*p.relative_to(base).parts))
-        data = p.read_bytes() if p.stat().st_size <= MAX_FILE_BYTES else None
+        try:
+            size = p.stat().st_size
+            data = p.read_bytes() if size <= MAX_FILE_BYTES else None
+        except FileNotFoundError:
+            continue  # gone since the folder was listed: the next sync sees it removed
+        except OSError as e:  # unreadable: listed, so that loading it names the reason
+            refs.append(SourceRef(encode_key(source), source, str(p), f"unreadable:{e.errno}"))
+            continue
         corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
         if corpus is not None:
             for entry in corpus:
@@ -195,23 +206,59 @@ def discover(root: str | Path) -> list[SourceRef]:
                 refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry),
                                       str(entry["doc_id"])))
         else:
-            sha = _sha256(data) if data is not None else f"size:{p.stat().st_size}"
+            sha = _sha256(data) if data is not None else f"size:{size}"
             refs.append(SourceRef(encode_key(source), source, str(p), sha))
     return sorted(refs, key=lambda r: r.source)
 
 
-def _decode_text(source: str, data: bytes) -> str:
+def _decode_text(source: str, data: bytes, notes: list[str] | None = None) -> str:
+    """Bytes of a text document → Unicode with ``\\n`` line ends.
+
+    UTF-8 (with or without BOM) and UTF-16 with a BOM decode as they are.  Otherwise the text is
+    never refused for its encoding, and ``notes`` says what was done:
+
+    * some valid UTF-8 multi-byte characters among invalid bytes (mixed encodings, a stray
+      Latin-1 byte): UTF-8 with each invalid byte replaced by U+FFFD;
+    * no valid multi-byte character at all (a legacy 8-bit file): the encoding that
+      charset-normalizer detects (cp1252 when it finds none, or among equally good candidates).
+
+    Raises
+    ------
+    DocumentError
+        Empty or whitespace only; binary (a NUL byte in the first 8 KiB).
+    """
+    notes = notes if notes is not None else []
     if not data.strip():
         raise DocumentError(source, f"empty ({len(data)} bytes{', whitespace only' if data else ''})")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        notes.append("decoded as UTF-16 (byte order mark)")
+        return data.decode("utf-16", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     nul = data.find(b"\x00", 0, 8192)
     if nul >= 0:
         raise DocumentError(source, f"binary content (NUL byte at offset {nul})")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DocumentError(
-            source, f"not valid UTF-8 (byte {data[e.start]:#04x} at offset {e.start}: {e.reason})"
-        ) from None
+        where = f"byte {data[e.start]:#04x} at offset {e.start}"
+        replaced = data.decode("utf-8", errors="replace")
+        bad = replaced.count("\ufffd")
+        valid_multibyte = sum(1 for ch in replaced if ord(ch) > 127 and ch != "\ufffd")
+        if valid_multibyte:
+            text = replaced
+            notes.append(f"not valid UTF-8 ({where}); mixed encodings: {bad} invalid byte(s) replaced by U+FFFD")
+        else:
+            from charset_normalizer import from_bytes
+
+            matches = from_bytes(data)
+            best = matches.best()
+            encoding = best.encoding if best is not None else "cp1252"
+            # short texts often tie (cp1250, cp1252, cp1257 decode them equally well): among
+            # equals, take cp1252, the most common legacy 8-bit encoding
+            if best is not None and any(m.encoding == "cp1252" and m.chaos == best.chaos
+                                        and m.coherence == best.coherence for m in matches):
+                encoding = "cp1252"
+            text = data.decode(encoding, errors="replace")
+            notes.append(f"not valid UTF-8 ({where}); decoded as {encoding} (detected by charset-normalizer)")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -268,11 +315,11 @@ _HTML_BLOCKS = ["p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "sec
                 "nav", "aside", "figure", "figcaption", "hr"]
 
 
-def html_to_text(source: str, data: bytes) -> tuple[str, str | None, list[list]]:
+def html_to_text(source: str, data: bytes, notes: list[str] | None = None) -> tuple[str, str | None, list[list]]:
     """HTML → (text, ``<title>``, headings) with BeautifulSoup; scripts and styles dropped."""
     from bs4 import BeautifulSoup
 
-    raw = _decode_text(source, data)
+    raw = _decode_text(source, data, notes)
     soup = BeautifulSoup(raw, "html.parser")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
@@ -342,7 +389,7 @@ def load(ref: SourceRef) -> Document:
     Raises
     ------
     DocumentError
-        The file is missing, too large, empty, binary, not UTF-8, or an unreadable PDF; or the corpus
+        The file is missing, unreadable, too large, empty, binary, or an unreadable PDF; or the corpus
         entry is gone or its chunks are not substrings of its content.
     """
     path = Path(ref.path)
@@ -358,12 +405,13 @@ def load(ref: SourceRef) -> Document:
         return _load_corpus_doc(ref, data)
     fmt = format_of(path) or "text"
     headings: list = []
+    notes: list[str] = []
     if fmt == "pdf":
         text, title = pdf_to_text(ref.source, data)
     elif fmt == "html":
-        text, title, headings = html_to_text(ref.source, data)
+        text, title, headings = html_to_text(ref.source, data, notes)
     else:
-        text = _decode_text(ref.source, data)
+        text = _decode_text(ref.source, data, notes)
         title = None
         if fmt == "markdown":
             headings = markdown_headings(text)
@@ -377,7 +425,8 @@ def load(ref: SourceRef) -> Document:
         title = title or name
     title = title or _first_line_title(text, name)
     return Document(doc_id=ref.source, source=ref.source, key=ref.key, sha256=ref.sha256,
-                    title=title, format=fmt, size_bytes=len(data), text=text, headings=headings)
+                    title=title, format=fmt, size_bytes=len(data), text=text, headings=headings,
+                    notes=notes)
 
 
 def _load_corpus_doc(ref: SourceRef, data: bytes) -> Document:

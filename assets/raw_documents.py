@@ -31,8 +31,11 @@ def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: St
             raise
         store.write_stage(key, "document", doc.to_json())
         context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")
+        for note in doc.notes:
+            context.log.warning(f"raw_documents {key}: {note}")
         return {"source": doc.source, "title": doc.title, "format": doc.format,
-                "size_bytes": doc.size_bytes, "characters": len(doc.text), "sha256": doc.sha256}
+                "size_bytes": doc.size_bytes, "characters": len(doc.text), "sha256": doc.sha256,
+                "notes": "; ".join(doc.notes) or "none"}
 
     report = for_each_document(context, store, "document", work)
     return dg.MaterializeResult(metadata=report.metadata(),

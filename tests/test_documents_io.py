@@ -81,7 +81,6 @@ def test_rst_overlined_titles():
     ("empty.txt", b"", "empty (0 bytes)"),
     ("blank.md", b"  \n\n ", "empty (5 bytes, whitespace only)"),
     ("bin.txt", b"ab\x00cd", "binary content (NUL byte at offset 2)"),
-    ("latin1.md", "café".encode("latin-1"), "not valid UTF-8 (byte 0xe9 at offset 3"),
     ("scan.pdf", None, "PDF has no text layer"),
     ("broken.pdf", b"%PDF-1.4\nnot really", "unreadable PDF"),
 ])
@@ -141,3 +140,52 @@ def test_huge_file_gets_a_named_error(tmp_path, monkeypatch):
     (ref,) = discover(tmp_path)
     with pytest.raises(DocumentError, match=r"big.txt: too large \(1,001 bytes > 1,000\)"):
         load(ref)
+
+
+@pytest.mark.parametrize("name, data, text, note", [
+    ("cp1252.txt", "Le café crème coûte 3 €, déjà payé.\n".encode("cp1252"),
+     "Le café crème coûte 3 €, déjà payé.\n", "decoded as cp1252"),
+    ("mixed.md", "naïve UTF-8 line\n".encode() + b"stray Latin-1 byte: caf\xe9\n",
+     "naïve UTF-8 line\nstray Latin-1 byte: caf\ufffd\n", "mixed encodings: 1 invalid byte(s) replaced"),
+    ("utf16.txt", "UTF-16 text, 東京\r\n".encode("utf-16"), "UTF-16 text, 東京\n", "UTF-16"),
+    ("plain.txt", "Ordinary UTF-8: 東京 🚀 مرحبا\n".encode(), "Ordinary UTF-8: 東京 🚀 مرحبا\n", None),
+])
+def test_other_encodings_are_decoded_and_say_so(tmp_path, name, data, text, note):
+    (tmp_path / name).write_bytes(data)
+    (ref,) = discover(tmp_path)
+    doc = load(ref)
+    assert doc.text == text
+    if note is None:
+        assert doc.notes == []
+    else:
+        assert len(doc.notes) == 1 and note in doc.notes[0]
+
+
+def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypatch):
+    """Root reads any file, so the faults are injected: a FAKE PermissionError for one file and a
+    FAKE FileNotFoundError (deleted after listing) for another."""
+    from pathlib import Path
+
+    for name in ("good.md", "locked.md", "gone.md"):
+        (tmp_path / name).write_text(f"# {name}\n\nSome text.\n")
+    real_read, real_stat = Path.read_bytes, Path.stat
+
+    def read_bytes(self):
+        if self.name == "locked.md":
+            raise PermissionError(13, "Permission denied")
+        return real_read(self)
+
+    def stat(self, *a, **k):
+        if self.name == "gone.md":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_stat(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    refs = {r.source: r for r in discover(tmp_path)}
+    assert set(refs) == {"good.md", "locked.md", "gone.md"} and refs["locked.md"].sha256 == "unreadable:13"
+    monkeypatch.setattr(Path, "stat", stat)
+    refs = {r.source: r for r in discover(tmp_path)}
+    assert "gone.md" not in refs and refs["locked.md"].sha256 == "unreadable:13"
+    assert load(refs["good.md"]).title == "good.md"
+    with pytest.raises(DocumentError, match=r"locked.md: cannot read \(Permission denied\)"):
+        load(refs["locked.md"])
