@@ -249,3 +249,27 @@ def test_embedder_cuts_long_text_on_purpose_and_normalises(env):
     vecs, n_cut = embedder.embed_documents([long_text, "a short sentence"])
     assert vecs.shape == (2, 768) and vecs.dtype == np.float32 and n_cut == 1
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_copy_under_another_name_costs_no_model_call(env):
+    """Same bytes under a new name (with a space, a comma and non-ASCII letters): a new document,
+    new rows, and every blurb and vector comes from the content-keyed caches."""
+    import shutil
+
+    from pipelines.cli import ingest
+    from resources.llm import CALLS
+
+    src = env["docs"] / "bm25s-README.md"
+    copy = env["docs"] / "copy of bm25s, réadme.md"
+    shutil.copy(src, copy)
+    before = _store(env).document_states()[encode_key("bm25s-README.md")]["rows"]
+    CALLS.clear()
+    try:
+        out = ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
+        assert out.ingested == 1 and set(out.failed) <= {encode_key("broken.txt")}
+        assert CALLS["llm_generate"] == 0 and CALLS["embed_texts"] == 0
+        assert _store(env).document_states()[encode_key(copy.name)]["rows"] == before
+    finally:
+        copy.unlink()
+        ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
+    assert encode_key(copy.name) not in _store(env).document_states()
