@@ -18,6 +18,7 @@ SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
 SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
+SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================
 """
