@@ -315,7 +315,10 @@ TARGETS = {"prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time
 
 def markdown(report: dict) -> str:
     lines = [f"# Performance ({'quick' if report['quick'] else 'full'} run, {report['date']})", "",
-             f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s).", "",
+             f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s). "
+             f"Load average at start: {report.get('load_average_at_start', 'n/a')}"
+             + (" (busy machine: timings unreliable)." if report.get("load_average_at_start", 0) >
+                0.5 * (os.cpu_count() or 1) else "."), "",
              "| figure | value | target |", "|---|---|---|"]
     for k in KEYS:
         lines.append(f"| {k} | {report.get(k, 'n/a')} | {TARGETS.get(k, '')} |")
@@ -383,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
                     "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "sections": {}}
+    load = os.getloadavg()[0]
+    report["load_average_at_start"] = round(load, 2)
+    if load > 0.5 * (os.cpu_count() or 1):
+        log(f"warning: load average {load:.1f} on {os.cpu_count()} CPUs before the run: another process "
+            "(another llama.cpp model above all) distorts every timing and ratio below")
     work = Path(tempfile.mkdtemp(prefix="situate-bench-"))
     try:
         for name in sections:
