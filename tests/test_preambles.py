@@ -2,6 +2,8 @@
 
 import pytest
 
+from conftest import needs_models
+
 from assets.contextualize import ChatFrame, PromptBuilder, chat_frame
 from assets.fitted_preambles import fit_document
 from assets.preambles import FitPlan, cut_to_tokens, plan, token_cuts
@@ -205,14 +207,11 @@ def test_unknown_prompt_is_a_clear_error():
         prompt_builder(BlurbLLM(model_path="/nonexistent.gguf", prompt="mine"))
 
 
+@needs_models
 @pytest.mark.models
 def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
     """A document quoting the chat template's special tokens and the prompt's own tags: with the
     real SmolLM2 tokenizer, none becomes a control token, so it cannot end the turn."""
-    from conftest import models_present
-
-    if not models_present():
-        pytest.skip("default models not installed")
     from assets.fitted_preambles import prompt_builder
     from pipelines.settings import resources_from_env
 
