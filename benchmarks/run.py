@@ -238,6 +238,7 @@ def search_section(corpus: list[dict], quick: bool, work: Path) -> dict:
 # -- re-ingest ---------------------------------------------------------------------------------
 def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     from pipelines.cli import ingest
+    from pipelines.settings import restored_env
     from resources.llm import CALLS
 
     n = 6 if quick else 20
@@ -245,21 +246,14 @@ def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     path = work / "reingest-corpus.json"
     path.write_text(json.dumps(small))
     home = work / "reingest-home"
-    saved = {k: os.environ.get(k) for k in ("SITUATE_HOME", "DAGSTER_HOME", "SITUATE_DOCS")}
     quiet = lambda *_: None  # noqa: E731
-    try:
+    with restored_env():  # ingest points SITUATE_HOME etc. at its own data folder
         CALLS.clear()
         first = ingest(str(path), home=str(home), echo=quiet)
         first_calls = dict(CALLS)
         CALLS.clear()
         second = ingest(str(path), home=str(home), echo=quiet)
         second_calls = dict(CALLS)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     out = {"documents": n, "chunks": first.chunks, "first_seconds": round(first.seconds, 1),
            "first_llm_calls": first_calls.get("llm_generate", 0),
            "first_embed_calls": first_calls.get("embed_texts", 0),

@@ -103,22 +103,13 @@ def blurb_quality(store, keys: list[str]) -> dict:
     return {"blurbs": n, **{k: round(100 * v / n, 1) for k, v in sorted(counts.items())}} if n else {"blurbs": 0}
 
 
-#: Environment variables the evaluation sets for its own data folder, restored afterwards.
-_ENV = ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME", "TIKTOKEN_CACHE_DIR")
-
-
 def run_eval(*args, **kwargs) -> dict:
     """:func:`evaluate` with the caller's environment restored afterwards (the evaluation points
     ``SITUATE_HOME``, ``SITUATE_DOCS`` and ``DAGSTER_HOME`` at its own data folder while it runs)."""
-    saved = {k: os.environ.get(k) for k in _ENV}
-    try:
+    from pipelines.settings import restored_env
+
+    with restored_env():
         return evaluate(*args, **kwargs)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None = None,

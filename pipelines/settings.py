@@ -25,7 +25,9 @@ DAGSTER_HOME             Dagster instance                               ``$SITUA
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -60,6 +62,26 @@ def _env(name: str, default, cast=str):
     if cast is int:
         return dg.EnvVar.int(name)
     return dg.EnvVar(name)
+
+
+#: The variables a run in its own data folder points elsewhere (``situate ingest --home``,
+#: ``situate eval``): callers that must not keep the change restore them.
+DATA_ENV = ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME", "TIKTOKEN_CACHE_DIR")
+
+
+@contextlib.contextmanager
+def restored_env(names=DATA_ENV) -> Iterator[None]:
+    """Run a block, then put the environment variables ``names`` back as they were (unset ones
+    are unset again)."""
+    saved = {k: os.environ.get(k) for k in names}
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def situate_home() -> Path:

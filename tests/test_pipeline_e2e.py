@@ -42,17 +42,13 @@ def env(tmp_path_factory):
     settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
                 "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
                 "DAGSTER_HOME": str(home / "dagster")}
-    old = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
     from pipelines.cli import ingest
+    from pipelines.settings import restored_env
 
-    first = ingest(str(docs), str(home), echo=lambda *_: None)
-    yield {"docs": docs, "home": home, "first": first, "settings": settings}
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with restored_env(tuple(settings)):
+        os.environ.update(settings)
+        first = ingest(str(docs), str(home), echo=lambda *_: None)
+        yield {"docs": docs, "home": home, "first": first, "settings": settings}
 
 
 def _store(env):
