@@ -10,7 +10,7 @@ import dataclasses
 
 import dagster as dg
 
-from assets.contextualize import contextualize
+from assets.contextualize import BlurbRecord, contextualize
 from assets.fitted_preambles import prompt_builder
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
@@ -37,6 +37,12 @@ def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name):
     return key
 
 
+def skipped_records(n: int, reason: str) -> list[BlurbRecord]:
+    """``n`` records of chunks that get no blurb on purpose (status ``skipped:<reason>``, no model
+    call): not a fallback, so the ``fallback_share`` check does not count them."""
+    return [BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1) for _ in range(n)]
+
+
 def blurb_summary(records: list) -> dict:
     """Per-document figures: blurbs, fallbacks by reason, model calls and blurbs from the cache,
     prompt tokens evaluated / reused (over model calls only), problems found by cleaning."""
@@ -45,12 +51,14 @@ def blurb_summary(records: list) -> dict:
     evaluated = sum(r.evaluated for r in fresh)
     seconds = sum(r.seconds for r in fresh)
     problems = collections.Counter(p for r in records for p in r.problems)
-    reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status != "model")
+    reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status.startswith("fallback:"))
+    called = [r for r in fresh if r.window >= 0]  # no window: no prompt was sent
     return {"chunks": len(records), "blurbs_from_model": sum(r.status == "model" for r in records),
             "fallbacks": sum(reasons.values()),
             "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
+            "skipped": sum(r.status.startswith("skipped:") for r in records),
             "problems": dict(sorted(problems.items())),
-            "model_calls": len(fresh), "cached": len(records) - len(fresh),
+            "model_calls": len(called), "cached": len(records) - len(fresh),
             "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
             "prompt_tokens_reused": prompt - evaluated,
             "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
@@ -94,9 +102,16 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             def warning(self, msg, *args):
                 context.log.warning(f"blurbs {key}: " + (msg % args))
 
-        records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
-                                cache=cache, cache_key=key_fn,
-                                generate_batch=llm.batcher(STOP).generate if llm.batch > 1 else None)
+        limit = llm.max_chunks_per_document
+        if limit and n > limit:
+            context.log.warning(f"blurbs {key}: large document, {n:,} chunks > {limit:,} "
+                                "(SITUATE_MAX_BLURB_CHUNKS): no LLM blurbs, its chunks are indexed with "
+                                "their structural context")
+            records = skipped_records(n, "large-document")
+        else:
+            records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
+                                    cache=cache, cache_key=key_fn,
+                                    generate_batch=llm.batcher(STOP).generate if llm.batch > 1 else None)
         store.write_stage(key, "blurbs", {
             "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
@@ -110,6 +125,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         secs = sum(v["llm_seconds"] for v in ok.values())
         n = sum(v["chunks"] for v in ok.values())
         return {"blurbs_total": n, "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
+                "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
                 "model_calls_total": sum(v["model_calls"] for v in ok.values()),
                 "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
                 "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,

@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from assets import table_checks
+from assets.per_document import tag_worker
 from pipelines.sync import PARTITIONS
 from resources.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store import Store
@@ -51,6 +52,7 @@ def ids_match(store: Store) -> tuple[bool, dict]:
                 "IVF_FLAT index (updated on later runs).",
 )
 def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, store: Store) -> dg.MaterializeResult:
+    tag_worker(context)
     built = rebuild_bm25_from_table(store)
     ok, figures = ids_match(store)
     context.log.info(f"bm25_index: {built['rows']} rows from table version {built['table_version']}")

@@ -9,6 +9,8 @@ later stages, while the other documents go on.
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -72,6 +74,42 @@ class StageReport:
                       "reasons": dg.MetadataValue.json(self.failed) if self.failed else "none"})
 
 
+#: Run tags naming the process that works on a run, so a later sync can tell a run whose process
+#: was killed (``kill -9``, out of memory, a power cut) from one still working: Dagster's default
+#: run launcher has no health check, and such a run would stay STARTED, its documents "in flight"
+#: forever.  See :func:`pipelines.automation.reap_dead_runs`.
+WORKER_TAGS = ("situate/host", "situate/pid", "situate/pid_start")
+
+
+def process_start(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22;
+    tells a reused pid from the original); ``""`` where ``/proc`` is missing (macOS); ``None``
+    when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        if not os.path.isdir("/proc"):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return None  # type: ignore[return-value]
+            except PermissionError:
+                pass
+            return ""
+        return None  # type: ignore[return-value]
+
+
+def tag_worker(context) -> None:
+    """Record this process on the run (:data:`WORKER_TAGS`); once per run and process."""
+    run = context.run
+    pid = os.getpid()
+    if run.tags.get("situate/pid") == str(pid):
+        return
+    context.instance.add_run_tags(run.run_id, {"situate/host": socket.gethostname(), "situate/pid": str(pid),
+                                               "situate/pid_start": process_start(pid) or ""})
+
+
 def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
                       work: Callable[[str], dict]) -> StageReport:
     """Call ``work(key)`` for every partition key of the run and collect the outcomes.
@@ -83,6 +121,10 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     """
     report = StageReport(stage)
     t0 = time.perf_counter()
+    try:
+        tag_worker(context)
+    except Exception as e:  # a build_asset_context without a run: nothing to tag
+        context.log.debug(f"no worker tags: {e}")
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
     for n, key in enumerate(keys, start=1):
         try:

@@ -85,11 +85,15 @@ def vectors_sound(store, dim: int | None = None) -> tuple[bool, dict]:
 
 
 def fallback_share(store, max_share: float = MAX_FALLBACK_SHARE) -> tuple[bool, dict]:
-    """Share of rows whose blurb fell back to the chunk alone is at most ``max_share``."""
-    status = store.columns(["blurb_status"]).column("blurb_status").to_pylist()
+    """Share of rows whose blurb fell back to the chunk alone is at most ``max_share``; rows
+    skipped on purpose (``skipped:large-document``) are left out of the share."""
+    status = [s for s in store.columns(["blurb_status"]).column("blurb_status").to_pylist()]
+    skipped = sum(s.startswith("skipped:") for s in status)
+    status = [s for s in status if not s.startswith("skipped:")]
     fallbacks = sum(s != "model" for s in status)
     share = fallbacks / len(status) if status else 0.0
     reasons = collections.Counter(s.split(":", 1)[1] if ":" in s else s for s in status if s != "model")
-    return share <= max_share, {"rows": len(status), "fallbacks": fallbacks, "share": round(share, 4),
+    return share <= max_share, {"rows": len(status) + skipped, "skipped": skipped, "fallbacks": fallbacks,
+                                "share": round(share, 4),
                                 "max_share": max_share,
                                 "reasons": ", ".join(f"{k}: {v}" for k, v in reasons.most_common()) or "none"}

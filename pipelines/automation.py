@@ -49,8 +49,43 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
           dg.DagsterRunStatus.STARTED]
 
 
+def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
+    """Mark FAILURE every ``ingest``/``bm25`` run still STARTED whose worker process, on this host,
+    is gone (killed with ``kill -9``, out of memory, the machine restarted).  Its documents are then
+    no longer "in flight", so the next sync asks for them again; the blurbs it finished are in the
+    blurb cache and are not written again.  Returns the run ids marked.
+
+    A run is judged by the tags :func:`assets.per_document.tag_worker` wrote (host, pid, and the
+    pid's start time, so a reused pid does not pass for the dead worker); runs without them
+    (queued, or still starting) are left alone.
+    """
+    import socket
+
+    from assets.per_document import process_start
+
+    host = socket.gethostname()
+    reaped = []
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=[dg.DagsterRunStatus.STARTED])) + \
+            instance.get_runs(filters=dg.RunsFilter(job_name="bm25", statuses=[dg.DagsterRunStatus.STARTED])):
+        tags = run.tags
+        if tags.get("situate/host") != host or not tags.get("situate/pid", "").isdigit():
+            continue
+        started = process_start(int(tags["situate/pid"]))
+        if started is not None and (not tags.get("situate/pid_start") or started == tags["situate/pid_start"]):
+            continue  # still working
+        msg = (f"run worker (pid {tags['situate/pid']} on {host}) is gone without finishing (killed or crashed); "
+               "its documents will be ingested again, finished blurbs come from the cache")
+        instance.report_run_failed(run, message=msg)
+        reaped.append(run.run_id)
+        if log is not None:
+            log(f"marked run {run.run_id} failed: {msg}")
+    return reaped
+
+
 def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
-    """Documents in ``ingest`` runs that are queued or running: not requested again meanwhile."""
+    """Documents in ``ingest`` runs that are queued or running: not requested again meanwhile.
+    Runs whose worker died are marked failed first (:func:`reap_dead_runs`)."""
+    reap_dead_runs(instance)
     keys: set[str] = set()
     pos = {k: i for i, k in enumerate(order)}
     for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=ACTIVE)):

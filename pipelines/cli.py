@@ -44,6 +44,7 @@ class IngestSummary:
     chunks: int = 0
     blurbs_from_model: int = 0
     blurb_fallbacks: int = 0
+    blurbs_skipped: int = 0
     table_rows: int = 0
     prompt_tokens_evaluated: int = 0
     prompt_tokens_reused: int = 0
@@ -55,7 +56,8 @@ class IngestSummary:
         out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
                f"{self.removed} removed, {len(self.failed)} failed)",
                f"chunks ingested: {self.chunks}; blurbs from the model: {self.blurbs_from_model}, "
-               f"fallbacks to the chunk alone: {self.blurb_fallbacks}",
+               f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
+               + (f", skipped (large documents): {self.blurbs_skipped}" if self.blurbs_skipped else ""),
                f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
                f"{self.prompt_tokens_reused:,}",
                f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
@@ -72,30 +74,36 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
 
     Raises
     ------
-    FileNotFoundError
-        ``path`` does not exist.
+    pipelines.preflight.StartupError
+        ``path`` does not exist, the data folder is not writable, a model file is missing or
+        corrupt (one line each; see :mod:`pipelines.preflight`).
     """
     import dagster as dg
+
+    from pipelines.preflight import check_data_folder, check_docs, preflight
 
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
-    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, plan_for
+    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, plan_for, reap_dead_runs
     from pipelines.definitions import build_definitions
     from pipelines.settings import resources_from_env
     from pipelines.sync import contiguous_ranges
 
     t0 = time.perf_counter()
-    if not Path(path).expanduser().exists():
-        raise FileNotFoundError(f"{path} does not exist")
+    check_docs(path)
+    check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
     _prepare_env(home, path)
     from pipelines.settings import record_docs_root
 
     record_docs_root(path)
     res = resources_from_env(plain=True)
     store = res["store"]
+    for warning in preflight(None, res, store.root):
+        echo(f"situate: warning: {warning}")
     defs = build_definitions(plain=True)
     instance = dg.DagsterInstance.get()
+    reap_dead_runs(instance, log=lambda m: echo(f"situate: {m}"))
     plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
     summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
     echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
@@ -148,6 +156,7 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
         summary.chunks += s["chunks"]
         summary.blurbs_from_model += s["blurbs_from_model"]
         summary.blurb_fallbacks += s["fallbacks"]
+        summary.blurbs_skipped += s.get("skipped", 0)
         summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
         summary.prompt_tokens_reused += s["prompt_tokens_reused"]
         summary.llm_seconds += s["llm_seconds"]
@@ -248,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--markdown", metavar="OUT", help="write the table as Markdown to OUT")
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
     args = parser.parse_args(argv)
+    from pipelines.preflight import StartupError
+    from resources.models import ModelFileError
+
+    try:
+        return _run(args)
+    except (StartupError, ModelFileError) as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    """Carry out a parsed ``situate`` command; returns the exit status."""
 
     if args.command == "models":
         from resources import models

