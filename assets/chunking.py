@@ -76,25 +76,44 @@ def heading_path_at(headings: list[list], offset: int) -> list[str]:
 
 
 def _longest_fitting(text: str, lo: int, end: int, count: Counter, limit: int) -> int:
-    """The largest ``hi`` in ``(lo, end]`` with ``count(text[lo:hi]) <= limit``, found by doubling
-    then bisecting (O(log n) counts: a 5 MB line without spaces is cut in seconds, not minutes);
-    at least one character even if that one character is over ``limit``."""
-    good, bad = lo + 1, None
+    """The largest ``hi`` in ``(lo, end]`` with ``count(text[lo:hi]) <= limit``; at least one
+    character even if that one character is over ``limit``.
+
+    Doubles a probe until it no longer fits, then narrows the bracket, guessing by linear
+    interpolation of the counts (token counts grow almost linearly with length) and widening the
+    guess's side step by step, with a plain halving as the fallback: about 5 counts a cut instead
+    of hundreds, so a 5 MB line without spaces is cut in seconds.
+    """
+    good, c_good = lo, 0
+    bad = c_bad = None
     probe = min(end, lo + max(2, limit))
-    while good < end:
-        if count(text[lo:probe]) <= limit:
-            good = probe
+    while bad is None:
+        c = count(text[lo:probe])
+        if c <= limit:
+            good, c_good = probe, c
+            if probe == end:
+                return end
             probe = min(end, lo + 2 * (probe - lo))
         else:
-            bad = probe
-            break
-    while bad is not None and bad - good > 1:
-        mid = (good + bad) // 2
-        if count(text[lo:mid]) <= limit:
-            good = mid
-        else:
-            bad = mid
-    return good
+            bad, c_bad = probe, c
+    step = 1
+    while bad - good > 1:
+        guess = good + int((bad - good) * (limit + 1 - c_good) / (c_bad - c_good)) if c_bad > c_good \
+            else (good + bad) // 2
+        for probe in (guess, None):  # the interpolated guess, then a step beyond it on its side
+            if probe is None:
+                probe = good + step if probe_fit else bad - step
+            probe = min(bad - 1, max(good + 1, probe))
+            if bad - good <= 1:
+                break
+            c = count(text[lo:probe])
+            probe_fit = c <= limit
+            if probe_fit:
+                good, c_good = probe, c
+            else:
+                bad, c_bad = probe, c
+        step *= 2
+    return max(good, lo + 1)
 
 
 def _units(text: str, count: Counter, limit: int) -> list[tuple[int, int]]:

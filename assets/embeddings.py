@@ -25,6 +25,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
                 **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
+                **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
                 "context": CONTEXT_VERSION,
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}

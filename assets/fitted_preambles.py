@@ -63,7 +63,14 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
         doc = read_ok(store, key, "document")
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         spans = [(c["start"], c["end"]) for c in chunk_list]
-        plan = fit_document(doc["text"], spans, builder, llm.n_ctx, llm.max_tokens)
+        limit = llm.max_chunks_per_document
+        if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
+            plan = preambles.FitPlan(llm.n_ctx, llm.max_tokens, builder.scaffolding_tokens, 0, 0, 0, [],
+                                     [b - a for a, b in spans],
+                                     reason=f"large document: {len(spans):,} chunks > {limit:,} "
+                                            "(SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs")
+        else:
+            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, llm.max_tokens)
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason:
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")
