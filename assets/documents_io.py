@@ -424,7 +424,10 @@ def load(ref: SourceRef) -> Document:
     if fmt == "code":
         title = title or name
     title = title or _first_line_title(text, name)
-    return Document(doc_id=ref.source, source=ref.source, key=ref.key, sha256=ref.sha256,
+    sha = _sha256(data)
+    if sha != ref.sha256:  # written to since the folder was listed: the rows say what was read
+        notes.append("changed since the folder was listed: indexed as read now")
+    return Document(doc_id=ref.source, source=ref.source, key=ref.key, sha256=sha,
                     title=title, format=fmt, size_bytes=len(data), text=text, headings=headings,
                     notes=notes)
 

@@ -189,3 +189,33 @@ def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypa
     assert load(refs["good.md"]).title == "good.md"
     with pytest.raises(DocumentError, match=r"locked.md: cannot read \(Permission denied\)"):
         load(refs["locked.md"])
+
+
+def test_symlinks_are_never_followed(tmp_path):
+    """A linked folder and a linked file pointing outside the docs folder are not read."""
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "secret.md").write_text("# Secret\n\nNot part of the docs.\n")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "own.md").write_text("# Own\n\nPart of the docs.\n")
+    (docs / "linked-folder").symlink_to(outside / "sub", target_is_directory=True)
+    (docs / "linked-file.md").symlink_to(outside / "sub" / "secret.md")
+    (docs / "loop").symlink_to(docs, target_is_directory=True)
+    assert [r.source for r in discover(docs)] == ["own.md"]
+
+
+def test_a_file_changed_after_listing_is_indexed_as_read(tmp_path):
+    """The rows carry the sha256 of the bytes actually indexed, so the next sync neither misses a
+    later change nor re-ingests what was already indexed."""
+    import hashlib
+
+    (tmp_path / "live.md").write_text("# Live\n\nfirst version\n")
+    (ref,) = discover(tmp_path)
+    (tmp_path / "live.md").write_text("# Live\n\nsecond version, written during the run\n")
+    doc = load(ref)
+    assert "second version" in doc.text
+    assert doc.sha256 == hashlib.sha256((tmp_path / "live.md").read_bytes()).hexdigest() != ref.sha256
+    assert doc.notes == ["changed since the folder was listed: indexed as read now"]
+    (again,) = discover(tmp_path)
+    assert again.sha256 == doc.sha256 and load(again).notes == []
