@@ -100,3 +100,30 @@ def test_given_chunks_are_kept_with_their_indices():
     assert [(c.index, c.start, c.end) for c in out] == [(0, 0, 10), (1, 12, 23), (2, 25, 35)]
     with pytest.raises(ValueError):
         locate(text, ["missing"])
+
+
+def test_longest_fitting_prefix_is_exact_with_few_counts(fake_tokenizer):
+    """With a FAKE monotone counter (UTF-8 bytes) the cut is exactly the largest fitting prefix,
+    found in a handful of counts, for any limit and any mix of 1- to 4-byte characters."""
+    import random
+
+    from assets.chunking import _longest_fitting
+
+    rng = random.Random(5)
+    alphabet = "aé東🚀"
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000)))
+        limit = rng.randint(1, 900)
+        calls = []
+
+        def count(s):
+            calls.append(1)
+            return fake_tokenizer.count(s)
+
+        hi = _longest_fitting(text, 0, len(text), count, limit)
+        if count(text[:1]) > limit:
+            assert hi == 1
+            continue
+        assert count(text[:hi]) <= limit
+        assert hi == len(text) or count(text[:hi + 1]) > limit
+        assert len(calls) <= 30
