@@ -107,7 +107,8 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
     summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
     echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
-         f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed")
+         f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
+         + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else ""))
     order = apply_to_instance(instance, store, plan)
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
@@ -290,7 +291,7 @@ def _run(args) -> int:
         try:
             hits, warnings = search(args.query, args.k, args.home, args.rerank)
         except QueryError as e:
-            print(f"situate: {e}", file=sys.stderr)
+            print(f"situate: error: {e}", file=sys.stderr)
             return 2
         for w in warnings:
             print(f"situate: warning: {w}", file=sys.stderr)

@@ -9,7 +9,9 @@ chunks must be sent back to back with a token-identical prefix for it to be reus
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +28,21 @@ _CACHE: dict[tuple, object] = {}
 CALLS: collections.Counter = collections.Counter()
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Send file descriptor 2 to /dev/null for a block (llama.cpp writes there from C, past Python's
+    ``sys.stderr``); put back after, even on an error."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _load(key: tuple, **kwargs):
     from llama_cpp import Llama
 
@@ -36,7 +53,11 @@ def _load(key: tuple, **kwargs):
             env_var = "SITUATE_LLM_MODEL" if key[0] == "llm" else "SITUATE_EMBED_MODEL"
             check_model_file(kwargs["model_path"], env_var)
             try:
-                _CACHE[key] = Llama(**kwargs)
+                if kwargs.get("vocab_only"):
+                    with _quiet_stderr():  # llama.cpp warns about n_ctx_train 0 of a vocabulary-only load
+                        _CACHE[key] = Llama(**kwargs)
+                else:
+                    _CACHE[key] = Llama(**kwargs)
             except ValueError as e:  # llama.cpp: "Failed to load model from file"
                 from resources.models import ModelFileError
 

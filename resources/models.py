@@ -201,6 +201,8 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     if p.suffix == ".gguf" or env_var:
         with open(p, "rb") as f:
             head = f.read(4)
+        if not head:
+            raise ModelFileError(f"model file {p}{where} is empty (0 bytes): {fix}")
         if head != GGUF_MAGIC:
             raise ModelFileError(f"model file {p}{where} is not a GGUF file (it starts with {head!r}, "
                                  f"not {GGUF_MAGIC!r}): {fix}")
