@@ -93,7 +93,8 @@ class BlurbCache:
 
 class EmbeddingCache:
     """Vectors by text, in the LanceDB table ``embedding_cache`` (``key``: sha256 of model key and
-    text; ``vector``: float32[dim], L2-normalised as the embedder returns it).
+    text; ``vector``: float32[dim], L2-normalised as the embedder returns it); vectors of another
+    width go to ``embedding_cache_<dim>``.
 
     Parameters
     ----------
@@ -109,33 +110,51 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
 
-    def _table(self, dim: int | None = None):
+    def _db(self):
         import lancedb
 
         Path(self.uri).mkdir(parents=True, exist_ok=True)
-        db = lancedb.connect(self.uri)
-        try:
-            return db.open_table(EMBED_TABLE)
-        except (FileNotFoundError, ValueError):
-            if dim is None:
-                return None
-            schema = pa.schema([pa.field("key", pa.string(), nullable=False),
-                                pa.field("vector", pa.list_(pa.float32(), dim))])
+        return lancedb.connect(self.uri)
+
+    def _tables(self) -> list:
+        """Every cache table: ``embedding_cache`` and, for embedders of another width,
+        ``embedding_cache_<dim>`` (a LanceDB vector column has one fixed width)."""
+        db = self._db()
+        names, token = [], None
+        while True:  # list_tables pages its answer
+            page = db.list_tables(page_token=token)
+            names += [n for n in page.tables if n == EMBED_TABLE or n.startswith(EMBED_TABLE + "_")]
+            token = page.page_token
+            if not token:
+                break
+        return [db.open_table(n) for n in sorted(names)]
+
+    def _table(self, dim: int):
+        """The table for ``dim``-wide vectors, created if missing."""
+        db = self._db()
+        for name in (EMBED_TABLE, f"{EMBED_TABLE}_{dim}"):
             try:
-                return db.create_table(EMBED_TABLE, schema=schema)
-            except (OSError, ValueError):  # created meanwhile by another process
-                return db.open_table(EMBED_TABLE)
+                table = db.open_table(name)
+            except (FileNotFoundError, ValueError):
+                schema = pa.schema([pa.field("key", pa.string(), nullable=False),
+                                    pa.field("vector", pa.list_(pa.float32(), dim))])
+                try:
+                    return db.create_table(name, schema=schema)
+                except (OSError, ValueError):  # created meanwhile by another process
+                    table = db.open_table(name)
+            if table.schema.field("vector").type.list_size == dim:
+                return table
+        raise AssertionError("unreachable: embedding_cache_<dim> has width dim")
 
     def key(self, text: str) -> str:
         return digest(self.model_key, text)
 
     def get(self, texts: list[str]) -> list[np.ndarray | None]:
         """Cached vector per text (None where missing)."""
-        table = self._table()
         keys = [self.key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
-        if table is not None and keys:
-            uniq = list(dict.fromkeys(keys))
+        uniq = list(dict.fromkeys(keys))
+        for table in self._tables() if keys else []:
             for i in range(0, len(uniq), 500):
                 batch = uniq[i:i + 500]
                 rows = (table.search().where("key IN (" + ", ".join(f"'{k}'" for k in batch) + ")")
@@ -161,7 +180,9 @@ class EmbeddingCache:
         flat = pa.array(np.stack(list(uniq.values())).ravel(), pa.float32())
         data = pa.table({"key": pa.array(list(uniq), pa.string()),
                          "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
-        table.merge_insert("key").when_not_matched_insert_all().execute(data)
+        from resources.store import retry_commit
+
+        retry_commit(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))
 
 
 def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,

@@ -299,11 +299,23 @@ class Embedder(dg.ConfigurableResource):
         resources.models.ModelFileError
             As :meth:`BlurbLLM.load`.
         """
+        import llama_cpp
+
         key = ("embed", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers)
-        return _load(key, model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
-                     n_batch=self.n_ctx, n_ubatch=self.n_ctx,
-                     n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
-                     verbose=False)
+        kwargs = dict(model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
+                      n_batch=self.n_ctx, n_ubatch=self.n_ctx,
+                      n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
+                      verbose=False)
+        llm = _load(key, **kwargs)
+        if llama_cpp.llama_pooling_type(llm.ctx) == llama_cpp.LLAMA_POOLING_TYPE_NONE:
+            # a GGUF without a pooling type (a chat model used as the embedder): one vector per
+            # token; mean pooling gives one per text
+            with _LOCK:
+                _CACHE.pop(key, None)
+            llm = _load(key + ("mean",), **kwargs, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+            with _LOCK:
+                _CACHE[key] = llm
+        return llm
 
     def _fit(self, llm, text: str) -> tuple[str, bool]:
         """Cut ``text`` so that it tokenizes (with BOS/EOS) to at most ``n_ctx`` tokens."""

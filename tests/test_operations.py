@@ -391,3 +391,64 @@ def test_a_document_over_the_blurb_limit_is_indexed_without_llm_calls(tmp_path):
     assert all(r["context"] and not r["blurb"] for r in rows)  # structural context kept
     ok, md = fallback_share(Store(home=str(home)))
     assert ok and md["skipped"] == out.chunks and md["fallbacks"] == 0
+
+
+# -- incremental by content: what a settings change costs ----------------------------------------------
+
+def _ingest_with(settings: dict, docs: Path, home: Path):
+    from pipelines.cli import ingest
+    from pipelines.settings import restored_env
+    from resources.llm import CALLS
+
+    names = tuple(set(settings) | {"SITUATE_CHUNK_TOKENS", "SITUATE_EMBED_MODEL"})
+    with restored_env(names):
+        for n in names:
+            os.environ.pop(n, None)
+        os.environ.update(settings)
+        CALLS.clear()
+        out = ingest(str(docs), str(home), echo=lambda *_: None)
+        return out, dict(CALLS)
+
+
+@needs_models
+@pytest.mark.models
+def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tmp_path):
+    from resources.store import Store
+
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    docs.mkdir()
+    text = importlib.metadata.metadata("bm25s").get_payload()[:3000]
+    (docs / "bm25s.md").write_text(text[:text.rfind("\n") + 1])
+    base = {"SITUATE_N_CTX": "2048", "SITUATE_MAX_TOKENS": "24", "SITUATE_OVERLAP_TOKENS": "0",
+            "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    first, calls1 = _ingest_with({**base, "SITUATE_CHUNK_TOKENS": "120"}, docs, home)
+    old = set(Store(home=str(home)).columns(["text"]).column("text").to_pylist())
+    assert calls1["llm_generate"] == first.chunks == len(old)
+    second, calls2 = _ingest_with({**base, "SITUATE_CHUNK_TOKENS": "100"}, docs, home)
+    new = Store(home=str(home)).columns(["text"]).column("text").to_pylist()
+    changed = set(new) - old
+    assert second.ingested == 1 and len(new) == second.chunks > first.chunks
+    assert 0 < len(changed) < len(new)  # the document's whole window is the same: unchanged chunks hit the cache
+    assert calls2["llm_generate"] == len(changed)
+
+
+@needs_models
+@pytest.mark.models
+def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
+    """The second embedder is the SmolLM2 GGUF itself (mean-pooled, 576 wide): the only other model
+    that installs offline.  Every row is embedded again, no blurb is written again."""
+    from resources import models
+    from resources.store import Store
+
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    _small_docs(docs)
+    base = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
+            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    first, _ = _ingest_with(base, docs, home)
+    second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": str(models.path_of(models.LLM))}, docs, home)
+    assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
+    assert calls["embed_texts"] == second.chunks == first.chunks
+    store = Store(home=str(home))
+    rows = store.columns(["chunk_id", "embed_model", "vector"]).to_pylist()
+    assert len(rows) == first.chunks and {r["embed_model"] for r in rows} == {"SmolLM2-135M-Instruct.Q4_1"}
+    assert {len(r["vector"]) for r in rows} == {576}
