@@ -43,6 +43,8 @@ class IngestSummary:
     failed: dict = dataclasses.field(default_factory=dict)
     chunks: int = 0
     blurbs_from_model: int = 0
+    model_calls: int = 0
+    blurbs_from_cache: int = 0
     blurb_fallbacks: int = 0
     blurbs_skipped: int = 0
     table_rows: int = 0
@@ -55,7 +57,8 @@ class IngestSummary:
     def lines(self) -> list[str]:
         out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
                f"{self.removed} removed, {len(self.failed)} failed)",
-               f"chunks ingested: {self.chunks}; blurbs from the model: {self.blurbs_from_model}, "
+               f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
+               f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
                f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
                + (f", skipped (large documents): {self.blurbs_skipped}" if self.blurbs_skipped else ""),
                f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
@@ -156,6 +159,8 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
         summary.ingested += 1
         summary.chunks += s["chunks"]
         summary.blurbs_from_model += s["blurbs_from_model"]
+        summary.model_calls += s["model_calls"]
+        summary.blurbs_from_cache += s["cached"]
         summary.blurb_fallbacks += s["fallbacks"]
         summary.blurbs_skipped += s.get("skipped", 0)
         summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
@@ -184,6 +189,8 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
     ------
     QueryError
         The query is empty or whitespace, or ``k`` < 1.
+    pipelines.preflight.StartupError
+        The data folder does not exist or is not a folder.
     """
     from pipelines.settings import reranker_from_env, resources_from_env
     from resources.reranker import rerank_hits
@@ -193,6 +200,13 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
         raise QueryError("empty query: give the words to search for")
     if k < 1:
         raise QueryError(f"-k must be at least 1, got {k}")
+    from pipelines.preflight import StartupError
+
+    root = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+    if not root.is_dir():  # never create a folder a search was pointed at by mistake
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
+                           "--home you ingested into")
     _prepare_env(home)
     res = resources_from_env(plain=True)
     store = res["store"]

@@ -116,13 +116,31 @@ def record_docs_root(path: str) -> None:
     p.write_text(str(Path(path).expanduser().resolve()))
 
 
+#: Smallest accepted value of each whole-number setting (others: 0).
+INT_MINIMUMS = {"SITUATE_N_CTX": 1, "SITUATE_MAX_TOKENS": 1, "SITUATE_CHUNK_TOKENS": 1, "SITUATE_BATCH": 1,
+                "SITUATE_N_GPU_LAYERS": -1}
+
+
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
     calls resource methods outside a run); otherwise set variables become ``dg.EnvVar``."""
     def val(name, default, cast=str):
         if plain:
             raw = os.environ.get(name, "")
-            return cast(raw) if raw != "" else default
+            if raw == "":
+                return default
+            if cast is not int:
+                return cast(raw)
+            from pipelines.preflight import StartupError
+
+            try:
+                number = int(raw)
+            except ValueError:
+                raise StartupError(f"{name}={raw!r} is not a whole number") from None
+            low = INT_MINIMUMS.get(name, 0)
+            if number < low:
+                raise StartupError(f"{name}={number} is below its minimum, {low}")
+            return number
         return _env(name, default, cast)
 
     return {

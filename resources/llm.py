@@ -61,6 +61,9 @@ def _load(key: tuple, **kwargs):
             except ValueError as e:  # llama.cpp: "Failed to load model from file"
                 from resources.models import ModelFileError
 
+                if "context" in str(e):  # the file loaded; the context settings did not work
+                    raise ModelFileError(f"llama.cpp could not create a context of n_ctx {kwargs.get('n_ctx')} "
+                                         f"for {kwargs['model_path']} (check SITUATE_N_CTX and free memory): {e}") from None
                 raise ModelFileError(f"model file {kwargs['model_path']} could not be loaded by llama.cpp "
                                      f"(truncated, or a model this llama.cpp does not know: {e})") from None
         return _CACHE[key]

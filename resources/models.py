@@ -186,6 +186,8 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     pinned = next((m for m in DEFAULTS if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()),
                   None)
     fix = "run `situate models install` (or `make setup`)" if pinned else "fix the path"
+    if p.is_dir():
+        raise ModelFileError(f"model file {p}{where} is a folder, not a file: {fix}")
     if not p.is_file():
         raise ModelFileError(f"model file {p}{where} not found: {fix}")
     if pinned is not None:

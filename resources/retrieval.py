@@ -182,9 +182,12 @@ def _loaded(index_dir: Path):
     stamp = (str(version), st.st_ino, st.st_size, st.st_mtime_ns)
     hit = _LOADED.get(str(index_dir))
     if hit is None or hit[0] != stamp:
-        ids = json.loads(p.read_text())
-        has_terms = (version / "params.index.json").exists()
-        retriever = bm25s.BM25.load(str(version)) if ids and has_terms else None
+        try:
+            ids = json.loads(p.read_text())
+            has_terms = (version / "params.index.json").exists()
+            retriever = bm25s.BM25.load(str(version)) if ids and has_terms else None
+        except (OSError, ValueError, KeyError):  # a file of the index deleted or damaged by hand:
+            return None  # as if there were none; the next ingest sees the mismatch and rebuilds it
         hit = (stamp, ids, retriever)
         _LOADED[str(index_dir)] = hit
     return hit[1], hit[2]
@@ -298,7 +301,8 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     dense_ids = [r["chunk_id"] for r in dense]
     ids = bm25_ids(store.bm25_dir)
     if ids is None:
-        warnings.append("no BM25 index: dense results only (materialise bm25_index)")
+        warnings.append("no readable BM25 index: dense results only (run `situate ingest` again, or "
+                        "materialise bm25_index, to rebuild it)")
         sparse_ids = []
     else:
         if len(ids) != table.count_rows():

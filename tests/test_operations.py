@@ -452,3 +452,33 @@ def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
     rows = store.columns(["chunk_id", "embed_model", "vector"]).to_pylist()
     assert len(rows) == first.chunks and {r["embed_model"] for r in rows} == {"SmolLM2-135M-Instruct.Q4_1"}
     assert {len(r["vector"]) for r in rows} == {576}
+
+
+def test_bad_settings_and_a_search_without_a_data_folder_get_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("a note")
+    ingest = ["ingest", str(tmp_path / "docs"), "--home", str(tmp_path / "h")]
+    code, err = _situate(ingest, capsys, monkeypatch, SITUATE_N_CTX="abc")
+    assert code == 2 and err == ["situate: error: SITUATE_N_CTX='abc' is not a whole number"]
+    code, err = _situate(ingest, capsys, monkeypatch, SITUATE_MAX_BLURB_CHUNKS="-1")
+    assert code == 2 and err == ["situate: error: SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0"]
+    code, err = _situate(ingest, capsys, monkeypatch, SITUATE_EMBED_MODEL=str(tmp_path))
+    assert code == 2 and len(err) == 1 and "is a folder, not a file" in err[0]
+    nowhere = tmp_path / "never-ingested"
+    code, err = _situate(["search", "keys", "--home", str(nowhere)], capsys, monkeypatch)
+    assert code == 2 and err == [f"situate: error: data folder {nowhere} does not exist: run `situate ingest "
+                                 "PATH` first, or give the --home you ingested into"]
+    assert not nowhere.exists()  # a mistyped --home is not created
+
+
+def test_a_damaged_bm25_index_reads_as_none_and_is_rebuilt(tmp_path):
+    from resources import retrieval
+    from resources.store import Store
+
+    store = Store(home=str(tmp_path))
+    retrieval.build_bm25(["a", "b"], ["rotate the keys", "bake the bread"], store.bm25_dir)
+    retrieval._LOADED.clear()
+    next(store.bm25_dir.resolve().glob("data.csc.index.npy")).unlink()  # a user deletes one file
+    assert retrieval.bm25_ids(store.bm25_dir) is None and retrieval.bm25_search(store.bm25_dir, "keys") == []
+    retrieval.rebuild_bm25_from_table(store)  # what the next ingest does on the id mismatch
+    assert retrieval.bm25_ids(store.bm25_dir) == []
