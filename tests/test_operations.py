@@ -315,6 +315,13 @@ def _small_docs(folder: Path) -> None:
     (folder / "README.md").write_text(readme[:1800])
 
 
+def _small_settings(home: Path, **extra: str) -> dict:
+    """The e2e suite's small settings (n_ctx 768, 120-token chunks, 24-token blurbs) on ``home``."""
+    return {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
+            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
+            **extra}
+
+
 @needs_models
 @pytest.mark.models
 def test_kill_9_during_blurbs_then_resume_without_repeating_a_blurb(tmp_path):
@@ -328,8 +335,7 @@ def test_kill_9_during_blurbs_then_resume_without_repeating_a_blurb(tmp_path):
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
-    settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-                "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    settings = _small_settings(home)
     child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
                              env={**CHILD_ENV, **settings}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, cwd=str(REPO))
@@ -377,9 +383,7 @@ def test_a_document_over_the_blurb_limit_is_indexed_without_llm_calls(tmp_path):
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
-    settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-                "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
-                "SITUATE_MAX_BLURB_CHUNKS": "1"}
+    settings = _small_settings(home, SITUATE_MAX_BLURB_CHUNKS="1")
     with restored_env(tuple(settings)):
         os.environ.update(settings)
         CALLS.clear()
@@ -442,8 +446,7 @@ def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
-    base = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+    base = _small_settings(home)
     first, _ = _ingest_with(base, docs, home)
     second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": str(models.path_of(models.LLM))}, docs, home)
     assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
