@@ -18,6 +18,9 @@ Sections (each a function below, each returning a dict that goes into the report
 ``search``
     ``hybrid_search`` latency over 10k and 100k rows, exact and with the IVF_FLAT index, and the
     index's recall@10 against exact search (benchmarks/search_scale.py).
+``rerank``
+    The cross-encoder's time per query at the default depth (30 first-stage candidates, real
+    chunks and the developers' queries) in one-pair calls and in padded batches of 8 and 32.
 ``reingest``
     A second ``situate ingest`` of an unchanged corpus: model calls (must be 0) and wall time.
 ``partitions``
@@ -235,6 +238,38 @@ def search_section(corpus: list[dict], quick: bool, work: Path) -> dict:
             "indexed_recall_at_10": big["indexed_recall_at_10"]}
 
 
+# -- rerank ----------------------------------------------------------------------------------
+def rerank_section(corpus: list[dict], quick: bool) -> dict:
+    """Seconds per query for the cross-encoder over ``RERANK_DEPTH`` real chunks (contextualised
+    texts are longer; these are the chunks alone, 237-3,898 characters), by batch size."""
+    import random
+
+    from pipelines.settings import reranker_from_env
+    from resources.reranker import RERANK_DEPTH
+
+    queries_path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS)).with_name("queries_dev.jsonl")
+    queries = ([json.loads(line)["query"] for line in queries_path.read_text().splitlines() if line.strip()]
+               if queries_path.is_file() else [d["chunks"][0]["content"][:80] for d in corpus])
+    chunks = [c["content"] for d in corpus for c in d["chunks"]]
+    rng = random.Random(0)
+    n = 4 if quick else 12
+    work = [(queries[i * 7 % len(queries)], rng.sample(chunks, RERANK_DEPTH)) for i in range(n)]
+    base = reranker_from_env()
+    base.score("warm up", ["a passage"])
+    out = {"queries": n, "depth": RERANK_DEPTH, "threads": base.n_threads or os.cpu_count(),
+           "default_batch": base.batch_size, "by_batch": {}}
+    for bs in (1, 8, 32):
+        r = base.model_copy(update={"batch_size": bs})
+        t0 = time.perf_counter()
+        for q, passages in work:
+            r.score(q, passages)
+        dt = (time.perf_counter() - t0) / n
+        out["by_batch"][bs] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / RERANK_DEPTH, 4)}
+        log(f"rerank batch {bs}: {dt:.2f} s a query ({RERANK_DEPTH} pairs)")
+    out["rerank_s_per_query"] = out["by_batch"][base.batch_size]["s_per_query"]
+    return out
+
+
 # -- re-ingest ---------------------------------------------------------------------------------
 def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     from pipelines.cli import ingest
@@ -300,7 +335,7 @@ def partitions_section(work: Path, n: int = 10_000) -> dict:
 
 # -- report ------------------------------------------------------------------------------------
 KEYS = ["prefix_reuse_ratio", "cache_speedup", "blurb_time_vs_limit", "batched_speedup", "embed_tokens_per_s",
-        "search_p50_ms_100k", "search_p95_ms_100k", "indexed_recall_at_10", "reingest_llm_calls",
+        "search_p50_ms_100k", "search_p95_ms_100k", "indexed_recall_at_10", "rerank_s_per_query", "reingest_llm_calls",
         "reingest_embed_calls", "partitions_10k_register_s"]
 TARGETS = {"prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time_vs_limit": "<= 1.25",
            "batched_speedup": ">= 1.5 (identical output)", "search_p95_ms_100k": "<= 100",
@@ -349,6 +384,13 @@ def markdown(report: dict) -> str:
             lines.append(f"| {int(n):,} | {r['exact']['p50_ms']} / {r['exact']['p95_ms']} | "
                          f"{r['indexed']['p50_ms']} / {r['indexed']['p95_ms']} | {r['index_build_s']} | "
                          f"{r['indexed_recall_at_10']} |")
+    if "rerank" in s:
+        r = s["rerank"]
+        lines += ["", f"## Rerank ({r['depth']} candidates a query, {r['queries']} queries, "
+                      f"{r['threads']} threads)", "", "| batch | s a query | s a pair |", "|---|---|---|"]
+        for n, b in r["by_batch"].items():
+            lines.append(f"| {n}{' (default)' if int(n) == r['default_batch'] else ''} | "
+                         f"{b['s_per_query']} | {b['s_per_pair']} |")
     if "reingest" in s:
         r = s["reingest"]
         lines += ["", "## Re-ingest", "",
@@ -370,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
-    ap.add_argument("--only", default="llm,embed,search,reingest,partitions",
+    ap.add_argument("--only", default="llm,embed,search,rerank,reingest,partitions",
                     help="comma-separated sections")
     args = ap.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -395,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = embed_section(corpus, args.quick)
             elif name == "search":
                 r = search_section(corpus, args.quick, work)
+            elif name == "rerank":
+                r = rerank_section(corpus, args.quick)
             elif name == "reingest":
                 r = reingest_section(corpus, args.quick, work)
             elif name == "partitions":

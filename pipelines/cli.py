@@ -175,24 +175,34 @@ class QueryError(ValueError):
     """A search the CLI answers with one line and exit status 2 (empty query, bad ``k``)."""
 
 
-def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
-    """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`); with
-    ``rerank`` > 0, the top ``rerank`` are reordered by the local cross-encoder.
+def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
+    """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`), then the
+    first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
+    first stage's (:func:`resources.reranker.rerank_hits`).
+
+    Parameters
+    ----------
+    rerank : int or None
+        Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 30
+        (:data:`resources.reranker.RERANK_DEPTH`), 0 no rerank.  About 0.08 s a candidate on 2
+        CPU cores (``benchmarks/run.py --only rerank``).
 
     Returns
     -------
     (hits, warnings)
         At most ``k`` hits; warnings for an empty table, a query cut for the embedder, a query
-        with no BM25 terms (stopwords only), ``k`` above the row count.
+        with no BM25 terms (stopwords only), ``k`` above the row count, a reranker not installed
+        (the first stage's order is kept).
 
     Raises
     ------
     QueryError
-        The query is empty or whitespace, or ``k`` < 1.
+        The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
     pipelines.preflight.StartupError
-        The data folder does not exist or is not a folder.
+        The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
+        whole number ≥ 0.
     """
-    from pipelines.settings import reranker_from_env, resources_from_env
+    from pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
     from resources.reranker import rerank_hits
     from resources.retrieval import hybrid_search
 
@@ -200,7 +210,12 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
         raise QueryError("empty query: give the words to search for")
     if k < 1:
         raise QueryError(f"-k must be at least 1, got {k}")
+    if rerank is not None and rerank < 0:
+        raise QueryError(f"--rerank must be 0 (off) or more, got {rerank}")
     from pipelines.preflight import StartupError
+
+    if rerank is None:
+        rerank = rerank_depth_from_env()
 
     root = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
     if not root.is_dir():  # never create a folder a search was pointed at by mistake
@@ -221,8 +236,14 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int = 0):
                         "its end was cut for the dense search (BM25 used all of it)")
     if k > rows:
         warnings.append(f"-k {k} is more than the {rows} rows in the table: every row can be returned")
-    if rerank > 0:
-        hits = rerank_hits(reranker_from_env(), query, hits, rerank)
+    if rerank > 0 and hits:
+        reranker = reranker_from_env()
+        missing = [p for p in (reranker.model_path, reranker.tokenizer_path) if not os.path.isfile(p)]
+        if missing:
+            warnings.append(f"no reranker at {missing[0]}: first-stage order kept (run `situate models "
+                            "install`, or --rerank 0 to silence this)")
+        else:
+            hits = rerank_hits(reranker, query, hits, rerank)
     return hits[:k], warnings
 
 
@@ -249,13 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT "
                           "(exit status 1 when any document failed)")
-    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF)")
+    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF), reranked by the local "
+                              "cross-encoder")
     p_search.add_argument("query")
     p_search.add_argument("-k", type=int, default=10)
     p_search.add_argument("--json", action="store_true")
     p_search.add_argument("--home")
-    p_search.add_argument("--rerank", type=int, default=0, metavar="N",
-                          help="reorder the top N with the local cross-encoder (about 0.1-0.2 s a candidate on CPU)")
+    p_search.add_argument("--rerank", type=int, default=None, metavar="N",
+                          help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
+                          "or 30; 0: off; about 0.08 s a candidate on 2 CPU cores)")
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
     p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "

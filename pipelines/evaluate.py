@@ -19,7 +19,9 @@ blurb-ungrounded    as ``blurb``, with the blurb cleaned but not checked against
 contextual-ungrounded  structural context + that blurb + chunk, dense + BM25 (in memory)
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
                     blurb + chunk, dense + BM25)
-contextual+rerank   ``contextual``'s top ``rerank_depth`` reordered by the local cross-encoder
+contextual+rerank   ``contextual``'s top ``rerank_depth`` reranked by the local cross-encoder, its order
+                    fused with the first stage's by RRF (what ``situate search`` does by default)
+contextual+rerank-replace  the same candidates in the cross-encoder's order alone (the cookbook's step)
 ==================  ==============================================================================
 """
 
@@ -32,9 +34,7 @@ from pathlib import Path
 
 from assets import evaluation as ev
 
-#: Candidates the cross-encoder reorders.  The cookbook reranks 150; on 2 CPU cores a pair costs
-#: about 0.1-0.2 s (resources/reranker.py), so 150 would be ~20 s a query.  Settable per run.
-RERANK_DEPTH = 30
+from resources.reranker import RERANK_DEPTH  # candidates reranked; settable per run
 
 
 def default_home(corpus: str | Path) -> Path:
@@ -255,7 +255,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
-        if config in ("contextual", "contextual+rerank"):
+        if config in ("contextual", "contextual+rerank", "contextual+rerank-replace"):
             continue
         if config == "ensemble":
             t0 = time.perf_counter()
@@ -282,7 +282,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
             calls = n_embedded + (doc_calls if config == "document-context" else 0)
             record(name, fused, time.perf_counter() - t0, calls)
 
-    if "contextual" in configs or "contextual+rerank" in configs:
+    reranked = [c for c in ("contextual+rerank", "contextual+rerank-replace") if c in configs]
+    if "contextual" in configs or reranked:
         for f in fusions:
             t0 = time.perf_counter()
             top = []
@@ -293,27 +294,29 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
             if "contextual" in configs:
                 name = "contextual" if f == fusions[0] else f"contextual ({f})"
                 record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
-    if "contextual+rerank" in configs:
+    if reranked:
         from pipelines.settings import reranker_from_env
+        from resources.reranker import rerank_order
 
         reranker = reranker_from_env()
         score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
-        for f in fusions:
-            t0 = time.perf_counter()
-            before = score_cache.computed
-            out = []
-            for q, top in zip(qtexts, contextual_top[f]):
-                head, tail = top[:rerank_depth], top[rerank_depth:]
-                passages = [contextualized_text(by_id[i]["blurb"] or "", by_id[i]["text"], by_id[i]["context"] or "")
-                            for i in head]
-                scores = score_cache.scores(q, passages)
-                if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
-                    score_cache.save()  # keep work done if the run is stopped
-                order = sorted(range(len(head)), key=lambda j: -scores[j])
-                out.append([head[j] for j in order] + tail)
-            score_cache.save()
-            name = "contextual+rerank" if f == fusions[0] else f"contextual+rerank ({f})"
-            record(name, out, time.perf_counter() - t0, score_cache.computed - before)
+        for config in reranked:
+            how = "replace" if config.endswith("-replace") else "rrf"
+            for f in fusions:
+                t0 = time.perf_counter()
+                before = score_cache.computed
+                out = []
+                for q, top in zip(qtexts, contextual_top[f]):
+                    head, tail = top[:rerank_depth], top[rerank_depth:]
+                    passages = [contextualized_text(by_id[i]["blurb"] or "", by_id[i]["text"],
+                                                    by_id[i]["context"] or "") for i in head]
+                    scores = score_cache.scores(q, passages)
+                    if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
+                        score_cache.save()  # keep work done if the run is stopped
+                    out.append([head[j] for j, _ in rerank_order(scores, how)] + tail)
+                score_cache.save()
+                name = config if f == fusions[0] else f"{config} ({f})"
+                record(name, out, time.perf_counter() - t0, score_cache.computed - before)
 
     ordered = {n: results[n] for n in results}
     report = {
@@ -334,17 +337,19 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
 
 
 class RerankCache:
-    """Cross-encoder scores by sha256 of (model and tokenizer file sha256, pair length, query,
-    passage), in one JSON file."""
+    """Cross-encoder scores by sha256 of (model and tokenizer file sha256, pair and query lengths,
+    batch size, query, passage), in one JSON file.  The batch size is in the key because the INT8
+    model quantises activations per batch: a pair's logit moves slightly with its batch-mates."""
 
     def __init__(self, path: Path, reranker):
         from resources.cache import file_sha256
 
-        from resources.reranker import MAX_PAIR_TOKENS
+        from resources.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
 
         self.path = Path(path)
         self.reranker = reranker
-        self.model = [file_sha256(reranker.model_path), file_sha256(reranker.tokenizer_path), MAX_PAIR_TOKENS]
+        self.model = [file_sha256(reranker.model_path), file_sha256(reranker.tokenizer_path), MAX_PAIR_TOKENS,
+                      MAX_QUERY_TOKENS, reranker.batch_size]
         try:
             self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
         except (ValueError, OSError):

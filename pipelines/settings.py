@@ -15,6 +15,7 @@ SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
 SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
+SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      30
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
 SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
@@ -121,26 +122,38 @@ INT_MINIMUMS = {"SITUATE_N_CTX": 1, "SITUATE_MAX_TOKENS": 1, "SITUATE_CHUNK_TOKE
                 "SITUATE_N_GPU_LAYERS": -1}
 
 
+def int_from_env(name: str, default: int) -> int:
+    """The whole-number setting ``name``, or ``default`` when unset or empty.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        Not a whole number, or below its minimum (:data:`INT_MINIMUMS`, else 0).
+    """
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    from pipelines.preflight import StartupError
+
+    try:
+        number = int(raw)
+    except ValueError:
+        raise StartupError(f"{name}={raw!r} is not a whole number") from None
+    low = INT_MINIMUMS.get(name, 0)
+    if number < low:
+        raise StartupError(f"{name}={number} is below its minimum, {low}")
+    return number
+
+
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
     calls resource methods outside a run); otherwise set variables become ``dg.EnvVar``."""
     def val(name, default, cast=str):
         if plain:
+            if cast is int:
+                return int_from_env(name, default)
             raw = os.environ.get(name, "")
-            if raw == "":
-                return default
-            if cast is not int:
-                return cast(raw)
-            from pipelines.preflight import StartupError
-
-            try:
-                number = int(raw)
-            except ValueError:
-                raise StartupError(f"{name}={raw!r} is not a whole number") from None
-            low = INT_MINIMUMS.get(name, 0)
-            if number < low:
-                raise StartupError(f"{name}={number} is below its minimum, {low}")
-            return number
+            return default if raw == "" else cast(raw)
         return _env(name, default, cast)
 
     return {
@@ -169,5 +182,18 @@ def reranker_from_env() -> Reranker:
     in its folder) or the installed default (:data:`resources.models.RERANKER`)."""
     path = os.environ.get("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
-    return Reranker(model_path=path, tokenizer_path=tok,
-                    n_threads=int(os.environ.get("SITUATE_N_THREADS") or 0))
+    return Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
+
+
+def rerank_depth_from_env() -> int:
+    """Search candidates the cross-encoder reranks: ``SITUATE_RERANK_DEPTH``, default
+    :data:`resources.reranker.RERANK_DEPTH` (30); 0 turns reranking off.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        Not a whole number, or negative.
+    """
+    from resources.reranker import RERANK_DEPTH
+
+    return int_from_env("SITUATE_RERANK_DEPTH", RERANK_DEPTH)

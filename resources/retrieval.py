@@ -261,6 +261,9 @@ class Hit:
     blurb: str
     text: str
     context: str = ""
+    #: The cross-encoder's logit when the hit was reranked (:func:`resources.reranker.rerank_hits`),
+    #: else ``None``.
+    rerank_score: float | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

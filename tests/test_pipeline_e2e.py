@@ -156,8 +156,43 @@ def test_search_cli_json(env):
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)
     assert len(hits) == 2
-    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text", "context"}
+    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text",
+                            "context", "rerank_score"}
+    assert isinstance(hits[0]["rerank_score"], float)  # reranked by default
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
+
+
+def test_search_reranks_by_default_and_not_with_rerank_0(env, monkeypatch):
+    """The default search fuses the real cross-encoder's order with the first stage's; --rerank 0
+    and a missing reranker (with a warning) keep the first stage's order."""
+    from pipelines.cli import search
+
+    query = "How do I parse a .env file into a dictionary of variables?"
+    plain, w0 = search(query, 8, str(env["home"]), rerank=0)
+    reranked, w1 = search(query, 8, str(env["home"]))
+    assert w0 == [] and w1 == []
+    assert all(h.rerank_score is None for h in plain)
+    assert all(isinstance(h.rerank_score, float) for h in reranked)
+    assert reranked[0].source == "dotenv/main.py"
+    # reordered by the fused ranks: scores fall, and each is 1/(60+a) + 1/(60+b) for ranks a, b ≤ 30
+    assert [h.score for h in reranked] == sorted((h.score for h in reranked), reverse=True)
+    assert all(2 / (60 + 30) <= h.score <= 2 / 61 for h in reranked)
+    monkeypatch.setenv("SITUATE_RERANK_MODEL", str(env["home"] / "no-such-reranker.onnx"))
+    missing, w2 = search(query, 8, str(env["home"]))
+    assert [h.chunk_id for h in missing] == [h.chunk_id for h in plain]
+    assert len(w2) == 1 and "no reranker at" in w2[0] and "first-stage order kept" in w2[0]
+
+
+@pytest.mark.parametrize("args,setting,message", [(["--rerank", "-1"], None, "--rerank must be 0 (off) or more"),
+                                                   ([], "abc", "SITUATE_RERANK_DEPTH='abc' is not a whole number")])
+def test_bad_rerank_depth_gets_one_line(env, capsys, monkeypatch, args, setting, message):
+    from pipelines.cli import main
+
+    if setting is not None:
+        monkeypatch.setenv("SITUATE_RERANK_DEPTH", setting)
+    assert main(["search", "dotenv", "--home", str(env["home"])] + args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("situate: error:")
 
 
 def test_long_query_and_large_k_are_answered_with_warnings(env):

@@ -114,9 +114,32 @@ def test_rerank_hits_reorders_only_the_head():
 
     hits = [Hit(i + 1, 1.0 / (i + 1), f"c{i}", "d", "s", i, "", t, "")
             for i, t in enumerate(["x", "tide", "tide tide", "tide tide tide"])]
-    out = rerank_hits(FakeReranker(), "tide rises", hits, depth=3)
+    out = rerank_hits(FakeReranker(), "tide rises", hits, depth=3, fusion="replace")
     assert [h.chunk_id for h in out] == ["c2", "c1", "c0", "c3"]
-    assert [h.rank for h in out] == [1, 2, 3, 4] and out[0].score == 2.0
+    assert [h.rank for h in out] == [1, 2, 3, 4] and out[0].score == 2.0 and out[0].rerank_score == 2.0
+    assert out[3].rerank_score is None  # below the depth: not scored, order kept
+
+    # the default fuses the two orders: first stage c0,c1,c2 (ranks 1,2,3), cross-encoder c2,c1,c0.
+    # c1: 1/62 + 1/62 = 0.032258; c0 and c2: 1/61 + 1/63 = 0.032266 each, the tie going to the
+    # first stage's order, so c0, c2, c1.
+    fused = rerank_hits(FakeReranker(), "tide rises", hits, depth=3)
+    assert [h.chunk_id for h in fused] == ["c0", "c2", "c1", "c3"]
+    assert fused[0].score == round(1 / 61 + 1 / 63, 6) and fused[2].score == round(2 / 62, 6)
+    assert [h.rerank_score for h in fused] == [0.0, 2.0, 1.0, None]
+
+
+def test_rerank_order_fuses_ranks_by_rrf():
+    from resources.reranker import rerank_order
+
+    # the cross-encoder puts the first stage's 5th first: fused, it rises to 3rd.  Fused scores:
+    # 1st 1/61 + 1/62 = 0.03252, 2nd 1/62 + 1/63 = 0.03200, 5th 1/65 + 1/61 = 0.03178,
+    # 3rd 1/63 + 1/64 = 0.03150, 4th 1/64 + 1/65 = 0.03101
+    scores = [3.0, 1.0, 0.5, 0.2, 9.0]
+    assert [p for p, _ in rerank_order(scores, "rrf")] == [0, 1, 4, 2, 3]
+    assert [p for p, _ in rerank_order(scores, "replace")] == [4, 0, 1, 2, 3]
+    assert rerank_order([], "rrf") == []
+    with pytest.raises(ValueError, match="unknown rerank fusion 'max'"):
+        rerank_order(scores, "max")
 
 
 def test_real_reranker_prefers_the_relevant_passage():
