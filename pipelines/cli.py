@@ -184,7 +184,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     ----------
     rerank : int or None
         Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 30
-        (:data:`resources.reranker.RERANK_DEPTH`), 0 no rerank.  About 0.08 s a candidate on 2
+        (:data:`resources.reranker.RERANK_DEPTH`), 0 no rerank.  About 0.06-0.08 s a candidate on 2
         CPU cores (``benchmarks/run.py --only rerank``).
 
     Returns
@@ -259,10 +259,19 @@ def _print_hits(hits, as_json: bool) -> None:
         print(f"    {text[:240]}{'…' if len(text) > 240 else ''}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command's own one-line refusal (``situate: error: …``, exit status 2)
+    instead of the usage block; ``--help`` still shows the usage."""
+
+    def error(self, message: str):
+        print(f"situate: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``situate`` command; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="situate", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="situate", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_models = sub.add_parser("models", help="install or check the default local models")
     p_models.add_argument("action", choices=["install", "check"])
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
@@ -278,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p_search.add_argument("--home")
     p_search.add_argument("--rerank", type=int, default=None, metavar="N",
                           help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
-                          "or 30; 0: off; about 0.08 s a candidate on 2 CPU cores)")
+                          "or 30; 0: off; about 0.06-0.08 s a candidate on 2 CPU cores)")
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
     p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "

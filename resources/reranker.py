@@ -8,12 +8,12 @@ How its order is used (:data:`RERANK_FUSION`): the cross-encoder's rank of each 
 stage's top :data:`RERANK_DEPTH` is fused with that candidate's first-stage rank by reciprocal rank
 fusion, rather than replacing it.  On the cookbook codebase set (124 developer queries, `situate
 eval`) this beats both the first stage and the cross-encoder's order alone on every figure:
-Pass@5 84.89 / Pass@10 91.53 / Pass@20 94.35 / MRR@10 0.6987, against 82.47 / 87.86 / 93.95 /
-0.6943 for the first stage and 83.93 / 90.52 / 94.35 / 0.6532 for the cross-encoder's order alone.
+Pass@5 84.80 / Pass@10 91.53 / Pass@20 94.35 / MRR@10 0.6970, against 82.47 / 87.86 / 93.95 /
+0.6943 for the first stage and 82.32 / 90.73 / 94.35 / 0.6556 for the cross-encoder's order alone.
 
-Speed, measured on 2 cores (``python benchmarks/run.py --only rerank``): about
-0.09 s a pair with 2 threads and one pair a call, so the default depth of 30 costs about 2.7 s a
-query there; padded batches of 8 were slower (3.8 s), because passages differ in length.
+Speed: ``python benchmarks/run.py --only rerank`` (figures in the README's Performance section).
+One pair a call is the fastest on CPU: padded batches pay for their padding, because passages
+differ in length.
 """
 
 from __future__ import annotations
@@ -24,16 +24,21 @@ import os
 import dagster as dg
 import numpy as np
 
-#: Longest (query, passage) input, in the cross-encoder's WordPiece tokens (its tokenizer_config:
-#: ``model_max_length`` 512); the passage is cut, never the query.
-MAX_PAIR_TOKENS = 512
+#: Longest (query, passage) input, in the cross-encoder's WordPiece tokens; the passage is cut to
+#: fit.  The model reads up to 512 (its tokenizer_config's ``model_max_length``) and was trained on
+#: MS MARCO passages of about 60 words.  Measured on the cookbook codebase set, 256 against 512:
+#: the same Pass@5/10/20 (84.80 / 91.53 / 94.35), MRR@10 0.6970 against 0.6937, and 273 s against
+#: 359 s for 3,660 pairs.  Thirty pairs that fill the pair took 2.66 s at 256 and 5.72 s at 512
+#: (2 cores, one pair a call).
+MAX_PAIR_TOKENS = 256
 #: Longest query the cross-encoder reads, in its WordPiece tokens; a longer query is cut here, so
 #: the passage always keeps at least ``MAX_PAIR_TOKENS - MAX_QUERY_TOKENS - 3`` tokens (3 for
 #: [CLS] and two [SEP]).  Half the pair, a bound chosen here, not taken from the model.
-MAX_QUERY_TOKENS = 256
+MAX_QUERY_TOKENS = 128
 #: First-stage candidates the cross-encoder scores by default (``SITUATE_RERANK_DEPTH``, ``situate
 #: search --rerank N``).  The cookbook reranks 150; on the codebase set depths 40 and 50 gave the same
-#: Pass@20 as 30 (94.35) and depth 20 none of its gain (93.95), at about 0.09 s a pair on 2 cores.
+#: Pass@20 as 30 (94.35) and depth 20 none of its gain (93.95).  Cost on 2 cores: 0.06 s a pair
+#: for the cookbook's code chunks, 0.08 s for pairs that fill :data:`MAX_PAIR_TOKENS`.
 RERANK_DEPTH = 30
 #: How the cross-encoder's order and the first stage's meet: ``rrf`` (the default) sums
 #: ``1/(60 + rank)`` over the two ranks (reciprocal rank fusion, Cormack et al. 2009, the same k as

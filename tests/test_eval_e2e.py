@@ -45,9 +45,11 @@ def report(tmp_path_factory):
          "golden": [["doc_ipc", gold_reader]]},
     ]
     (tmp / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    from assets.evaluation import CONFIGS
     from pipelines.evaluate import run_eval
 
     kwargs = dict(corpus=str(tmp / "tiny_chunks.json"), queries=str(tmp / "q.jsonl"),
+                  configs=list(CONFIGS) + ["contextual+rerank-replace"],
                   home=str(tmp / "home"), fusions=["rrf", "weighted"], rerank_depth=4, echo=lambda *_: None)
     before = {k: os.environ.get(k) for k in ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME")}
     with pytest.MonkeyPatch.context() as mp:
@@ -77,7 +79,8 @@ def test_every_configuration_is_scored(report):
     assert first["golden_ranks"]["chunk+bm25"]["q2"] == [1]
     assert first["ingest"]["llm_calls"] == 6 and first["document_summaries"]["llm_calls"] == 2
     assert first["configs"]["contextual+rerank"]["model_calls"] == 8  # 2 queries x depth 4
-    assert "| contextual+rerank |" in first["markdown"]
+    assert first["configs"]["contextual+rerank-replace"]["model_calls"] == 0  # the same pairs, cached
+    assert "| contextual+rerank |" in first["markdown"] and "| contextual+rerank-replace |" in first["markdown"]
 
 
 def test_second_run_makes_no_model_call(report):

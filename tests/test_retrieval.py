@@ -164,3 +164,16 @@ def test_bm25_finds_chinese_text_with_a_chinese_query(tmp_path):
     assert bm25_search(tmp_path / "bm25", "烤鸭", 2) == ["zh-food"]
     assert bm25_search(tmp_path / "bm25", "training data", 2)[0] == "en"
     assert bm25_search(tmp_path / "bm25", "المستخدم", 2) == ["mixed"]
+
+
+@pytest.mark.parametrize("argv,message", [(["search", "apples", "--rerank", "abc"], "argument --rerank: invalid int value: 'abc'"),
+                                          (["search", "apples", "-k", "ten"], "argument -k: invalid int value: 'ten'"),
+                                          ([], "the following arguments are required: command")])
+def test_unparseable_arguments_get_one_line(capsys, argv, message):
+    from pipelines.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("situate: error: ") and message in err[0]
