@@ -33,8 +33,10 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-d
 #: Also available by name: ``blurb``, the published recipe with the local model's blurb alone (no
 #: structural context), dense + BM25 (``blurb-ungrounded``: the same before grounding); ``ensemble``, contextual dense + contextual BM25 + dense over
 #: the chunk alone, fused; ``contextual+rerank-replace``, the cross-encoder's order alone (the
-#: cookbook's rerank) instead of fused with the first stage's.
-EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace")
+#: cookbook's rerank) instead of fused with the first stage's; ``contextual+rerank-blurb``, the
+#: cross-encoder reading the LLM blurb as well as the structural context and the chunk.
+EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
+                 "contextual+rerank-blurb")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).

@@ -22,6 +22,7 @@ contextual          the pipeline's own rows and ``situate search`` (structural c
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reranked by the local cross-encoder, its order
                     fused with the first stage's by RRF (what ``situate search`` does by default)
 contextual+rerank-replace  the same candidates in the cross-encoder's order alone (the cookbook's step)
+contextual+rerank-blurb    as ``contextual+rerank``, the cross-encoder reading the LLM blurb too
 ==================  ==============================================================================
 """
 
@@ -35,6 +36,9 @@ from pathlib import Path
 from assets import evaluation as ev
 
 from resources.reranker import RERANK_DEPTH  # candidates reranked; settable per run
+
+#: The configurations that rerank ``contextual``'s top ``rerank_depth``.
+RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank-blurb")
 
 
 def default_home(corpus: str | Path) -> Path:
@@ -255,7 +259,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
-        if config in ("contextual", "contextual+rerank", "contextual+rerank-replace"):
+        if config in ("contextual",) + RERANKED:
             continue
         if config == "ensemble":
             t0 = time.perf_counter()
@@ -282,7 +286,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
             calls = n_embedded + (doc_calls if config == "document-context" else 0)
             record(name, fused, time.perf_counter() - t0, calls)
 
-    reranked = [c for c in ("contextual+rerank", "contextual+rerank-replace") if c in configs]
+    reranked = [c for c in RERANKED if c in configs]
     if "contextual" in configs or reranked:
         for f in fusions:
             t0 = time.perf_counter()
@@ -296,20 +300,21 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                 record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
     if reranked:
         from pipelines.settings import reranker_from_env
-        from resources.reranker import rerank_order
+        from resources.reranker import rerank_order, rerank_passage
 
         reranker = reranker_from_env()
         score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
         for config in reranked:
             how = "replace" if config.endswith("-replace") else "rrf"
+            with_blurb = config.endswith("-blurb")
             for f in fusions:
                 t0 = time.perf_counter()
                 before = score_cache.computed
                 out = []
                 for q, top in zip(qtexts, contextual_top[f]):
                     head, tail = top[:rerank_depth], top[rerank_depth:]
-                    passages = [contextualized_text(by_id[i]["blurb"] or "", by_id[i]["text"],
-                                                    by_id[i]["context"] or "") for i in head]
+                    passages = [rerank_passage(by_id[i]["text"], by_id[i]["context"] or "",
+                                               by_id[i]["blurb"] or "", with_blurb) for i in head]
                     scores = score_cache.scores(q, passages)
                     if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
                         score_cache.save()  # keep work done if the run is stopped

@@ -177,3 +177,29 @@ def test_unparseable_arguments_get_one_line(capsys, argv, message):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("situate: error: ") and message in err[0]
+
+
+class RecordingFakeReranker:
+    """FAKE cross-encoder: records the passages it is given, scores them by length."""
+
+    def __init__(self):
+        self.passages = []
+
+    def score(self, query, passages):
+        import numpy as np
+
+        self.passages += list(passages)
+        return np.array([len(p) for p in passages], dtype=np.float32)
+
+
+def test_the_cross_encoder_reads_context_and_chunk_not_the_blurb():
+    from resources.reranker import rerank_hits, rerank_passage
+    from resources.retrieval import Hit
+
+    hits = [Hit(1, 0.03, "c0", "d", "s", 0, "A made-up blurb.", "x = 1", "function f"),
+            Hit(2, 0.02, "c1", "d", "s", 1, "", "y = 2", "")]
+    fake = RecordingFakeReranker()
+    rerank_hits(fake, "what sets x", hits, depth=2)
+    assert fake.passages == ["function f\n\nx = 1", "y = 2"]
+    assert rerank_passage("x = 1", "function f", "A made-up blurb.", with_blurb=True) == \
+        "function f\nA made-up blurb.\n\nx = 1"
