@@ -29,8 +29,8 @@ import numpy as np
 #: fit.  The model reads up to 512 (its tokenizer_config's ``model_max_length``) and was trained on
 #: MS MARCO passages of about 60 words.  Measured on the cookbook codebase set (passages with the
 #: blurb), 256 against 512: the same Pass@5/10/20 (84.80 / 91.53 / 94.35), MRR@10 0.6970 against
-#: 0.6937, and 273 s against 359 s for 3,660 pairs.  Thirty pairs that fill the pair took 2.66 s at 256 and 5.72 s at 512
-#: (2 cores, one pair a call).
+#: 0.6937, and 273 s against 359 s for 3,660 pairs.  Thirty pairs that fill the pair took 2.66 s
+#: at 256 and 5.72 s at 512 (2 cores, one pair a call).
 MAX_PAIR_TOKENS = 256
 #: Longest query the cross-encoder reads, in its WordPiece tokens; a longer query is cut here, so
 #: the passage always keeps at least ``MAX_PAIR_TOKENS - MAX_QUERY_TOKENS - 3`` tokens (3 for
