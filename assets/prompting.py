@@ -26,7 +26,7 @@ PROMPT_VERSION = "anthropic-2024-09/v1"
 #: Bump when the cleaning, the grounding, the structural context or the composition of the
 #: contextualised text changes: rows carry it in their fingerprint, and a change rebuilds them from
 #: the blurb and embedding caches (no model call for what is unchanged).
-CONTEXT_VERSION = "structural-v2+grounded-v2"
+CONTEXT_VERSION = "structural-v2+grounded-v2+clean-v3"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ _LEAD = re.compile(
 #: Phrases of the prompt a small model repeats instead of answering (shared/eval/README.md: a fifth
 #: of SmolLM2-135M's blurbs restate the instruction).
 _INSTRUCTION = re.compile(
-    r"situate (?:this|the) chunk|want to situate|succinct context|improving search retrieval|"
+    r"situate (?:this|the) chunk|want to situate|succinct context|search retrieval|the document you provided|"
     r"answer only with|here is the chunk|within the (?:whole|overall) document|"
     r"(?:short|succinct) context (?:to|for)", re.I)
 
@@ -253,8 +253,10 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     """Clean what the LLM wrote for one chunk.
 
     Strips ``<think>`` stages (closed, empty or unterminated), echoed prompt tags and lead-ins
-    ("Context:"), cuts repetition loops, bounds the length at a sentence end near ``max_chars``,
-    and rejects a blurb that is empty, too short, restates the instruction or copies the chunk.
+    ("Context:"), cuts repetition loops, drops sentences that restate the instruction or end in a
+    dangling colon and an unfinished last sentence (cut by the token cap) after finished ones,
+    bounds the length at a sentence end near ``max_chars``, and rejects a blurb that is empty, too
+    short, restates the instruction or copies the chunk.
 
     Parameters
     ----------
@@ -292,6 +294,11 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     kept = [x for x in sentences if not _INSTRUCTION.search(x) and not x.endswith(":")]
     if len(kept) < len(sentences):
         problems.append("instruction" if any(_INSTRUCTION.search(x) for x in sentences) else "dangling")
+        text = " ".join(kept)
+    if len(kept) >= 2 and not re.search(r"[.!?)\]\"'`…]$", kept[-1]):
+        # the generation stopped mid-sentence (the max_tokens cap): keep the finished sentences
+        problems.append("unfinished")
+        kept = kept[:-1]
         text = " ".join(kept)
     text, cut = _bound(text, max_chars)
     if cut:

@@ -8,9 +8,9 @@ How it is used: the cross-encoder reads each of the first stage's top :data:`RER
 structural context + chunk (:func:`rerank_passage`, not the LLM blurb), and its rank of each is
 fused with that candidate's first-stage rank by reciprocal rank fusion (:data:`RERANK_FUSION`),
 rather than replacing it.  On the cookbook codebase set (124 developer queries, `situate eval`):
-Pass@5 87.42 / Pass@10 92.34 / Pass@20 94.35 / MRR@10 0.7176, against 82.47 / 87.86 / 93.95 /
-0.6943 for the first stage alone, 85.05 / 93.55 / 94.35 / 0.6852 for the cross-encoder's order
-alone and 84.80 / 91.53 / 94.35 / 0.6970 with the blurb in the passage.
+Pass@5 87.54 / Pass@10 91.53 / Pass@20 94.35 / MRR@10 0.7014, against 81.66 / 88.66 / 94.35 /
+0.6871 for the first stage alone, 85.05 / 93.55 / 94.35 / 0.6835 for the cross-encoder's order
+alone and 84.80 / 91.53 / 93.55 / 0.6961 with the blurb in the passage.
 
 Speed: ``python benchmarks/run.py --only rerank`` (figures in the README's Performance section).
 One pair a call is the fastest on CPU: padded batches pay for their padding, because passages
@@ -37,10 +37,10 @@ MAX_PAIR_TOKENS = 256
 #: [CLS] and two [SEP]).  Half the pair, a bound chosen here, not taken from the model.
 MAX_QUERY_TOKENS = 128
 #: First-stage candidates the cross-encoder scores by default (``SITUATE_RERANK_DEPTH``, ``situate
-#: search --rerank N``).  The cookbook reranks 150; on the codebase set depths 40 and 50 gave the same
-#: Pass@k as 30 (Pass@20 94.35, MRR@10 0.7197 against 0.7176) and depth 20 none of the Pass@20 gain
-#: (93.95).  Cost on 2 cores: 0.06 s a pair
-#: for the cookbook's code chunks, 0.08 s for pairs that fill :data:`MAX_PAIR_TOKENS`.
+#: search --rerank N``).  The cookbook reranks 150; on the codebase set (before the blurb cleaning of
+#: CONTEXT_VERSION clean-v3) depths 40 and 50 gave the same Pass@k as 30 (Pass@20 94.35, MRR@10
+#: 0.7197 against 0.7176) and depth 20 none of the Pass@20 gain (93.95).  Cost on 2 cores: 0.06 s
+#: a pair for the cookbook's code chunks, 0.08 s for pairs that fill :data:`MAX_PAIR_TOKENS`.
 RERANK_DEPTH = 30
 #: How the cross-encoder's order and the first stage's meet: ``rrf`` (the default) sums
 #: ``1/(60 + rank)`` over the two ranks (reciprocal rank fusion, Cormack et al. 2009, the same k as
@@ -57,9 +57,9 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
 
     The blurb is left out by default because it made the rerank worse on the cookbook codebase set
     (`situate eval`, 124 queries, SmolLM2-135M blurbs): reading structural context + chunk,
-    ``contextual+rerank`` scores Pass@5 87.42 / Pass@10 92.34 / Pass@20 94.35 / MRR@10 0.7176;
-    reading the blurb too, 84.80 / 91.53 / 94.35 / 0.6970.  The first stage keeps the blurb
-    (there it neither helped nor hurt: 93.95 Pass@20 with and without).
+    ``contextual+rerank`` scores Pass@5 87.54 / Pass@10 91.53 / Pass@20 94.35 / MRR@10 0.7014;
+    reading the blurb too, 84.80 / 91.53 / 93.55 / 0.6961.  The first stage keeps the blurb
+    (there it does not hurt: Pass@20 94.35 with it, 93.95 without).
 
     Examples
     --------

@@ -115,3 +115,23 @@ def test_prompt_texts_are_pinned_to_their_names():
 #: sha256[:12] of each prompt's fields when its cache name/version was last set.
 PINNED = {"anthropic-2024": "c450c52814ea", "anthropic-2024-primed": "56e6713afaad",
           "document-summary": "95b88a8e9788"}
+
+
+def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
+    # a demo blurb cut by the token cap mid-word (python-dotenv main.py, SmolLM2-135M)
+    raw = (f"{GOOD} It avoids using external libraries like `os.path`, which can be less eff")
+    c = clean_blurb(raw, CHUNK)
+    assert c.text == GOOD and "unfinished" in c.problems
+    # one sentence alone is kept, finished or not: nothing better is left
+    alone = "This chunk defines load_dotenv, which reads a .env file into the environment"
+    assert clean_blurb(alone, CHUNK).text == alone
+    # last sentences ending in a bracket, an ellipsis or a question mark stay
+    for last in ("It calls find_dotenv (see main.py)", "It then calls find_dotenv…", "Which file wins?"):
+        assert clean_blurb(f"{GOOD} {last}", CHUNK).text == f"{GOOD} {last}"
+
+
+def test_meta_commentary_about_search_retrieval_is_dropped():
+    raw = ("The document you provided contains a lot of information that can be improved for better "
+           "search retrieval.")
+    assert clean_blurb(raw, CHUNK).problems[-1] == "instruction"
+    assert clean_blurb(f"{GOOD} {raw}", CHUNK).text == GOOD
