@@ -237,13 +237,11 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     if k > rows:
         warnings.append(f"-k {k} is more than the {rows} rows in the table: every row can be returned")
     if rerank > 0 and hits:
-        reranker = reranker_from_env()
-        missing = [p for p in (reranker.model_path, reranker.tokenizer_path) if not os.path.isfile(p)]
-        if missing:
-            warnings.append(f"no reranker at {missing[0]}: first-stage order kept (run `situate models "
+        try:
+            hits = rerank_hits(reranker_from_env(), query, hits, rerank)
+        except FileNotFoundError as e:  # the reranker is not installed: answer from the first stage
+            warnings.append(f"no reranker at {e.filename}: first-stage order kept (run `situate models "
                             "install`, or --rerank 0 to silence this)")
-        else:
-            hits = rerank_hits(reranker, query, hits, rerank)
     return hits[:k], warnings
 
 

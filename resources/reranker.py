@@ -80,7 +80,9 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
 
     for p in (model_path, tokenizer_path):
         if not os.path.isfile(p):
-            raise FileNotFoundError(f"reranker file missing: {p} (run `situate models install`)")
+            err = FileNotFoundError(f"reranker file missing: {p} (run `situate models install`)")
+            err.filename = p
+            raise err
     so = ort.SessionOptions()
     so.intra_op_num_threads = n_threads
     so.inter_op_num_threads = 1
