@@ -11,7 +11,7 @@ import dataclasses
 import dagster as dg
 
 from assets.contextualize import BlurbRecord, contextualize
-from assets.fitted_preambles import prompt_builder
+from assets.fitted_preambles import generation_bound, prompt_builder
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
@@ -24,12 +24,19 @@ from resources.store import Store
 STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
 
 
-def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name):
+def stops(reasoning: bool) -> list[str]:
+    """Stop strings: :data:`STOP`; without the blank line for a reasoning model, whose reasoning
+    has blank lines before the answer (cleaning keeps the answer's first paragraph instead)."""
+    return [s for s in STOP if s != "\n\n"] if reasoning else list(STOP)
+
+
+def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name, reasoning: bool = False,
+              max_tokens: int | None = None):
     """The blurb cache key function: ``(window text, chunk prompt text) -> sha256 hex`` over the LLM
     file's sha256, the prompt template and version, and the decoding settings."""
     settings = {"llm_sha256": file_sha256(llm.model_path), "template": template_name,
-                "prompt_version": PROMPT_VERSION, "max_tokens": llm.max_tokens,
-                "repeat_penalty": llm.repeat_penalty, "stop": STOP, "temperature": 0.0, "seed": llm.seed}
+                "prompt_version": PROMPT_VERSION, "max_tokens": max_tokens or llm.max_tokens,
+                "repeat_penalty": llm.repeat_penalty, "stop": stops(reasoning), "temperature": 0.0, "seed": llm.seed}
 
     def key(window: str, chunk_prompt: str) -> str:
         return digest(settings, window, chunk_prompt)
@@ -81,10 +88,11 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     builder = prompt_builder(llm)
     model_id = llm.resolved_model_id()
     cache = blurb_cache_for(store)
-    key_fn = blurb_key(llm, llm.prompt)
+    reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
+    key_fn = blurb_key(llm, llm.prompt, reasoning, bound)
 
     def generate(tokens: list[int]):
-        return llm.generate(tokens, stop=STOP)
+        return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound)
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
@@ -111,7 +119,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         else:
             records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
                                     cache=cache, cache_key=key_fn,
-                                    generate_batch=llm.batcher(STOP).generate if llm.batch > 1 else None)
+                                    generate_batch=llm.batcher(stops(reasoning)).generate if llm.batch > 1 else None)
         store.write_stage(key, "blurbs", {
             "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -24,25 +25,49 @@ class ChatFrame:
     head: str
     tail: str
     bos: bool  # let the tokenizer add BOS before ``head``
+    #: The template is a reasoning model's (it names ``<think>`` tags): the answer follows a
+    #: reasoning stage, so generation may not stop at a blank line and needs more tokens.
+    reasoning: bool = False
 
 
 def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "") -> ChatFrame:
     """Split a GGUF's Jinja chat template around one user message, with the generation prompt.
 
-    Without a template (a base model) the frame is empty before and a newline after.
+    Without a template (a base model) the frame is empty before and a newline after.  The
+    template comes from the model file, so it is rendered in jinja2's immutable sandbox: a template
+    that reaches for Python internals is refused, it never runs.
+
+    Raises
+    ------
+    TemplateRefused
+        The sandbox refused the template, or it does not render one user message.
     """
     if not template:
         return ChatFrame("", "\n", True)
     import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = jinja2.Environment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True)
-    rendered = env.from_string(template).render(
-        messages=[{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
-        bos_token=bos_token, eos_token=eos_token)
+    env = ImmutableSandboxedEnvironment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True)
+    try:
+        rendered = env.from_string(template).render(
+            messages=[{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
+            bos_token=bos_token, eos_token=eos_token)
+    except jinja2.exceptions.SecurityError as e:
+        raise TemplateRefused(f"the chat template was refused by jinja2's sandbox ({e})") from None
+    except jinja2.exceptions.TemplateError as e:
+        raise TemplateRefused(f"the chat template does not render ({type(e).__name__}: {e})") from None
+    if _SENTINEL not in rendered:
+        raise TemplateRefused("the chat template does not render the user message")
     head, tail = rendered.split(_SENTINEL, 1)
+    reasoning = bool(re.search(r"</?\s*think", template, re.I))
     if bos_token and head.startswith(bos_token):
-        return ChatFrame(head, tail, False)
-    return ChatFrame(head, tail, True)
+        return ChatFrame(head, tail, False, reasoning)
+    return ChatFrame(head, tail, True, reasoning)
+
+
+class TemplateRefused(ValueError):
+    """A model file's chat template that situate will not use (refused by the sandbox, or not
+    rendering a user message)."""
 
 
 @dataclasses.dataclass

@@ -27,11 +27,28 @@ def prompt_builder(llm: BlurbLLM, template=None) -> PromptBuilder:
 
     if template is None and llm.prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
+    from assets.contextualize import TemplateRefused
+    from resources.models import ModelFileError
+
     tok = llm.tokenizer()
     bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
         if tok.llm.token_bos() >= 0 else ""
-    return PromptBuilder(tok, chat_frame(tok.chat_template(), bos, tok.eos_text()),
-                         template or PROMPTS[llm.prompt])
+    try:
+        frame = chat_frame(tok.chat_template(), bos, tok.eos_text())
+    except TemplateRefused as e:
+        raise ModelFileError(f"model file {llm.model_path}: {e}") from None
+    return PromptBuilder(tok, frame, template or PROMPTS[llm.prompt])
+
+
+#: Generated tokens allowed to a reasoning model (its template names ``<think>``): the reasoning
+#: comes before the answer.  1,024 is a budget chosen here, not measured.
+REASONING_MAX_TOKENS = 1024
+
+
+def generation_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
+    """Generated tokens a blurb may take: ``llm.max_tokens``, at least
+    :data:`REASONING_MAX_TOKENS` for a reasoning model's chat template."""
+    return max(llm.max_tokens, REASONING_MAX_TOKENS) if builder.frame.reasoning else llm.max_tokens
 
 
 def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,
@@ -65,12 +82,12 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
         spans = [(c["start"], c["end"]) for c in chunk_list]
         limit = llm.max_chunks_per_document
         if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
-            plan = preambles.FitPlan(llm.n_ctx, llm.max_tokens, builder.scaffolding_tokens, 0, 0, 0, [],
+            plan = preambles.FitPlan(llm.n_ctx, generation_bound(llm, builder), builder.scaffolding_tokens, 0, 0, 0, [],
                                      [b - a for a, b in spans],
                                      reason=f"large document: {len(spans):,} chunks > {limit:,} "
                                             "(SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs")
         else:
-            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, llm.max_tokens)
+            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, generation_bound(llm, builder))
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason:
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")

@@ -92,18 +92,92 @@ MAX_BLURB_CHARS = 480
 #: Fewer words than this is not a usable context.
 MIN_BLURB_WORDS = 3
 
-_THINK_CLOSED = re.compile(r"<think>.*?</think>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<think>.*\Z", re.S | re.I)
+#: Reasoning tags: ``<think>``, ``<thinking>``, ``<reasoning>``, with or without attributes.
+_THINK_OPEN_TAG = re.compile(r"<\s*(?:think|thinking|reasoning)\b[^>]*>", re.I)
+_THINK_CLOSE_TAG = re.compile(r"<\s*/\s*(?:think|thinking|reasoning)\s*>", re.I)
 _TAG = re.compile(r"</?\s*(document|chunk|context|answer|think|response|output)\s*>", re.I)
 _LEAD = re.compile(
-    r"^\s*(?:here(?:'s| is) (?:the|a) (?:short |succinct )*context[^:\n]*:|"
-    r"(?:succinct |short )*context\s*:|answer\s*:)\s*", re.I)
-#: Phrases of the prompt a small model repeats instead of answering (shared/eval/README.md: a fifth
-#: of SmolLM2-135M's blurbs restate the instruction).
-_INSTRUCTION = re.compile(
-    r"situate (?:this|the) chunk|want to situate|succinct context|search retrieval|the document you provided|"
-    r"answer only with|here is the chunk|within the (?:whole|overall) document|"
-    r"(?:short|succinct) context (?:to|for)", re.I)
+    r"^\s*(?:here(?:'s| is) (?:the|a) (?:short |succinct |concise )*context[^:\n]*:|"
+    r"(?:succinct |short |concise )*context\s*:|answer\s*:)\s*", re.I)
+
+#: Fragments that restate the published prompt (its words: "situate", "the whole/overall
+#: document", "the purposes of improving search retrieval", "a short succinct context", "Answer
+#: only with …"), as SmolLM2-135M and Qwen2.5-Coder-0.5B were seen writing them, misspellings
+#: included ("The chunk sitsuate within the document to provide …").  Each is cut out of its
+#: sentence; what the sentence says besides is kept.
+_RESTATED = [re.compile(p, re.I) for p in (
+    r"\b(?:here is|this is|these are) (?:the|a) chunks? (?:that )?(?:we|you) (?:want|wanted|need) to \w+"
+    r"(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
+    r"\b(?:the|this|a) chunks? (?:that )?(?:(?:we|you) (?:want|wanted|need) to |is to be |to be |is being )?"
+    r"si\w{0,3}u?ate[sd]?\b(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
+    r"\b(?:(?:the|this) chunk )?(?:sits?|is situated|is located|is placed|fits?) (?:with)?in (?:the )?"
+    r"(?:whole |overall |entire )?document\b",
+    r"\b(?:situat\w*|sitsuat\w*) (?:(?:this|the) chunk )?(?:(?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
+    r"\b(?:(?:with|for) the |for )?purposes? of improving (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
+    r"\b(?:to |for |and )?(?:improve|improving|improves|better) (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
+    r"\bsearch(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
+    # the prompt's purpose clause ("... to provide a concise context for"); "This chunk provides a
+    # brief context for the installation of X" says something and is kept
+    r"\b(?:by|to|and) (?:provid(?:e|ing)|giv(?:e|ing)|offer(?:ing)?) (?:a |an )?(?:short |succinct |concise |brief )+"
+    r"context(?: (?:for|to))?",
+    r"\bshort succinct context\b",
+    r"\banswer only with[^.]*",
+)]
+#: Talk about the task or the reader instead of the chunk: the whole sentence is dropped.
+_META = re.compile(r"\bthe document you provided\b|\byou provided\b|\bas an ai\b", re.I)
+#: Words of the prompt and of talk about the task: a sentence left with nothing but these (and
+#: stopwords) after the restated fragments are cut says nothing about the chunk.
+_PROMPT_WORDS = frozenset("""
+a an the this that these those it its is are was be to of for in within with by on and or as
+chunk chunks document documents whole overall entire situate situates situating situated sitsuate
+context contexts succinct short concise brief purpose purposes improve improving improves better
+search searching retrieval retrieve provide provides providing provided give gives giving
+offer offers offering answer only nothing else here we you want need can will which so help helps
+information overview description""".split())
+
+
+def _restated(sentence: str) -> tuple[str, bool]:
+    """``sentence`` with the fragments that restate the prompt cut out, and whether any was.
+    Empty when nothing but prompt words is left."""
+    out = sentence
+    for pat in _RESTATED:
+        out = pat.sub(" ", out)
+    if out == sentence:
+        return sentence, False
+    out = re.sub(r"\s+", " ", out).strip()
+    out = re.sub(r"\s+([,.;:!?])", r"\1", out)
+    # connectors left dangling at the start: "is about X" -> "about X", ", and X" -> "X"
+    out = re.sub(r"^(?:[,;:.\-–]\s*)*(?:(?:is|are|and|to|in|that|which|it|for)\b\s*)*[,;:]?\s*", "", out, flags=re.I)
+    words = [w.lower() for w in re.findall(r"[A-Za-z_][\w'-]*|\d+", out)]
+    if not [w for w in words if w not in _PROMPT_WORDS]:
+        return "", True
+    out = out[0].upper() + out[1:] if out and out[0].islower() else out
+    if out and out[-1] not in ".!?…)]\"'`":
+        out += "."
+    return out, True
+
+
+def strip_reasoning(text: str) -> tuple[str, str]:
+    """The answer of a reasoning model's output, and what was done.
+
+    * ``…</think>answer`` (the opening tag was in the chat template): the text after the last
+      closing tag, nested or attribute-bearing tags included (``<think type="x">``,
+      ``<thinking>``, ``<reasoning>``);
+    * ``<think>…`` never closed (reasoning cut by the token cap): what came before the opening tag,
+      usually nothing.
+
+    Returns
+    -------
+    (answer, how)
+        ``how`` is ``""`` (no reasoning), ``"think"`` (reasoning removed) or ``"think-unfinished"``.
+    """
+    closes = list(_THINK_CLOSE_TAG.finditer(text))
+    if closes:
+        return text[closes[-1].end():], "think"
+    opened = _THINK_OPEN_TAG.search(text)
+    if opened:
+        return text[:opened.start()], "think-unfinished"
+    return text, ""
 
 
 @dataclasses.dataclass
@@ -115,8 +189,10 @@ class CleanBlurb:
     text : str
         The blurb to index; empty when unusable.
     problems : list of str
-        Each a short tag: ``think``, ``tags``, ``loop``, ``truncated``, ``empty``, ``too-short``,
-        ``instruction``, ``dangling`` (a sentence ending in a colon), ``chunk-echo``,
+        Each a short tag: ``think`` (reasoning removed), ``tags``, ``loop``, ``restated`` (words
+        restating the prompt were cut, or a whole sentence of them dropped), ``dangling`` (a
+        sentence ending in a colon), ``unfinished`` (cut mid-sentence), ``truncated``, ``empty``,
+        ``too-short``, ``chunk-echo``,
         ``ungrounded`` (sentences naming things absent from the document were dropped).  The last
         tag names the reason when the blurb is unusable.
     """
@@ -276,12 +352,12 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         ``text`` empty when unusable (the chunk is then indexed alone).
     """
     problems: list[str] = []
-    text = raw
-    if re.search(r"<think>", text, re.I):
+    text, how = strip_reasoning(raw)
+    if how:
         problems.append("think")
-        text = _THINK_CLOSED.sub(" ", text)
-        text = _THINK_OPEN.sub(" ", text)
-    text = re.sub(r"</think>", " ", text, flags=re.I)
+    # the answer is one paragraph: a blank line ends it (the "\n\n" stop string, applied here
+    # for reasoning models, whose generation cannot stop there)
+    text = re.split(r"\n\s*\n", text.strip(), maxsplit=1)[0] if text.strip() else ""
     if _TAG.search(text):
         problems.append("tags")
         text = _TAG.sub(" ", text)
@@ -290,11 +366,25 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     text, looped = cut_loops(text)
     if looped:
         problems.append("loop")
-    sentences = re.split(r"(?<=[.!?:])\s+", text) if text else []
-    kept = [x for x in sentences if not _INSTRUCTION.search(x) and not x.endswith(":")]
-    if len(kept) < len(sentences):
-        problems.append("instruction" if any(_INSTRUCTION.search(x) for x in sentences) else "dangling")
-        text = " ".join(kept)
+    sentences = _sentences(text) if text else []
+    kept, restated, dangling = [], False, False
+    for x in sentences:
+        if _META.search(x):
+            restated = True
+            continue
+        x, cut = _restated(x)
+        restated |= cut
+        if not x:
+            continue
+        if x.endswith(":"):
+            dangling = True
+            continue
+        kept.append(x)
+    if restated:
+        problems.append("restated")
+    if dangling:
+        problems.append("dangling")
+    text = " ".join(kept)
     if len(kept) >= 2 and not re.search(r"[.!?)\]\"'`…]$", kept[-1]):
         # the generation stopped mid-sentence (the max_tokens cap): keep the finished sentences
         problems.append("unfinished")
@@ -315,8 +405,12 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     elif _chunk_echo(text, chunk):
         unusable = "chunk-echo"
     if unusable:
-        if unusable == "empty" and problems and problems[-1] in ("instruction", "dangling", "ungrounded"):
-            unusable = problems.pop()
+        if unusable == "empty":  # name what emptied it
+            for why in ("ungrounded", "restated", "dangling", "think"):
+                if why in problems:
+                    problems.remove(why)
+                    unusable = "unfinished" if why == "think" and how == "think-unfinished" else why
+                    break
         problems.append(unusable)
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)

@@ -270,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``situate`` command; returns the exit status."""
     parser = _Parser(prog="situate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p_models = sub.add_parser("models", help="install or check the default local models")
-    p_models.add_argument("action", choices=["install", "check"])
+    p_models = sub.add_parser("models", help="install, list or check the local models")
+    p_models.add_argument("action", choices=["install", "list", "check"])
+    p_models.add_argument("names", nargs="*", metavar="NAME",
+                          help="blurb models to install besides the defaults (see `situate models list`)")
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
     p_ingest.add_argument("path")
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
@@ -319,7 +321,19 @@ def _run(args) -> int:
         from resources import models
 
         if args.action == "install":
-            models.install()
+            try:
+                models.install(names=args.names)
+            except models.ModelInstallError as e:
+                print(f"situate: error: {e}".splitlines()[0], file=sys.stderr)
+                return 2
+            return 0
+        if args.action == "list":
+            current = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))[0]
+            print(f"{'name':<36} {'role':<19} {'size':>9} {'licence':<11} installed")
+            for r in models.listing():
+                mark = " (in use)" if r["role"] == "blurb LLM" and r["path"] == current else ""
+                print(f"{r['name']:<36} {r['role']:<19} {r['size'] / 1e6:>6,.0f} MB {r['licence']:<11} "
+                      f"{'yes' if r['installed'] else 'no'}{' (default)' if r['default'] else ''}{mark}")
             return 0
         bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")

@@ -88,9 +88,10 @@ def check_models(llm_path: str, embed_path: str | None) -> None:
 def context_warning(llm) -> str | None:
     """One line when ``llm.n_ctx`` leaves no room for any document preamble (so every chunk will be
     indexed alone, without a blurb), else None.  Loads the LLM's vocabulary only."""
-    from assets.fitted_preambles import fit_document, prompt_builder
+    from assets.fitted_preambles import fit_document, generation_bound, prompt_builder
 
-    plan = fit_document("x", [(0, 1)], prompt_builder(llm), llm.n_ctx, llm.max_tokens)
+    builder = prompt_builder(llm)
+    plan = fit_document("x", [(0, 1)], builder, llm.n_ctx, generation_bound(llm, builder))
     if plan.windows:
         return None
     return (f"SITUATE_N_CTX {llm.n_ctx} is too small for any document preamble ({plan.reason}): every "

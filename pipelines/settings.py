@@ -6,12 +6,13 @@ variable                 meaning                                        default
 SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
 SITUATE_HOME             data folder                                    ``.situate``
 SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
-SITUATE_LLM_MODEL        instruct GGUF for blurbs                       SmolLM2-135M-Instruct Q4_1
+SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.5-coder-0.5b``
 SITUATE_EMBED_MODEL      embedding GGUF                                 nomic-embed-text-v1.5 f16
 SITUATE_N_CTX            LLM context, tokens                            8192
 SITUATE_N_THREADS        CPU threads (0: all)                           0
 SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0
 SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
+SITUATE_REPEAT_PENALTY   llama.cpp repeat penalty for blurbs            the model's (Qwen 1.1, SmolLM2 1.3)
 SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
@@ -156,12 +157,21 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
             return default if raw == "" else cast(raw)
         return _env(name, default, cast)
 
+    llm_path, llm_id, llm_spec = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))
+    llm_penalty = llm_spec.repeat_penalty if llm_spec else 1.1
+    if os.environ.get("SITUATE_REPEAT_PENALTY", ""):
+        try:
+            llm_penalty = float(os.environ["SITUATE_REPEAT_PENALTY"])
+        except ValueError:
+            from pipelines.preflight import StartupError
+
+            raise StartupError(f"SITUATE_REPEAT_PENALTY={os.environ['SITUATE_REPEAT_PENALTY']!r} is not a number") from None
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root() or "docs")),
         "store": Store(home=home or val("SITUATE_HOME", ".situate"),
                        vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int)),
-        "llm": BlurbLLM(model_path=val("SITUATE_LLM_MODEL", str(models.path_of(models.LLM))),
-                        model_id="" if os.environ.get("SITUATE_LLM_MODEL") else models.LLM.model_id,
+        # a model name is resolved here (the path is what the UI shows), a path is taken as it is
+        "llm": BlurbLLM(model_path=llm_path, model_id=llm_id, repeat_penalty=llm_penalty,
                         n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),
                         n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
                         max_tokens=val("SITUATE_MAX_TOKENS", 80, int),

