@@ -11,7 +11,7 @@ import dataclasses
 import dagster as dg
 
 from assets.contextualize import BlurbRecord, contextualize
-from assets.fitted_preambles import generation_bound, prompt_builder
+from assets.fitted_preambles import builders_by_kind, generation_bound
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
@@ -31,12 +31,15 @@ def stops(reasoning: bool) -> list[str]:
 
 
 def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name, reasoning: bool = False,
-              max_tokens: int | None = None):
+              max_tokens: int | None = None, system: str = ""):
     """The blurb cache key function: ``(window text, chunk prompt text) -> sha256 hex`` over the LLM
-    file's sha256, the prompt template and version, and the decoding settings."""
+    file's sha256, the prompt template and version, and the decoding settings (``system``: the
+    chat frame's head, when the template sets a system line; empty for the model's default)."""
     settings = {"llm_sha256": file_sha256(llm.model_path), "template": template_name,
                 "prompt_version": PROMPT_VERSION, "max_tokens": max_tokens or llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "stop": stops(reasoning), "temperature": 0.0, "seed": llm.seed}
+    if system:
+        settings["system"] = system
 
     def key(window: str, chunk_prompt: str) -> str:
         return digest(settings, window, chunk_prompt)
@@ -85,17 +88,21 @@ def blurb_summary(records: list) -> dict:
                 "blurb is cleaned, and an unusable one falls back to the chunk alone.",
 )
 def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
-    builder = prompt_builder(llm)
+    builder_for = builders_by_kind(llm)
     model_id = llm.resolved_model_id()
     cache = blurb_cache_for(store)
-    reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
-    key_fn = blurb_key(llm, llm.prompt, reasoning, bound)
-
-    def generate(tokens: list[int]):
-        return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound)
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
+        builder = builder_for(doc)
+        reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
+        key_fn = blurb_key(llm, llm.prompt, reasoning, bound,
+                           system=builder.frame.head if builder.template.system or builder.template.system_code else "")
+        grammar = builder.template.grammar
+
+        def generate(tokens: list[int]):
+            return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound, grammar=grammar)
+
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         plan = FitPlan.from_json(read_ok(store, key, "preambles"))
         texts = [c["text"] for c in chunk_list]

@@ -30,10 +30,11 @@ class ChatFrame:
     reasoning: bool = False
 
 
-def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "") -> ChatFrame:
+def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", system: str = "") -> ChatFrame:
     """Split a GGUF's Jinja chat template around one user message, with the generation prompt.
 
-    Without a template (a base model) the frame is empty before and a newline after.  The
+    Without a template (a base model) the frame is empty before and a newline after; with
+    ``system``, a system message comes first (a base model gets it as a first line).  The
     template comes from the model file, so it is rendered in jinja2's immutable sandbox: a template
     that reaches for Python internals is refused, it never runs.
 
@@ -43,14 +44,15 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "") -
         The sandbox refused the template, or it does not render one user message.
     """
     if not template:
-        return ChatFrame("", "\n", True)
+        return ChatFrame(f"{system}\n" if system else "", "\n", True)
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True)
     try:
         rendered = env.from_string(template).render(
-            messages=[{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
+            messages=([{"role": "system", "content": system}] if system else [])
+            + [{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
             bos_token=bos_token, eos_token=eos_token)
     except jinja2.exceptions.SecurityError as e:
         raise TemplateRefused(f"the chat template was refused by jinja2's sandbox ({e})") from None

@@ -14,9 +14,10 @@ from resources.llm import BlurbLLM
 from resources.store import Store
 
 
-def prompt_builder(llm: BlurbLLM, template=None) -> PromptBuilder:
+def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> PromptBuilder:
     """``template`` (default: the configured prompt ``llm.prompt``, the published one unless set)
-    inside the model's own chat template, tokenized by the model.
+    inside the model's own chat template, tokenized by the model.  ``source``: the document is a
+    source file (a template's ``system_code`` line applies).
 
     Raises
     ------
@@ -33,11 +34,29 @@ def prompt_builder(llm: BlurbLLM, template=None) -> PromptBuilder:
     tok = llm.tokenizer()
     bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
         if tok.llm.token_bos() >= 0 else ""
+    template = template or PROMPTS[llm.prompt]
+    system = template.system_code if source and template.system_code else template.system
     try:
-        frame = chat_frame(tok.chat_template(), bos, tok.eos_text())
+        frame = chat_frame(tok.chat_template(), bos, tok.eos_text(), system)
     except TemplateRefused as e:
         raise ModelFileError(f"model file {llm.model_path}: {e}") from None
-    return PromptBuilder(tok, frame, template or PROMPTS[llm.prompt])
+    return PromptBuilder(tok, frame, template)
+
+
+def builders_by_kind(llm: BlurbLLM):
+    """``doc -> PromptBuilder``: the configured prompt for a loaded document, with the system
+    line for source files where the prompt has one (built once per kind)."""
+    from assets.code_context import is_source
+
+    made: dict[bool, PromptBuilder] = {}
+
+    def builder_for(doc: dict) -> PromptBuilder:
+        source = is_source(doc)
+        if source not in made:
+            made[source] = prompt_builder(llm, source=source)
+        return made[source]
+
+    return builder_for
 
 
 #: Generated tokens allowed to a reasoning model (its template names ``<think>``): the reasoning
@@ -74,10 +93,11 @@ def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder
                 "consecutive windows, each shared by the chunks inside it.",
 )
 def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
-    builder = prompt_builder(llm)
+    builder_for = builders_by_kind(llm)
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
+        builder = builder_for(doc)
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         spans = [(c["start"], c["end"]) for c in chunk_list]
         limit = llm.max_chunks_per_document

@@ -41,6 +41,13 @@ class PromptTemplate:
     #: Text placed at the start of the model's answer (after the chat template's assistant turn);
     #: the model continues it, and it is part of the blurb.
     answer_prefix: str = ""
+    #: A system message put before the user turn (empty: the chat template's own default, e.g.
+    #: Qwen's "You are Qwen, created by Alibaba Cloud…").
+    system: str = ""
+    #: The system message for source files (empty: ``system`` for every document).
+    system_code: str = ""
+    #: A GBNF grammar the generation must follow (llama.cpp ``LlamaGrammar``); empty for none.
+    grammar: str = ""
 
     def document_block(self, window: str) -> str:
         return f"{self.document_head}{window}{self.document_tail}"
@@ -83,9 +90,49 @@ DOCUMENT_SUMMARY = PromptTemplate(
 ANTHROPIC_2024_PRIMED = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed",
                                             answer_prefix="This chunk")
 
-#: Prompts by name; the default is Anthropic's published one (the only one measured on the
-#: developers' queries: see README, Quality).
-PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED)}
+#: A system line saying what a situating context is, before the published prompt (which stays
+#: verbatim in the user turn).  Written for situate: small instruct models restate the
+#: published instruction ("The chunk sits within the overall document for the purposes of
+#: improving search retrieval") instead of answering it.
+SITUATING_SYSTEM = (
+    "You write search context for chunks of documents. Given a document and one chunk of it, you answer "
+    "with one or two sentences that say which document the chunk comes from, which section, class or "
+    "function it belongs to, and what it covers. You never repeat the instructions.")
+#: The same for source files, in the terms of code (file, module, class, function).
+SITUATING_SYSTEM_CODE = (
+    "You write search context for chunks of source files. Given a source file and one chunk of it, you "
+    "answer with one or two sentences that say what the file is for, which class, function or section "
+    "the chunk belongs to, and what that code does. You never repeat the instructions.")
+#: One or two sentences, no tags, no line breaks (GBNF).  A period followed by a non-space
+#: (``main.py``, ``e.g.``) does not end a sentence.
+TWO_SENTENCES_GBNF = r"""
+root ::= sentence (" " sentence)?
+sentence ::= [A-Za-z0-9`"'(] char* [.!?]
+char ::= [^.!?<>\n] | [.!?] [^ .!?<>\n]
+"""
+
+#: The published prompt with the answer started as "This chunk is about": the model goes on with
+#: what the chunk covers.  "This chunk" alone (:data:`ANTHROPIC_2024_PRIMED`) let
+#: Qwen2.5-Coder-0.5B go on with "sits within the overall document for the purposes of improving
+#: search retrieval" (a sample of docs and code chunks, 2026-12-01).  Written for situate.
+ANTHROPIC_2024_PRIMED_ABOUT = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed-about",
+                                                  answer_prefix="This chunk is about")
+ANTHROPIC_2024_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+system", system=SITUATING_SYSTEM)
+ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed",
+                                                   answer_prefix="This chunk")
+ANTHROPIC_2024_CODE_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+code-system",
+                                                 system_code=SITUATING_SYSTEM_CODE)
+ANTHROPIC_2024_GRAMMAR = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+grammar",
+                                             grammar=TWO_SENTENCES_GBNF)
+
+#: The prompt ``SITUATE_PROMPT`` defaults to: the published prompt, verbatim, with the answer
+#: started as "This chunk is about" (README, Quality: chosen on blurb shares and Pass@k).
+DEFAULT_PROMPT = "anthropic-2024-primed-about"
+#: Prompts by name (``SITUATE_PROMPT``); each keeps the published prompt verbatim in the user turn
+#: and adds one lever: a primed answer, a system line (for every document or for source files
+#: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
+PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED, ANTHROPIC_2024_PRIMED_ABOUT, ANTHROPIC_2024_SYSTEM,
+                               ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR)}
 
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480

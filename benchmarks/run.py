@@ -13,6 +13,15 @@ Sections (each a function below, each returning a dict that goes into the report
     and generation rates at the documents' depth and each blurb's time against the limit they
     imply; shared-prefix batching against the sequential path, with the outputs compared token for
     token.
+``models``
+    Each installed blurb model (``situate models list``) on the same document and chunks, with the
+    default prompt: time per blurb with the prefix kept, blurbs/s, its prompt-eval and generation
+    rates at that depth and the blurbs' time against the limit they imply; for the default model
+    also llama.cpp flash attention, a q8_0 KV cache, 1 thread against all, and a long document's
+    blurbs through 4,096-token windows against 8,192.
+``embedq``
+    The embedder as installed (f16) against the same GGUF quantised to Q8_0 by llama.cpp: tokens/s
+    on the same chunks, and the cosine between the two vectors of each chunk.
 ``embed``
     Embedding throughput of the default embedder at batch sizes 1..64.
 ``search``
@@ -200,6 +209,136 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     return out
 
 
+# -- blurb models and llama.cpp settings ------------------------------------------------------
+def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
+    """Blurbs of ``sufs`` after ``prefix`` back to back (cache reset first), and the model's rates
+    at that depth; the first blurb (which reads the prefix) is reported apart."""
+    from assets.blurbs import stops
+
+    L = llm.load()
+    L.reset()
+    gens = [llm.generate(prefix + s, stop=stops(False)) for s in sufs]
+    first, rest = gens[0], gens[1:]
+    probe = [t for s in sufs for t in s][:256]
+    prompt_rate = gen_rate = 0.0
+    for _ in range(2):
+        L._ctx.kv_cache_seq_rm(-1, len(prefix), -1)
+        L.n_tokens = len(prefix)
+        t0 = time.perf_counter()
+        L.eval(probe)
+        prompt_rate = max(prompt_rate, len(probe) / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for _ in range(16):
+            L.eval([probe[-1]])
+        gen_rate = max(gen_rate, 16 / (time.perf_counter() - t0))
+    measured = sum(g.seconds for g in rest)
+    limit = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in rest)
+    return {"prefix_tokens": len(prefix), "first_blurb_s": round(first.seconds, 2), "blurbs": len(rest),
+            "s_per_blurb": round(measured / len(rest), 3), "blurbs_per_s": round(len(rest) / measured, 3),
+            "generated_per_blurb": round(sum(g.generated for g in rest) / len(rest), 1),
+            "prompt_tokens_per_s": round(prompt_rate, 1), "generated_tokens_per_s": round(gen_rate, 1),
+            "measured_over_limit": round(measured / limit, 3), "texts": [g.text for g in gens]}
+
+
+def models_section(corpus: list[dict], quick: bool) -> dict:
+    from assets.fitted_preambles import prompt_builder
+    from pipelines.settings import resources_from_env
+    from resources import models
+    from resources.llm import _CACHE, BlurbLLM
+
+    base = resources_from_env(plain=True)["llm"]
+    n = 4 if quick else 8
+    # a code document of 2k-3.3k tokens with enough chunks (the llm section's quick document)
+    doc = max((d for d in corpus if 6000 <= len(d["content"]) <= 11000 and len(d["chunks"]) > n),
+              key=lambda d: len(d["chunks"]))
+    out: dict = {"doc_id": doc["doc_id"], "chunks": n, "prompt": base.prompt, "by_model": {}, "settings": {}}
+
+    def run(llm: BlurbLLM, d: dict = doc, k: int = n) -> dict:
+        builder = prompt_builder(llm, source=True)
+        r = _blurb_run(llm, builder, builder.prefix(d["content"]), [builder.suffix(c["content"]) for c in d["chunks"][:k]])
+        _CACHE.clear()  # one model in memory at a time
+        return r
+
+    for name, spec in models.LLMS.items():
+        if not models.is_installed(spec, verify=False):
+            log(f"models: {name} not installed, skipped (situate models install {name})")
+            continue
+        llm = BlurbLLM(**{**base.model_dump(), "model_path": str(models.path_of(spec)), "model_id": spec.model_id,
+                          "repeat_penalty": spec.repeat_penalty})
+        out["by_model"][name] = r = run(llm)
+        log(f"models {name}: {r['s_per_blurb']} s a blurb, prompt {r['prompt_tokens_per_s']} tok/s, "
+            f"generation {r['generated_tokens_per_s']} tok/s, measured/limit {r['measured_over_limit']}")
+    variants = {"default": {}, "flash_attn": {"flash_attn": True}, "kv_q8_0": {"kv_type": "q8_0"},
+                "threads_1": {"n_threads": 1}}
+    for name, change in variants.items():
+        out["settings"][name] = r = run(BlurbLLM(**{**base.model_dump(), **change}))
+        r["same_text_as_default"] = r["texts"] == out["settings"]["default"]["texts"]
+        log(f"models setting {name}: {r['s_per_blurb']} s a blurb; same text: {r['same_text_as_default']}")
+    # a long document: windows of 4,096 against 8,192 tokens (each chunk reads less document)
+    from assets.fitted_preambles import fit_document, generation_bound
+
+    long_doc = max((d for d in corpus if 30000 <= len(d["content"]) <= 60000), key=lambda d: len(d["chunks"]))
+    out["windows"] = {"doc_id": long_doc["doc_id"]}
+    for n_ctx in (8192, 4096):
+        llm = BlurbLLM(**{**base.model_dump(), "n_ctx": n_ctx})
+        builder = prompt_builder(llm, source=True)
+        spans = [(long_doc["content"].index(c["content"]), long_doc["content"].index(c["content"]) + len(c["content"]))
+                 for c in long_doc["chunks"]]
+        plan = fit_document(long_doc["content"], spans, builder, n_ctx, generation_bound(llm, builder))
+        t0 = time.perf_counter()
+        L = llm.load()
+        L.reset()
+        k = 0
+        for w in plan.windows[:2]:  # the first two windows, every chunk in them
+            window = long_doc["content"][w.start:w.end]
+            for i in w.chunks[: (3 if quick else 6)]:
+                llm.generate(builder.prefix(window) + builder.suffix(long_doc["chunks"][i]["content"]))
+                k += 1
+        secs = time.perf_counter() - t0
+        _CACHE.clear()
+        out["windows"][n_ctx] = {"windows": len(plan.windows), "blurbs": k, "seconds": round(secs, 1),
+                                 "s_per_blurb": round(secs / k, 2)}
+        log(f"models window {n_ctx}: {len(plan.windows)} windows, {k} blurbs in {secs:.1f} s")
+    for r in [*out["by_model"].values(), *out["settings"].values()]:
+        r["texts"] = r["texts"][:3]
+    return out
+
+
+def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
+    import llama_cpp
+    import numpy as np
+
+    from pipelines.settings import resources_from_env
+    from resources.llm import _CACHE, Embedder
+    from resources.models import sha256_of
+
+    base = resources_from_env(plain=True)["embedder"]
+    q8 = work / "nomic-embed-text-v1.5.Q8_0.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
+    t0 = time.perf_counter()
+    rc = llama_cpp.llama_model_quantize(base.model_path.encode(), str(q8).encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"llama_model_quantize failed ({rc})")
+    out = {"quantize_s": round(time.perf_counter() - t0, 1), "q8_0_bytes": q8.stat().st_size,
+           "q8_0_sha256": sha256_of(q8)}
+    texts = [c["content"] for d in corpus for c in d["chunks"]][: (24 if quick else 96)]
+    vecs = {}
+    for name, path in (("f16", base.model_path), ("q8_0", str(q8)), ("f16 again", base.model_path)):
+        emb = Embedder(**{**base.model_dump(), "model_path": path})
+        emb.embed_documents(texts[:2])
+        t0 = time.perf_counter()
+        vecs[name], _ = emb.embed_documents(texts)
+        out[name] = {"seconds": round(time.perf_counter() - t0, 2)}
+        _CACHE.clear()
+    out["speedup_q8_0"] = round((out["f16"]["seconds"] + out["f16 again"]["seconds"]) / 2 / out["q8_0"]["seconds"], 3)
+    cos = (vecs["f16"] * vecs["q8_0"]).sum(axis=1)
+    out["cosine_f16_q8_0_min"] = round(float(cos.min()), 5)
+    out["cosine_f16_q8_0_mean"] = round(float(np.mean(cos)), 5)
+    log(f"embedq: q8_0 x{out['speedup_q8_0']} against f16, cosine min {out['cosine_f16_q8_0_min']}")
+    return out
+
+
 # -- embeddings --------------------------------------------------------------------------------
 def embed_section(corpus: list[dict], quick: bool) -> dict:
     from pipelines.settings import resources_from_env
@@ -381,6 +520,26 @@ def markdown(report: dict) -> str:
         for n, b in llm["batched"].items():
             lines.append(f"| {n} | {b['seconds']} | {b['sequential_seconds']} | {b['speedup']} | "
                          f"{b['identical']}/{b['blurbs']} |")
+    if "models" in s:
+        m = s["models"]
+        lines += ["", f"## Blurb models ({m['doc_id']}, {m['chunks']} chunks, prompt {m['prompt']})", "",
+                  "| model / setting | first blurb s | s a blurb | blurbs/s | prompt tok/s | generation tok/s | "
+                  "measured / limit | same text as default |", "|---|---|---|---|---|---|---|---|"]
+        for name, r in [*m["by_model"].items(), *[(f"default model, {k}", v) for k, v in m["settings"].items()]]:
+            lines.append(f"| {name} | {r['first_blurb_s']} | {r['s_per_blurb']} | {r['blurbs_per_s']} | "
+                         f"{r['prompt_tokens_per_s']} | {r['generated_tokens_per_s']} | {r['measured_over_limit']} | "
+                         f"{r.get('same_text_as_default', '')} |")
+        w = m["windows"]
+        lines += ["", f"Windows on {w['doc_id']}: " + "; ".join(
+            f"n_ctx {k}: {v['windows']} windows, {v['blurbs']} blurbs, {v['s_per_blurb']} s a blurb"
+            for k, v in w.items() if k != "doc_id") + "."]
+    if "embedq" in s:
+        e = s["embedq"]
+        lines += ["", "## Embedder f16 against Q8_0", "",
+                  f"Q8_0 by llama.cpp in {e['quantize_s']} s: {e['q8_0_bytes']:,} bytes, sha256 {e['q8_0_sha256']}; "
+                  f"f16 {e['f16']['seconds']} / {e['f16 again']['seconds']} s, Q8_0 {e['q8_0']['seconds']} s "
+                  f"(x{e['speedup_q8_0']}); cosine f16 / Q8_0 min {e['cosine_f16_q8_0_min']}, mean "
+                  f"{e['cosine_f16_q8_0_mean']}."]
     if "embed" in s:
         e = s["embed"]
         lines += ["", f"## Embeddings ({e['texts']} chunks, {e['tokens']} tokens)", "",
@@ -448,6 +607,10 @@ def main(argv: list[str] | None = None) -> int:
             log(f"section {name}")
             if name == "llm":
                 r = llm_section(corpus, args.quick)
+            elif name == "models":
+                r = models_section(corpus, args.quick)
+            elif name == "embedq":
+                r = embedq_section(corpus, args.quick, work)
             elif name == "embed":
                 r = embed_section(corpus, args.quick)
             elif name == "search":

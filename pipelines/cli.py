@@ -183,8 +183,8 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     Parameters
     ----------
     rerank : int or None
-        Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 30
-        (:data:`resources.reranker.RERANK_DEPTH`), 0 no rerank.  About 0.06-0.08 s a candidate on 2
+        Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 0
+        (:data:`resources.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
         CPU cores (``benchmarks/run.py --only rerank``).
 
     Returns
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p_search.add_argument("--home")
     p_search.add_argument("--rerank", type=int, default=None, metavar="N",
                           help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
-                          "or 30; 0: off; about 0.06-0.08 s a candidate on 2 CPU cores)")
+                          "or 0, off; 30 is the measured depth; about 0.06-0.08 s a candidate on 2 CPU cores)")
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
     p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "

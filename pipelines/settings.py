@@ -16,9 +16,11 @@ SITUATE_REPEAT_PENALTY   llama.cpp repeat penalty for blurbs            the mode
 SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
 SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
-SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      30
-SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024``
+SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      0 (``--rerank 30`` turns it on)
+SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024-primed-about``
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
+SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
+SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16
 SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
 SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
 SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
@@ -35,6 +37,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.prompting import DEFAULT_PROMPT
 from resources import models
 from resources.docs import Chunking, DocsFolder
 from resources.llm import BlurbLLM, Embedder
@@ -175,9 +178,11 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),
                         n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
                         max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
-                        prompt=val("SITUATE_PROMPT", "anthropic-2024"),
+                        prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
                         batch=val("SITUATE_BATCH", 1, int),
-                        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int)),
+                        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
+                        flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
+                        kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16"),
         "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
                              model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
                              n_threads=val("SITUATE_N_THREADS", 0, int),
@@ -197,13 +202,13 @@ def reranker_from_env() -> Reranker:
 
 def rerank_depth_from_env() -> int:
     """Search candidates the cross-encoder reranks: ``SITUATE_RERANK_DEPTH``, default
-    :data:`resources.reranker.RERANK_DEPTH` (30); 0 turns reranking off.
+    :data:`resources.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
 
     Raises
     ------
     pipelines.preflight.StartupError
         Not a whole number, or negative.
     """
-    from resources.reranker import RERANK_DEPTH
+    from resources.reranker import SEARCH_RERANK_DEPTH
 
-    return int_from_env("SITUATE_RERANK_DEPTH", RERANK_DEPTH)
+    return int_from_env("SITUATE_RERANK_DEPTH", SEARCH_RERANK_DEPTH)

@@ -110,11 +110,13 @@ class BlurbLLM(dg.ConfigurableResource):
     Attributes
     ----------
     model_path : str
-        A chat GGUF; default SmolLM2-135M-Instruct Q4_1 (``SITUATE_LLM_MODEL``).
+        A chat GGUF; default Qwen2.5-Coder-0.5B-Instruct Q4_K_M (``SITUATE_LLM_MODEL``, a name of
+        ``resources.models.LLMS`` or a path).
     model_id : str
         Name recorded in each row (default: the file name without ``.gguf``).
     n_ctx : int
-        Context window in the model's tokens (SmolLM2: 8192, its trained context).
+        Context window in the model's tokens (8192: SmolLM2's trained context; Qwen2.5-Coder's is
+        32,768, and 8192 keeps a blurb's attention cost bounded on CPU).
     n_threads : int
         CPU threads; 0 means all available.
     n_gpu_layers : int
@@ -125,15 +127,22 @@ class BlurbLLM(dg.ConfigurableResource):
         Bound on a blurb, in generated tokens (80: shared/eval/README.md's measured setting; the
         blog's contexts are 50-100 tokens).
     repeat_penalty : float
-        1.3 curbs the small model's loops (shared/MODELS.md).
+        The model's own (``resources.models.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
+        which curbs the 135M model's loops), or ``SITUATE_REPEAT_PENALTY``.
     prompt : str
-        Name of the blurb prompt (``assets.prompting.PROMPTS``): ``anthropic-2024`` (the published
-        prompt, default) or ``anthropic-2024-primed``.
+        Name of the blurb prompt (``assets.prompting.PROMPTS``); default
+        ``anthropic-2024-primed-about``, the published prompt with the answer started.
     batch : int
         Chunks of one document window decoded together over the shared prefix
         (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
         the same token for token either way.  Default 1: on 2 CPU cores batching measured no
         faster (benchmarks/reports/performance.md); on a GPU try 8.
+    flash_attn : bool
+        llama.cpp flash attention (``SITUATE_FLASH_ATTN=1``); off by default: on 2 CPU cores it
+        measured no faster (benchmarks/reports, section ``models``).
+    kv_type : str
+        KV cache type, ``f16`` (default) or ``q8_0`` (``SITUATE_KV_TYPE``; llama.cpp needs flash
+        attention for a quantised V cache, so ``q8_0`` turns it on).
     max_chunks_per_document : int
         A document with more chunks gets no LLM blurbs (its chunks keep their structural
         context; status ``skipped:large-document``), so one huge file (a 20 MB log: about 8,000
@@ -150,13 +159,29 @@ class BlurbLLM(dg.ConfigurableResource):
     max_tokens: int = 80
     repeat_penalty: float = 1.3
     seed: int = 0
-    prompt: str = "anthropic-2024"
+    prompt: str = "anthropic-2024-primed-about"  # assets.prompting.DEFAULT_PROMPT
+    flash_attn: bool = False
+    kv_type: str = "f16"
     batch: int = 1
     max_chunks_per_document: int = 2000
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
-                self.n_batch, self.seed, vocab_only)
+                self.n_batch, self.seed, vocab_only, self.flash_attn, self.kv_type)
+
+    def _attention_kwargs(self) -> dict:
+        """llama.cpp context settings for flash attention and the KV cache type."""
+        if self.kv_type == "f16" and not self.flash_attn:
+            return {}
+        import llama_cpp
+
+        kinds = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}
+        if self.kv_type not in kinds:
+            raise ValueError(f"kv_type {self.kv_type!r}: choose f16 or q8_0")
+        out = {"flash_attn": True if self.kv_type != "f16" else self.flash_attn}
+        if self.kv_type != "f16":
+            out.update(type_k=kinds[self.kv_type], type_v=kinds[self.kv_type])
+        return out
 
     def resolved_model_id(self) -> str:
         """``model_id``, or the GGUF file name without ``.gguf``."""
@@ -173,14 +198,15 @@ class BlurbLLM(dg.ConfigurableResource):
         """
         return _load(self._key(vocab_only), model_path=self.model_path, n_ctx=self.n_ctx,
                      n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
-                     n_batch=self.n_batch, seed=self.seed, vocab_only=vocab_only, verbose=False)
+                     n_batch=self.n_batch, seed=self.seed, vocab_only=vocab_only, verbose=False,
+                     **({} if vocab_only else self._attention_kwargs()))
 
     def tokenizer(self) -> "LlmTokenizer":
         """The model's own tokenizer (loads the vocabulary only, no weights)."""
         return LlmTokenizer(self.load(vocab_only=True))
 
     def generate(self, tokens: list[int], stop: list[str] | None = None,
-                 max_tokens: int | None = None) -> Generation:
+                 max_tokens: int | None = None, grammar: str = "") -> Generation:
         """Greedy completion of a token prompt on the shared ``Llama``; prefix reuse is automatic.
 
         Parameters
@@ -191,6 +217,8 @@ class BlurbLLM(dg.ConfigurableResource):
             Stop strings.
         max_tokens : int, optional
             Bound on generated tokens (default ``self.max_tokens``).
+        grammar : str
+            A GBNF grammar the output must follow (llama.cpp's ``LlamaGrammar``); empty for none.
 
         Returns
         -------
@@ -205,7 +233,8 @@ class BlurbLLM(dg.ConfigurableResource):
         t0 = time.perf_counter()
         out = llm.create_completion(
             prompt=tokens, max_tokens=max_tokens or self.max_tokens, temperature=0.0, top_k=1,
-            repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed)
+            repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed,
+            grammar=_grammar(grammar) if grammar else None)
         seconds = time.perf_counter() - t0
         evaluated = perf(llm.ctx).n_p_eval - before if perf else len(tokens)
         usage = out.get("usage", {})
@@ -227,6 +256,17 @@ class BlurbLLM(dg.ConfigurableResource):
                                           repeat_penalty=self.repeat_penalty, stop=stop)
             _CACHE[key] = batcher
         return batcher
+
+
+def _grammar(text: str):
+    """The parsed ``LlamaGrammar`` of a GBNF text (parsed once per process)."""
+    key = ("grammar", text)
+    if key not in _CACHE:
+        from llama_cpp import LlamaGrammar
+
+        with _quiet_stderr():
+            _CACHE[key] = LlamaGrammar.from_string(text, verbose=False)
+    return _CACHE[key]
 
 
 class LlmTokenizer:

@@ -42,6 +42,12 @@ MAX_QUERY_TOKENS = 128
 #: 0.7197 against 0.7176) and depth 20 none of the Pass@20 gain (93.95).  Cost on 2 cores: 0.06 s
 #: a pair for the cookbook's code chunks, 0.08 s for pairs that fill :data:`MAX_PAIR_TOKENS`.
 RERANK_DEPTH = 30
+#: Candidates ``situate search`` reranks when neither ``--rerank`` nor ``SITUATE_RERANK_DEPTH``
+#: says: none.  The cross-encoder's Pass@5 gain on the codebase developer queries (+5.9) did not
+#: hold on the held-out codebase queries (about one query lower) nor on the docs set (4.5 points
+#: lower on the developer half), for 1.8 s a query on 2 cores (shared/eval/README.md, README
+#: Quality); ``--rerank 30`` turns it on.
+SEARCH_RERANK_DEPTH = 0
 #: How the cross-encoder's order and the first stage's meet: ``rrf`` (the default) sums
 #: ``1/(60 + rank)`` over the two ranks (reciprocal rank fusion, Cormack et al. 2009, the same k as
 #: the first stage's fusion); ``replace`` keeps the cross-encoder's order alone (the cookbook's

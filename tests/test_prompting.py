@@ -138,9 +138,12 @@ def test_prompt_texts_are_pinned_to_their_names():
     assert {n: h(t) for n, t in {**PROMPTS, DOCUMENT_SUMMARY.name: DOCUMENT_SUMMARY}.items()} == PINNED
 
 
-#: sha256[:12] of each prompt's fields when its cache name/version was last set.
-PINNED = {"anthropic-2024": "c450c52814ea", "anthropic-2024-primed": "56e6713afaad",
-          "document-summary": "95b88a8e9788"}
+#: sha256[:12] of each prompt's fields when its cache name/version was last set (re-pinned when
+#: the system, system_code and grammar fields were added, with every text unchanged).
+PINNED = {'anthropic-2024': '7cbb9d0e6928', 'anthropic-2024-primed': 'e95e29f84c58', 'anthropic-2024-primed-about': 'efae138629b1',
+          'anthropic-2024+system': 'df5886b0eafa', 'anthropic-2024+system-primed': '1480f962cbf4',
+          'anthropic-2024+code-system': '613340acc002', 'anthropic-2024+grammar': 'c7b123a06e5f',
+          'document-summary': 'a03c5d647c6e'}
 
 
 def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
