@@ -236,7 +236,7 @@ class CleanBlurb:
     text : str
         The blurb to index; empty when unusable.
     problems : list of str
-        Each a short tag: ``think`` (reasoning removed), ``tags``, ``loop``, ``restated`` (words
+        Each a short tag: ``think`` (reasoning removed), ``tags``, ``looped``, ``restated`` (words
         restating the prompt were cut, or a whole sentence of them dropped), ``dangling`` (a
         sentence ending in a colon), ``unfinished`` (cut mid-sentence), ``truncated``, ``empty``,
         ``too-short``, ``chunk-echo``,
@@ -412,7 +412,7 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     text = re.sub(r"\s+", " ", text).strip().strip("\"'` ").strip()
     text, looped = cut_loops(text)
     if looped:
-        problems.append("loop")
+        problems.append("looped")
     sentences = _sentences(text) if text else []
     kept, restated, dangling = [], False, False
     for x in sentences:

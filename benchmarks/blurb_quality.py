@@ -4,7 +4,7 @@ For each variant, the same chunks (the first ``--chunks`` chunks of ``--docs`` d
 cookbook codebase corpus, chosen by a fixed stride) go through the real pipeline code
 (:func:`assets.contextualize.contextualize`, prefix reuse included); the report gives, in percent
 of blurbs, those usable and those with each problem found by cleaning (empty, instruction
-restated, tags echoed, chunk echoed, loop, dangling, ungrounded names), the mean words of a usable
+restated, tags echoed, chunk echoed, looped, dangling, unfinished, ungrounded names), the mean words of a usable
 blurb and seconds per blurb.
 
 Usage::
@@ -30,14 +30,18 @@ sys.path.insert(0, str(ROOT))
 
 CORPUS = ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
 
-#: name → (prompt name, repeat_penalty, max_tokens)
+#: name → (prompt name, repeat_penalty (None: the model's), max_tokens); the model is
+#: ``SITUATE_LLM_MODEL`` (default: the default model)
 VARIANTS = {
-    "published, rp 1.3, 80 tok (default)": ("anthropic-2024", 1.3, 80),
-    "published, rp 1.1, 80 tok": ("anthropic-2024", 1.1, 80),
-    "primed 'This chunk', rp 1.3, 80 tok": ("anthropic-2024-primed", 1.3, 80),
-    "primed 'This chunk', rp 1.3, 48 tok": ("anthropic-2024-primed", 1.3, 48),
+    "published": ("anthropic-2024", None, 80),
+    "primed 'This chunk'": ("anthropic-2024-primed", None, 80),
+    "primed 'This chunk is about' (default)": ("anthropic-2024-primed-about", None, 80),
+    "system line": ("anthropic-2024+system", None, 80),
+    "system line, primed": ("anthropic-2024+system-primed", None, 80),
+    "code-aware system line": ("anthropic-2024+code-system", None, 80),
+    "grammar: two sentences": ("anthropic-2024+grammar", None, 80),
 }
-PROBLEMS = ("empty", "instruction", "tags", "chunk-echo", "loop", "dangling", "ungrounded", "truncated")
+PROBLEMS = ("empty", "restated", "tags", "chunk-echo", "looped", "dangling", "unfinished", "ungrounded", "truncated")
 
 
 def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
@@ -48,15 +52,17 @@ def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
 
 def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_dir) -> dict:
     from assets.blurbs import STOP, blurb_key
+    from assets.code_context import detect_language
     from assets.contextualize import contextualize
     from assets.fitted_preambles import fit_document, prompt_builder
     from assets.prompting import PROMPTS
     from pipelines.settings import resources_from_env
     from resources.cache import BlurbCache
 
-    llm = resources_from_env(plain=True)["llm"].model_copy(
-        update={"repeat_penalty": repeat_penalty, "max_tokens": max_tokens})
-    builder = prompt_builder(llm, PROMPTS[prompt_name])
+    base = resources_from_env(plain=True)["llm"]
+    llm = base.model_copy(update={"repeat_penalty": repeat_penalty or base.repeat_penalty, "max_tokens": max_tokens,
+                                  "prompt": prompt_name})
+    template = PROMPTS[prompt_name]
     cache = BlurbCache(cache_dir) if cache_dir else None
     records, seconds = [], 0.0
     for d in docs:
@@ -67,13 +73,16 @@ def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_d
             s = text.index(c["content"], pos)
             spans.append((s, s + len(c["content"])))
             pos = s
+        builder = prompt_builder(llm, template, source=detect_language(text) is not None)
         plan = fit_document(text, spans, builder, llm.n_ctx, llm.max_tokens)
         for w in plan.windows:  # keep the sample's first chunks only
             w.chunks[:] = [i for i in w.chunks if i < n_chunks]
         t0 = time.perf_counter()
         recs = contextualize(text, [c["content"] for c in chunks], plan, builder,
-                             lambda t: llm.generate(t, stop=STOP), cache=cache,
-                             cache_key=blurb_key(llm, prompt_name) if cache else None)
+                             lambda t: llm.generate(t, stop=STOP, grammar=template.grammar), cache=cache,
+                             cache_key=blurb_key(llm, prompt_name, system=builder.frame.head if template.system
+                                                 or template.system_code else "") if cache else None,
+                             ground=True)
         seconds += time.perf_counter() - t0
         records += [r for r in recs[:n_chunks] if r is not None]
     n = len(records)
@@ -109,8 +118,10 @@ def main(argv=None) -> int:
         print(f"{name}: {json.dumps({k: v for k, v in results[name].items() if k != 'examples'})}", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    from pipelines.settings import resources_from_env
+
     meta = {"corpus": args.corpus, "documents": [d["doc_id"] for d in docs], "chunks_per_document": args.chunks,
-            "llm": os.path.basename(str(models.path_of(models.LLM))), "cpu_count": os.cpu_count()}
+            "llm": resources_from_env(plain=True)["llm"].resolved_model_id(), "cpu_count": os.cpu_count()}
     out.with_suffix(".json").write_text(json.dumps({"sample": meta, "variants": results}, indent=2))
     cols = ["usable", *PROBLEMS, "mean_words_usable", "seconds_per_blurb"]
     lines = ["| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]

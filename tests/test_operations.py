@@ -439,8 +439,9 @@ def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tm
 @needs_models
 @pytest.mark.models
 def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
-    """The second embedder is the SmolLM2 GGUF itself (mean-pooled, 576 wide): the only other model
-    that installs offline.  Every row is embedded again, no blurb is written again."""
+    """The second embedder is the blurb LLM's GGUF itself (Qwen2.5-Coder-0.5B, mean-pooled, 896
+    wide): the only other model that installs with the defaults.  Every row is embedded again, no
+    blurb is written again."""
     from resources import models
     from resources.store import Store
 
@@ -453,8 +454,8 @@ def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
     assert calls["embed_texts"] == second.chunks == first.chunks
     store = Store(home=str(home))
     rows = store.columns(["chunk_id", "embed_model", "vector"]).to_pylist()
-    assert len(rows) == first.chunks and {r["embed_model"] for r in rows} == {"SmolLM2-135M-Instruct.Q4_1"}
-    assert {len(r["vector"]) for r in rows} == {576}
+    assert len(rows) == first.chunks and {r["embed_model"] for r in rows} == {models.LLM.filename.removesuffix(".gguf")}
+    assert {len(r["vector"]) for r in rows} == {896}
 
 
 def test_bad_settings_and_a_search_without_a_data_folder_get_one_line(tmp_path, capsys, monkeypatch):

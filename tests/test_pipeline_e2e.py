@@ -71,7 +71,7 @@ def test_documents_land_and_the_bad_one_is_named(env):
     for r in table:  # every chunk has a blurb from the model or a logged fallback
         assert (r["blurb_status"] == "model" and r["blurb"]) or (r["blurb_status"].startswith("fallback:") and not r["blurb"])
     assert s.blurbs_from_model + s.blurb_fallbacks == s.chunks
-    assert table[0]["llm_model"] == "SmolLM2-135M-Instruct.Q4_1"
+    assert table[0]["llm_model"] == "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M"
     assert table[0]["embed_model"] == "nomic-embed-text-v1.5.f16"
 
 
@@ -158,18 +158,20 @@ def test_search_cli_json(env):
     assert len(hits) == 2
     assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text",
                             "context", "rerank_score"}
-    assert isinstance(hits[0]["rerank_score"], float)  # reranked by default
+    assert hits[0]["rerank_score"] is None  # no rerank by default
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
 
-def test_search_reranks_by_default_and_not_with_rerank_0(env, monkeypatch):
-    """The default search fuses the real cross-encoder's order with the first stage's; --rerank 0
-    and a missing reranker (with a warning) keep the first stage's order."""
+def test_search_reranks_with_rerank_30_and_not_by_default(env, monkeypatch):
+    """--rerank 30 fuses the real cross-encoder's order with the first stage's; the default (no
+    rerank), --rerank 0 and a missing reranker (with a warning) keep the first stage's order."""
     from pipelines.cli import search
 
     query = "How do I parse a .env file into a dictionary of variables?"
     plain, w0 = search(query, 8, str(env["home"]), rerank=0)
-    reranked, w1 = search(query, 8, str(env["home"]))
+    default, _ = search(query, 8, str(env["home"]))
+    assert [h.chunk_id for h in default] == [h.chunk_id for h in plain]
+    reranked, w1 = search(query, 8, str(env["home"]), rerank=30)
     assert w0 == [] and w1 == []
     assert all(h.rerank_score is None for h in plain)
     assert all(isinstance(h.rerank_score, float) for h in reranked)
@@ -178,7 +180,7 @@ def test_search_reranks_by_default_and_not_with_rerank_0(env, monkeypatch):
     assert [h.score for h in reranked] == sorted((h.score for h in reranked), reverse=True)
     assert all(2 / (60 + 30) <= h.score <= 2 / 61 for h in reranked)
     monkeypatch.setenv("SITUATE_RERANK_MODEL", str(env["home"] / "no-such-reranker.onnx"))
-    missing, w2 = search(query, 8, str(env["home"]))
+    missing, w2 = search(query, 8, str(env["home"]), rerank=30)
     assert [h.chunk_id for h in missing] == [h.chunk_id for h in plain]
     assert len(w2) == 1 and "no reranker at" in w2[0] and "first-stage order kept" in w2[0]
 
