@@ -117,7 +117,9 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     ``work`` writes the stage file itself and returns the document's metadata.  A
     :class:`DocumentError` or any other exception is caught: the error is written as the stage file
     (``{"error": ...}``) so later stages skip the document, and logged.  An :class:`UpstreamError`
-    marks the document skipped.
+    marks the document skipped.  A key that is not a valid document key
+    (:func:`resources.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
+    nothing is read, written or deleted for it.
     """
     report = StageReport(stage)
     t0 = time.perf_counter()
@@ -126,7 +128,15 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     except Exception as e:  # a build_asset_context without a run: nothing to tag
         context.log.debug(f"no worker tags: {e}")
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
+    from resources.keys import PartitionKeyError, check_key
+
     for n, key in enumerate(keys, start=1):
+        try:
+            check_key(key)
+        except PartitionKeyError as e:  # registered by hand (the UI takes any key): left alone
+            report.failed[key] = f"invalid partition key, not processed: {e}"
+            context.log.error(f"{stage} [{n}/{len(keys)}] {key!r}: {report.failed[key]}")
+            continue
         try:
             report.ok[key] = work(key)
         except UpstreamError as e:

@@ -129,6 +129,8 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
                                       job_name="bm25"))
     context.log.info(f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
                      f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad")
+    for key, why in plan.invalid.items():
+        context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[r for r in (
@@ -146,6 +148,8 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
     order = apply_to_instance(context.instance, store, plan)
+    for key, why in plan.invalid.items():
+        context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     busy = in_flight_keys(context.instance, order)
     plan.stale = [k for k in plan.stale if k not in busy]
     return run_requests(plan, order, fp) or dg.SkipReason("every document is up to date")

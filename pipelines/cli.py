@@ -113,6 +113,8 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
          f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
          + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else ""))
     order = apply_to_instance(instance, store, plan)
+    for key, why in plan.invalid.items():
+        echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
     job = defs.resolve_job_def("ingest")

@@ -19,11 +19,11 @@ Examples
 
 from __future__ import annotations
 
-import re
-
 import warnings
 
 import dagster as dg
+
+from resources.keys import KEY_PATTERN, PartitionKeyError, check_key, decode_key, encode_key  # noqa: F401
 
 # backfill_policy (one run for many documents) is marked beta in Dagster 1.13; it is used on
 # purpose, so its warning is not repeated on every import.
@@ -31,83 +31,3 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 #: The one partitions definition for every per-document asset (issue 2: named ``documents``).
 documents = dg.DynamicPartitionsDefinition(name="documents")
-
-_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-class PartitionKeyError(ValueError):
-    """A string is not a key produced by :func:`encode_key`."""
-
-
-def encode_key(source: str) -> str:
-    """Encode a document's source (a relative path, or ``file#doc_id``) as a partition key.
-
-    Parameters
-    ----------
-    source : str
-        Non-empty; any Unicode.
-
-    Returns
-    -------
-    str
-        Matches ``[A-Za-z0-9._-]+`` and never contains ``..``.
-
-    Raises
-    ------
-    PartitionKeyError
-        ``source`` is empty.
-    """
-    if not source:
-        raise PartitionKeyError("empty source path")
-    out: list[str] = []
-    for ch in source:
-        if ch in _PLAIN:
-            out.append(ch)
-        elif ch == ".":
-            out.append("_2E" if out and out[-1].endswith(".") else ".")
-        elif ch == "_":
-            out.append("__")
-        elif ch == "/":
-            out.append("_.")
-        else:
-            out.extend(f"_{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
-
-
-def decode_key(key: str) -> str:
-    """Inverse of :func:`encode_key`.
-
-    Raises
-    ------
-    PartitionKeyError
-        ``key`` has characters outside ``[A-Za-z0-9._-]``, a malformed escape, or bytes that are
-        not UTF-8.
-    """
-    if not KEY_PATTERN.match(key):
-        raise PartitionKeyError(f"partition key {key!r} has characters outside [A-Za-z0-9._-]")
-    raw = bytearray()
-    i = 0
-    while i < len(key):
-        ch = key[i]
-        if ch != "_":
-            raw += ch.encode()
-            i += 1
-            continue
-        nxt = key[i + 1: i + 2]
-        if nxt == "_":
-            raw += b"_"
-            i += 2
-        elif nxt == ".":
-            raw += b"/"
-            i += 2
-        else:
-            pair = key[i + 1: i + 3]
-            if len(pair) != 2 or not all(c in "0123456789ABCDEF" for c in pair):
-                raise PartitionKeyError(f"partition key {key!r}: bad escape at {i}")
-            raw.append(int(pair, 16))
-            i += 3
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PartitionKeyError(f"partition key {key!r} decodes to invalid UTF-8") from e

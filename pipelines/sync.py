@@ -36,6 +36,9 @@ class SyncPlan:
         Keys whose rows are current.
     known_bad : dict of key → reason
         Unchanged documents that failed as bad input last time (not retried until they change).
+    invalid : dict of key → reason
+        Registered keys that are not valid document keys (:func:`resources.keys.check_key`:
+        added by hand, e.g. ``../x`` in the UI): reported, never deleted through, never run.
     """
 
     refs: dict[str, SourceRef]
@@ -44,6 +47,7 @@ class SyncPlan:
     stale: list[str]
     fresh: list[str]
     known_bad: dict[str, str]
+    invalid: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict[str, dict],
@@ -67,11 +71,20 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
     -------
     SyncPlan
     """
+    from resources.keys import PartitionKeyError, check_key
+
     refs = {r.key: r for r in refs}
     bad_inputs = bad_inputs or {}
     reg = set(registered)
+    invalid: dict[str, str] = {}
+    for k in registered:
+        if k not in refs:
+            try:
+                check_key(k)
+            except PartitionKeyError as e:
+                invalid[k] = str(e)
     added = [k for k in refs if k not in reg]
-    removed = [k for k in registered if k not in refs]
+    removed = [k for k in registered if k not in refs and k not in invalid]
     stale, fresh, known_bad = [], [], {}
     for key, ref in refs.items():
         st = states.get(key)
@@ -81,7 +94,7 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
             known_bad[key] = bad_inputs[key][1]
         else:
             stale.append(key)
-    return SyncPlan(refs, added, removed, stale, fresh, known_bad)
+    return SyncPlan(refs, added, removed, stale, fresh, known_bad, invalid)
 
 
 def contiguous_ranges(order: Sequence[str], wanted: Iterable[str]) -> list[tuple[str, str]]:

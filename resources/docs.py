@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
 from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, discover, read_corpus
-from pipelines.partitions import PartitionKeyError, decode_key, encode_key
+from resources.keys import PartitionKeyError, check_key, encode_key
 
 
 class DocsFolder(dg.ConfigurableResource):
@@ -42,14 +42,21 @@ class DocsFolder(dg.ConfigurableResource):
         Raises
         ------
         DocumentError
-            The key is malformed, or its file (or corpus entry) no longer exists.
+            The key is malformed or not canonical (:func:`resources.keys.check_key`), its path
+            resolves outside the docs folder, or its file (or corpus entry) no longer exists.
         """
         try:
-            source = decode_key(key)
+            source = check_key(key)
         except PartitionKeyError as e:
             raise DocumentError(key, str(e)) from None
         file_part, _, doc_id = source.partition("#")
         path = self.base / file_part
+        try:
+            inside = path.resolve().is_relative_to(self.base)
+        except OSError:
+            inside = False
+        if not inside:  # a symbolic link out of the docs folder, or a key past it
+            raise DocumentError(source, f"resolves outside the docs folder {self.base}")
         if not path.is_file():
             raise DocumentError(source, f"file not found under {self.base}")
         data = path.read_bytes()

@@ -153,9 +153,23 @@ class Store(dg.ConfigurableResource):
 
     def stage_dir(self, key: str) -> Path:
         """``stages/<key>``; a key too long for a file name (over 200 bytes) is shortened and
-        suffixed with a hash of the whole key."""
+        suffixed with a hash of the whole key.
+
+        Raises
+        ------
+        resources.keys.PartitionKeyError
+            ``key`` is not a valid document key (:func:`resources.keys.check_key`), or its folder
+            would not lie inside ``stages/``: nothing is read, written or deleted through it.
+        """
+        from resources.keys import PartitionKeyError, check_key
+
+        check_key(key)
         name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        return self.root / "stages" / name
+        stages = self.root / "stages"
+        path = stages / name
+        if path.parent != stages or name in (".", ".."):
+            raise PartitionKeyError(f"partition key {key!r} would leave {stages}")
+        return path
 
     def stage_path(self, key: str, stage: str) -> Path:
         """``stages/<key>/<stage>.json``."""

@@ -1,0 +1,93 @@
+"""Trust boundaries (issue 13), with inputs the tests make themselves: partition keys registered by
+hand never reach outside the data and docs folders."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from resources.keys import PartitionKeyError, check_key, encode_key
+
+#: Keys the UI's "Add partition" accepts (Dagster does not validate dynamic partition keys).
+HOSTILE = ["..", ".._.victim", "._2E_.victim", "_.tmp_.victim", "a_._2E_2E_.b", "x_.", "a_2Fb",
+           "docs/../x", "'; DROP", "a\nb", ""]
+
+
+def test_only_canonical_keys_of_relative_paths_pass():
+    for source in ("a.md", "docs/getting_started.md", "corpus.json#doc_1", "ünï/côde.py", "notes.", ".hidden"):
+        assert check_key(encode_key(source)) == source
+    for key in HOSTILE:
+        with pytest.raises(PartitionKeyError):
+            check_key(key)
+
+
+def test_the_store_refuses_stage_folders_of_invalid_keys(tmp_path):
+    from resources.store import Store
+
+    store = Store(home=str(tmp_path / "home"))
+    assert store.stage_dir("docs_.a.md") == tmp_path / "home" / "stages" / "docs_.a.md"
+    for key in HOSTILE:
+        with pytest.raises(PartitionKeyError):
+            store.stage_dir(key)
+
+
+def _victim(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("not situate's")
+    return victim
+
+
+def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
+    from pipelines.automation import apply_to_instance, plan_for
+    from pipelines.sync import PARTITIONS
+    from resources.docs import Chunking, DocsFolder
+    from resources.llm import BlurbLLM, Embedder
+    from resources.store import Store
+
+    victim = _victim(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nsome text\n")
+    home = tmp_path / "home"
+    store = Store(home=str(home))
+    # stage folders that hostile keys would name, relative to stages/: ../../victim, /tmp/victim
+    hostile = [".._.victim", ".._2E_.victim", encode_key("..") + "_." + "victim", "_." + str(victim).lstrip("/").replace("/", "_.")]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTITIONS, hostile)
+        plan, _ = plan_for(instance, DocsFolder(path=str(docs)), store, BlurbLLM(model_path="x.gguf"),
+                           Embedder(model_path="y.gguf"), Chunking())
+        assert plan.removed == [] and set(plan.invalid) == set(hostile)
+        order = apply_to_instance(instance, store, plan)
+        assert set(hostile) <= set(order)  # reported, not deleted
+        assert encode_key("a.md") in order
+    assert (victim / "keep.txt").read_text() == "not situate's"
+
+
+def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
+    from assets.raw_documents import raw_documents
+    from pipelines.partitions import documents
+    from resources.docs import DocsFolder
+    from resources.store import Store
+
+    victim = _victim(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n")
+    outside = tmp_path / "outside.md"
+    outside.write_text("# secret\n")
+    home = tmp_path / "home"
+    keys = [".._.outside.md", "_." + str(outside).lstrip("/").replace("/", "_."), ".._.victim"]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(documents.name, keys)
+        for key in keys:
+            result = dg.materialize([raw_documents], partition_key=key, instance=instance, raise_on_error=False,
+                                    resources={"docs": DocsFolder(path=str(docs)), "store": Store(home=str(home))})
+            meta = result.asset_materializations_for_node("raw_documents")[0].metadata
+            assert meta["documents_failed"].value == 1 and "invalid partition key" in meta["problems"].value, key
+    assert not (home / "stages").exists() or not any((home / "stages").iterdir())
+    assert (victim / "keep.txt").exists() and outside.read_text() == "# secret\n"
+    # a symbolic link inside the docs folder that points out of it is refused too
+    (docs / "link.md").symlink_to(outside)
+    with pytest.raises(Exception, match="resolves outside the docs folder"):
+        DocsFolder(path=str(docs)).resolve(encode_key("link.md"))
