@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -281,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT "
                           "(exit status 1 when any document failed)")
-    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF), reranked by the local "
-                              "cross-encoder")
+    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF), optionally reranked by "
+                              "the local cross-encoder")
     p_search.add_argument("query")
     p_search.add_argument("-k", type=int, default=10)
     p_search.add_argument("--json", action="store_true")
@@ -309,11 +310,47 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.preflight import StartupError
     from resources.models import ModelFileError
 
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
     try:
         return _run(args)
     except (StartupError, ModelFileError) as e:
         print(f"situate: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+#: Characters never written raw to a terminal: C0 and C1 controls but newline and tab (ESC starts
+#: terminal escape sequences: hidden text, clipboard writes by OSC 52), and the Unicode bidi
+#: overrides and isolates that reorder what is shown.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every terminal control character written as ``\\uXXXX`` (also valid inside a
+    JSON string), so a document's text or file name cannot drive the terminal.
+
+    Examples
+    --------
+    >>> escape_controls("a\x1b[8mhidden")
+    'a\\u001b[8mhidden'
+    """
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class EscapingStream:
+    """A text stream that escapes control characters (:func:`escape_controls`) in everything the
+    ``situate`` command prints: hits, blurbs, file names in failure lines, Dagster's log lines."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(escape_controls(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _run(args) -> int:

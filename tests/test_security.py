@@ -91,3 +91,29 @@ def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
     (docs / "link.md").symlink_to(outside)
     with pytest.raises(Exception, match="resolves outside the docs folder"):
         DocsFolder(path=str(docs)).resolve(encode_key("link.md"))
+
+
+def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
+    import json
+    import sys
+
+    from pipelines.cli import EscapingStream, _print_hits
+    from resources.retrieval import Hit
+
+    hostile = "ok\x1b]52;c;ZXZpbA==\x07 \x1b[8mhidden\x1b[0m \x9b2J \u202egnp.exe"
+    hit = Hit(1, 0.5, "c1", "d1", f"notes/{hostile}.md", 0, f"blurb {hostile}", f"text {hostile}\nline 2")
+    out = sys.stdout
+    sys.stdout = EscapingStream(out)
+    try:
+        _print_hits([hit], as_json=False)
+        _print_hits([hit], as_json=True)
+        print(f"situate: failed: notes/{hostile}.md")
+    finally:
+        sys.stdout = out
+    printed = capsys.readouterr().out
+    assert not any(ord(c) < 32 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f or 0x202a <= ord(c) <= 0x202e
+                   for c in printed)
+    assert "\\u001b]52;c;ZXZpbA==\\u0007" in printed and "\\u202egnp.exe" in printed
+    start = printed.index("[\n  {")
+    as_json = printed[start:printed.index("\n]", start) + 2]
+    assert json.loads(as_json)[0]["blurb"] == f"blurb {hostile}"  # escapes are valid JSON
