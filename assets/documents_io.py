@@ -17,7 +17,8 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
-from pipelines.partitions import encode_key
+from resources.keys import encode_key
+from resources.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -164,7 +165,8 @@ def discover(root: str | Path) -> list[SourceRef]:
     """Every document under ``root`` (a folder, or a single file such as a corpus file).
 
     Hidden files and folders and tool folders (``.git``, ``node_modules``, ``.situate`` ...) are
-    skipped, as are files of unknown format.  A JSON file in the cookbook's corpus form stands for
+    skipped, as are situate data folders of any name (their ``.situate-data`` marker) and files of
+    unknown format.  A JSON file in the cookbook's corpus form stands for
     its documents.  Sorted by source.
 
     Raises
@@ -180,9 +182,14 @@ def discover(root: str | Path) -> list[SourceRef]:
     else:
         base = root
         files = []
-        for p in sorted(root.rglob("*")):
+        listed = sorted(root.rglob("*"))
+        # situate data folders inside the docs folder (their marker file): never documents
+        data_dirs = {p.parent for p in listed if p.name == DATA_MARKER}
+        for p in listed:
             rel = p.relative_to(root).parts
             if any(part.startswith(".") or part in SKIP_DIRS for part in rel[:-1]):
+                continue
+            if data_dirs and any(parent in data_dirs for parent in p.parents):
                 continue
             if p.name.startswith(".") or not p.is_file() or p.is_symlink():
                 continue

@@ -72,19 +72,22 @@ class IngestSummary:
         return out
 
 
-def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
+def ingest(path: str, home: str | None = None, echo=print, replace: bool = False) -> IngestSummary:
     """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
     documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
+
+    ``replace``: the data folder may hold another docs folder's documents; they are replaced.
 
     Raises
     ------
     pipelines.preflight.StartupError
-        ``path`` does not exist, the data folder is not writable, a model file is missing or
+        ``path`` does not exist, the data folder is not writable or is a folder of the user's, it
+        holds another docs folder's documents and ``replace`` is false, a model file is missing or
         corrupt (one line each; see :mod:`pipelines.preflight`).
     """
     import dagster as dg
 
-    from pipelines.preflight import check_data_folder, check_docs, preflight
+    from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
 
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
@@ -95,8 +98,9 @@ def ingest(path: str, home: str | None = None, echo=print) -> IngestSummary:
     from pipelines.sync import contiguous_ranges
 
     t0 = time.perf_counter()
-    check_docs(path)
-    check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
+    docs_path = check_docs(path)
+    home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
+    check_same_docs(home_path, docs_path, replace)
     _prepare_env(home, path)
     from pipelines.settings import record_docs_root
 
@@ -282,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT "
                           "(exit status 1 when any document failed)")
+    p_ingest.add_argument("--replace", action="store_true",
+                          help="the data folder holds another docs folder's documents: replace them")
     p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF), optionally reranked by "
                               "the local cross-encoder")
     p_search.add_argument("query")
@@ -293,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                           "or 0, off; 30 is the measured depth; about 0.06-0.08 s a candidate on 2 CPU cores)")
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
+    p_demo.add_argument("--replace", action="store_true",
+                        help="the data folder holds another docs folder's documents: replace them")
     p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "
                             "configuration (Pass@5/10/20, failure@20, MRR@10)")
     p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
@@ -378,7 +386,7 @@ def _run(args) -> int:
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
         return 1 if bad else 0
     if args.command == "ingest":
-        summary = ingest(args.path, args.home)
+        summary = ingest(args.path, args.home, replace=args.replace)
         for line in summary.lines():
             print(f"situate: {line}")
         if args.json:
@@ -416,7 +424,7 @@ def _run(args) -> int:
     if args.command == "demo":
         from pipelines.demo import run_demo
 
-        return run_demo(args.home)
+        return run_demo(args.home, args.replace)
     if args.command == "dev":
         _prepare_env(None)
         root = Path(__file__).resolve().parent.parent

@@ -58,16 +58,25 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def run_demo(home: str | None = None) -> int:
-    """Build the demo corpus, ingest it, print the summary and the results of a few searches."""
-    from pipelines.cli import _print_hits, ingest, search
+def run_demo(home: str | None = None, replace: bool = False) -> int:
+    """Build the demo corpus, ingest it, print the summary and the results of a few searches.
 
-    home_path = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        The data folder is a folder of the user's, or holds another docs folder's documents and
+        ``replace`` is false.
+    """
+    from pipelines.cli import _print_hits, ingest, search
+    from pipelines.preflight import check_data_folder, check_same_docs
+
+    home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
     folder = home_path / "demo-docs"
+    check_same_docs(home_path, folder, replace)
     files = build_demo_corpus(folder)
     print(f"situate demo: {len(files)} documents in {folder}: {', '.join(f.name for f in files)}")
     t0 = time.perf_counter()
-    summary = ingest(str(folder), str(home_path))
+    summary = ingest(str(folder), str(home_path), replace=replace)
     for line in summary.lines():
         print(f"situate: {line}")
     for key, s in summary.per_document.items():

@@ -170,8 +170,9 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     corpus_path = Path(corpus).expanduser()
     if not corpus_path.exists():
         raise FileNotFoundError(f"{corpus} does not exist")
-    home_path = Path(home).expanduser().resolve() if home else default_home(corpus_path)
-    home_path.mkdir(parents=True, exist_ok=True)
+    from pipelines.preflight import check_data_folder
+
+    home_path = check_data_folder(Path(home).expanduser().resolve() if home else default_home(corpus_path))
     if corpus_path.is_dir():
         beir_corpus, qs = ev.load_beir(corpus_path)
         corpus_file = home_path / f"{corpus_path.name}.corpus.json"

@@ -5,6 +5,8 @@ fault                                  answer (:class:`StartupError`, or a warni
 =====================================  ==========================================================
 docs folder (or corpus file) missing   ``docs folder … does not exist``
 data folder not creatable / writable   ``data folder … is not writable: <OS reason>``
+a non-empty folder not situate's       ``data folder … is a non-empty folder that is not a situate data folder``
+another docs folder, same data folder  ``data folder … holds the documents of …: add --replace``
 model file missing                     ``model file … not found: run `situate models install```
 default model corrupt (size, sha256)   ``model file … is corrupt: sha256 … is not the pinned …``
 another file that is not a GGUF        ``model file … is not a GGUF file``
@@ -49,22 +51,55 @@ def check_docs(path: str | os.PathLike) -> Path:
 def check_data_folder(home: str | os.PathLike) -> Path:
     """Create the data folder if needed and prove it is writable (a file is created and removed).
 
+    The folder gets the marker file :data:`resources.store.DATA_MARKER`.
+
     Raises
     ------
     StartupError
-        It cannot be created or written (permissions, a file in the way, a read-only disk, no space).
+        It cannot be created or written (permissions, a file in the way, a read-only disk, no space),
+        or it is a non-empty folder that is not a situate data folder (a folder of the user's: its
+        files must not be touched).
     """
     p = Path(home).expanduser().resolve()
+    from resources.store import DATA_MARKER
+
+    if p.is_dir() and not (p / DATA_MARKER).exists():
+        # a data folder of an earlier situate (no marker yet) has its docs-root file or its table
+        earlier = (p / "docs-root").is_file() or (p / "lancedb").is_dir()
+        if any(p.iterdir()) and not earlier:
+            raise StartupError(f"data folder {p} is a non-empty folder that is not a situate data folder: "
+                               "give a new or empty folder (--home or SITUATE_HOME); situate never writes into "
+                               "or deletes from a folder of yours")
     try:
         p.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=p, prefix=".write-probe-")
         os.close(fd)
         os.unlink(probe)
+        if not (p / DATA_MARKER).exists():
+            (p / DATA_MARKER).write_text('{"situate": "data folder"}\n')
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise StartupError(f"data folder {p} is not writable: {reason} (set --home or SITUATE_HOME "
                            "to a folder you can write)") from None
     return p
+
+
+def check_same_docs(home: Path, docs: Path, replace: bool) -> None:
+    """Refuse to ingest ``docs`` into a data folder that holds another docs folder's documents
+    (the sync would delete every row of those), unless ``replace``.
+
+    Raises
+    ------
+    StartupError
+        The data folder's recorded docs folder is another one and ``replace`` is false.
+    """
+    recorded = home / "docs-root"
+    if replace or not recorded.is_file():
+        return
+    before = recorded.read_text().strip()
+    if before and before != str(docs):
+        raise StartupError(f"data folder {home} holds the documents of {before}: ingesting {docs} would "
+                           "replace them (add --replace to do so, or give another --home)")
 
 
 def check_models(llm_path: str, embed_path: str | None) -> None:

@@ -24,6 +24,10 @@ import dagster as dg
 import pyarrow as pa
 
 TABLE = "chunks"
+#: File that marks a folder as a situate data folder (written when situate first uses it): a
+#: non-empty folder without it is refused as a data folder, and a docs folder's subfolder with it
+#: is never ingested as documents.
+DATA_MARKER = ".situate-data"
 
 #: Embedding width of the default embedder (nomic-embed-text-v1.5: 768 dimensions).
 DEFAULT_DIM = 768

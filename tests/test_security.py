@@ -117,3 +117,59 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     start = printed.index("[\n  {")
     as_json = printed[start:printed.index("\n]", start) + 2]
     assert json.loads(as_json)[0]["blurb"] == f"blurb {hostile}"  # escapes are valid JSON
+
+
+def test_a_folder_of_the_users_is_refused_as_a_data_folder_and_keeps_its_files(tmp_path, capsys):
+    from pipelines.cli import main
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n")
+    mine = tmp_path / "mine"
+    (mine / "bm25").mkdir(parents=True)
+    (mine / "bm25" / "notes.txt").write_text("my notes")
+    (mine / "todo.md").write_text("- x")
+    before = sorted(p.relative_to(mine) for p in mine.rglob("*"))
+    assert main(["ingest", str(docs), "--home", str(mine)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a non-empty folder that is not a situate data folder" in err[0]
+    assert sorted(p.relative_to(mine) for p in mine.rglob("*")) == before
+    assert (mine / "bm25" / "notes.txt").read_text() == "my notes"
+    # demo and eval refuse it the same way
+    assert main(["demo", "--home", str(mine)]) == 2
+    assert "not a situate data folder" in capsys.readouterr().err
+    assert sorted(p.relative_to(mine) for p in mine.rglob("*")) == before
+
+
+def test_another_docs_folder_needs_replace(tmp_path, capsys):
+    from pipelines.preflight import StartupError, check_data_folder, check_same_docs
+    from pipelines.settings import restored_env
+
+    home = check_data_folder(tmp_path / "home")
+    assert (home / ".situate-data").is_file() and check_data_folder(home) == home  # marked, then accepted
+    (home / "docs-root").write_text(str(tmp_path / "notes"))
+    check_same_docs(home, tmp_path / "notes", replace=False)
+    with pytest.raises(StartupError, match="holds the documents of .*notes: ingesting .*other would replace them"):
+        check_same_docs(home, tmp_path / "other", replace=False)
+    check_same_docs(home, tmp_path / "other", replace=True)
+    from pipelines.cli import main
+
+    (tmp_path / "other").mkdir()
+    with restored_env():
+        assert main(["ingest", str(tmp_path / "other"), "--home", str(home)]) == 2
+    assert "add --replace" in capsys.readouterr().err
+
+
+def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
+    from assets.documents_io import discover
+    from pipelines.preflight import check_data_folder
+
+    docs = tmp_path / "docs"
+    (docs / "index").mkdir(parents=True)
+    (docs / "a.md").write_text("# A\n")
+    check_data_folder(docs / "index")
+    (docs / "index" / "demo-docs").mkdir()
+    (docs / "index" / "demo-docs" / "b.md").write_text("# B\n")
+    (docs / "index" / "stages").mkdir()
+    (docs / "index" / "stages" / "document.json").write_text("{}")
+    assert [r.source for r in discover(docs)] == ["a.md"]
