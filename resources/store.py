@@ -200,8 +200,15 @@ class Store(dg.ConfigurableResource):
         return json.loads(p.read_text(encoding="utf-8"))
 
     def delete_stages(self, key: str) -> None:
-        """Remove document ``key``'s stage folder."""
-        shutil.rmtree(self.stage_dir(key), ignore_errors=True)
+        """Remove document ``key``'s stage folder; nothing for a key that is not a valid document
+        key (it can have none, and nothing is ever deleted through it)."""
+        from resources.keys import PartitionKeyError
+
+        try:
+            folder = self.stage_dir(key)
+        except PartitionKeyError:
+            return
+        shutil.rmtree(folder, ignore_errors=True)
 
     # -- LanceDB -------------------------------------------------------------------------------
     def connect(self):
