@@ -148,7 +148,7 @@ def read_corpus(data: bytes) -> list[dict] | None:
     """The documents of a cookbook-form corpus file, or ``None`` if ``data`` is not one."""
     try:
         obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
         return None
     if (isinstance(obj, list) and obj and all(isinstance(d, dict) for d in obj)
             and all({"doc_id", "content", "chunks"} <= d.keys() for d in obj)):
@@ -198,6 +198,12 @@ def discover(root: str | Path) -> list[SourceRef]:
     refs: list[SourceRef] = []
     for p in files:
         source = str(PurePosixPath(*p.relative_to(base).parts))
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError:  # a file name that is not UTF-8: listed (named) under a readable name
+            source = source.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            refs.append(SourceRef(encode_key(source), source, str(p), "bad-name"))
+            continue
         try:
             size = p.stat().st_size
             data = p.read_bytes() if size <= MAX_FILE_BYTES else None

@@ -58,6 +58,8 @@ class DocsFolder(dg.ConfigurableResource):
         if not inside:  # a symbolic link out of the docs folder, or a key past it
             raise DocumentError(source, f"resolves outside the docs folder {self.base}")
         if not path.is_file():
+            if "\ufffd" in file_part:
+                raise DocumentError(source, "its file name is not valid UTF-8: rename the file")
             raise DocumentError(source, f"file not found under {self.base}")
         data = path.read_bytes()
         if doc_id:

@@ -173,3 +173,20 @@ def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
     (docs / "index" / "stages").mkdir()
     (docs / "index" / "stages" / "document.json").write_text("{}")
     assert [r.source for r in discover(docs)] == ["a.md"]
+
+
+def test_odd_files_never_stop_discovery(tmp_path):
+    import os
+
+    from assets.documents_io import DocumentError, discover
+    from resources.docs import DocsFolder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n")
+    os.close(os.open(os.path.join(os.fsencode(docs), b"bad-\xff-name.md"), os.O_CREAT | os.O_WRONLY))
+    (docs / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    refs = {r.source: r for r in discover(docs)}
+    assert set(refs) == {"a.md", "bad-\ufffd-name.md", "deep.json"}
+    with pytest.raises(DocumentError, match="file name is not valid UTF-8"):
+        DocsFolder(path=str(docs)).resolve(refs["bad-\ufffd-name.md"].key)
