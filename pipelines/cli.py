@@ -182,6 +182,11 @@ class QueryError(ValueError):
     """A search the CLI answers with one line and exit status 2 (empty query, bad ``k``)."""
 
 
+#: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger
+#: number was a traceback.
+MAX_K = 1_000_000
+
+
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
     """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`), then the
     first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
@@ -217,6 +222,10 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         raise QueryError("empty query: give the words to search for")
     if k < 1:
         raise QueryError(f"-k must be at least 1, got {k}")
+    if k > MAX_K:
+        raise QueryError(f"-k must be at most {MAX_K:,}, got {k}")
+    if rerank is not None and rerank > MAX_K:
+        raise QueryError(f"--rerank must be at most {MAX_K:,}, got {rerank}")
     if rerank is not None and rerank < 0:
         raise QueryError(f"--rerank must be 0 (off) or more, got {rerank}")
     from pipelines.preflight import StartupError

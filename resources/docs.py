@@ -49,7 +49,12 @@ class DocsFolder(dg.ConfigurableResource):
             source = check_key(key)
         except PartitionKeyError as e:
             raise DocumentError(key, str(e)) from None
-        file_part, _, doc_id = source.partition("#")
+        # ``corpus.json#doc_id`` names a corpus entry; a "#" in a file's own name is part of it
+        file_part, doc_id = source, ""
+        if "#" in source and not (self.base / source).is_file():
+            cuts = [i for i, ch in enumerate(source) if ch == "#"]
+            at = next((i for i in cuts if (self.base / source[:i]).is_file()), cuts[0])
+            file_part, doc_id = source[:at], source[at + 1:]
         path = self.base / file_part
         try:
             inside = path.resolve().is_relative_to(self.base)

@@ -5,7 +5,8 @@ Dagster partition keys must not contain ``...`` or control characters, and comma
 selection and backfills in the UI (shared/DAGSTER.md), so a key uses only ``[A-Za-z0-9._-]``.
 The encoding is deterministic and reversible, so a key maps back to its source without any state:
 
-* ``A-Z a-z 0-9 -`` stand for themselves; ``.`` too, unless it follows a ``.`` (no ``..``/``...``);
+* ``A-Z a-z 0-9 -`` stand for themselves; ``.`` too, unless it follows a ``.`` (no ``..``/``...``)
+  or is the first or last character (so ``first...last`` of ``--partition-range`` splits one way);
 * ``_`` is the escape character: ``__`` is ``_``, ``_.`` is ``/``, ``_HH`` is one UTF-8 byte in hex.
 
 Dagster does not validate dynamic partition keys (the UI's "Add partition" takes ``../x``), so
@@ -52,7 +53,7 @@ def encode_key(source: str) -> str:
     Returns
     -------
     str
-        Matches ``[A-Za-z0-9._-]+`` and never contains ``..``.
+        Matches ``[A-Za-z0-9._-]+``, never contains ``..`` and neither starts nor ends with ``.``.
 
     Raises
     ------
@@ -62,11 +63,13 @@ def encode_key(source: str) -> str:
     if not source:
         raise PartitionKeyError("empty source path")
     out: list[str] = []
-    for ch in source:
+    last = len(source) - 1
+    for i, ch in enumerate(source):
         if ch in _PLAIN:
             out.append(ch)
         elif ch == ".":
-            out.append("_2E" if out and out[-1].endswith(".") else ".")
+            # never "..", and never a "." at either end: a range "a....b" would be ambiguous
+            out.append("_2E" if i in (0, last) or (out and out[-1].endswith(".")) else ".")
         elif ch == "_":
             out.append("__")
         elif ch == "/":
@@ -133,8 +136,8 @@ def check_key(key: str) -> str:
     source = decode_key(key)
     if encode_key(source) != key:
         raise PartitionKeyError(f"partition key {key!r} is not in the canonical form of {source!r}")
-    file_part = source.split("#", 1)[0]
-    parts = file_part.split("/")
+    file_part = source.rsplit("#", 1)[0] if "#" in source else source
+    parts = source.split("/") + file_part.split("/")
     if (file_part.startswith("/") or "\\" in file_part or any(p in ("", ".", "..") for p in parts)
             or any(ord(c) < 32 or ord(c) == 127 for c in source)):
         raise PartitionKeyError(f"partition key {key!r} names {source!r}, not a relative path inside the docs folder")

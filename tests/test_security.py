@@ -190,3 +190,27 @@ def test_odd_files_never_stop_discovery(tmp_path):
     assert set(refs) == {"a.md", "bad-\ufffd-name.md", "deep.json"}
     with pytest.raises(DocumentError, match="file name is not valid UTF-8"):
         DocsFolder(path=str(docs)).resolve(refs["bad-\ufffd-name.md"].key)
+
+
+def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
+    from assets.documents_io import discover
+    from resources.docs import DocsFolder
+
+    for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
+        key = encode_key(source)
+        assert not key.startswith(".") and not key.endswith(".") and ".." not in key
+        assert check_key(key) == source
+    # '#' in a file's own name: found and read
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a#b.md").write_text("# A sharp\n")
+    ref = next(r for r in discover(docs) if r.source == "a#b.md")
+    assert DocsFolder(path=str(docs)).resolve(ref.key).path == str(docs / "a#b.md")
+
+
+def test_a_huge_k_gets_one_line(capsys, tmp_path):
+    from pipelines.cli import main
+
+    assert main(["search", "x", "-k", str(2 ** 70), "--home", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "-k must be at most 1,000,000" in err[0]
