@@ -28,14 +28,17 @@ from pathlib import Path
 import numpy as np
 
 #: The configurations of ``situate eval``, in the order they are reported.
-CONFIGS = ("chunk", "chunk+bm25", "heuristic", "document-context", "contextual-dense", "contextual",
+#: ``blurb`` is the published recipe with the local model's blurb alone (no structural context),
+#: dense + BM25; ``contextual`` is what ``situate search`` does (no rerank by default).
+CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "contextual",
            "contextual+rerank")
-#: Also available by name: ``blurb``, the published recipe with the local model's blurb alone (no
-#: structural context), dense + BM25 (``blurb-ungrounded``: the same before grounding); ``ensemble``, contextual dense + contextual BM25 + dense over
+#: Also available by name: ``document-context``, one LLM summary per document + chunk (a second
+#: pass of the LLM over every document: left out of the default run for its cost);
+#: ``blurb-ungrounded``, ``blurb`` before grounding; ``ensemble``, contextual dense + contextual BM25 + dense over
 #: the chunk alone, fused; ``contextual+rerank-replace``, the cross-encoder's order alone (the
 #: cookbook's rerank) instead of fused with the first stage's; ``contextual+rerank-blurb``, the
 #: cross-encoder reading the LLM blurb as well as the structural context and the chunk.
-EXTRA_CONFIGS = ("blurb", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
+EXTRA_CONFIGS = ("document-context", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
                  "contextual+rerank-blurb")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)

@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
     p_eval.add_argument("--queries", help="query lines {query_id, query, golden: [[doc_id, chunk_index]]}")
     p_eval.add_argument("--configs", help="comma-separated (default: all of "
-                        "chunk,chunk+bm25,heuristic,document-context,contextual-dense,contextual,contextual+rerank)")
+                        "chunk,chunk+bm25,heuristic,contextual-dense,blurb,contextual,contextual+rerank)")
     p_eval.add_argument("--fusion", default="rrf", help="comma-separated fusion methods: rrf, weighted "
                         "(the first is the one reported under the plain name)")
     p_eval.add_argument("--rerank-depth", type=int, default=None, help="candidates the reranker reorders")

@@ -49,7 +49,7 @@ def report(tmp_path_factory):
     from pipelines.evaluate import run_eval
 
     kwargs = dict(corpus=str(tmp / "tiny_chunks.json"), queries=str(tmp / "q.jsonl"),
-                  configs=list(CONFIGS) + ["contextual+rerank-replace"],
+                  configs=list(CONFIGS) + ["document-context", "contextual+rerank-replace"],
                   home=str(tmp / "home"), fusions=["rrf", "weighted"], rerank_depth=4, echo=lambda *_: None)
     before = {k: os.environ.get(k) for k in ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME")}
     with pytest.MonkeyPatch.context() as mp:
@@ -71,12 +71,15 @@ def test_every_configuration_is_scored(report):
         assert 0 <= r["pass@5"] <= r["pass@10"] <= r["pass@20"] <= 100, name
         assert r["failure@20"] == pytest.approx(100 - r["pass@20"])
         assert set(first["golden_ranks"][name]) == {"q1", "q2"}
-    for name in ("chunk+bm25", "heuristic", "contextual", "contextual+rerank"):
+    for name in ("chunk+bm25", "heuristic", "blurb", "contextual", "contextual+rerank"):
         assert f"{name} (weighted)" in first["configs"]
     # 6 chunks: every golden chunk is in the top 5 for every configuration
     assert all(r["pass@5"] == 100.0 for r in first["configs"].values())
     # the names in the query are in the chunk: BM25-backed configurations put it first
     assert first["golden_ranks"]["chunk+bm25"]["q2"] == [1]
+    # blurb shares are reported, in percent of the 6 chunk blurbs
+    q = first["blurb_quality"]
+    assert q["blurbs"] == 6 and 0 <= q["usable"] <= 100
     assert first["ingest"]["llm_calls"] == 6 and first["document_summaries"]["llm_calls"] == 2
     assert first["configs"]["contextual+rerank"]["model_calls"] == 8  # 2 queries x depth 4
     assert first["configs"]["contextual+rerank-replace"]["model_calls"] == 0  # the same pairs, cached
