@@ -11,6 +11,7 @@ cookbook's ``codebase_chunks.json`` (a JSON list of ``{"doc_id", "content", "chu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -156,6 +157,18 @@ def read_corpus(data: bytes) -> list[dict] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4)
+def corpus_index(path: str, size: int, mtime_ns: int) -> dict[str, dict]:
+    """A corpus file's documents by ``doc_id``, parsed once per file version (its size and
+    mtime), not once per document: a run over n documents of one corpus parsed it n times before.
+    A ``doc_id`` given twice keeps its first document (discovery names the duplicate)."""
+    corpus = read_corpus(Path(path).read_bytes()) or []
+    index: dict[str, dict] = {}
+    for d in corpus:
+        index.setdefault(str(d["doc_id"]), d)
+    return index
+
+
 def corpus_entry_sha(entry: dict) -> str:
     """sha256 of a corpus document's canonical JSON (content and chunks)."""
     return _sha256(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode())
@@ -275,7 +288,11 @@ def _decode_text(source: str, data: bytes, notes: list[str] | None = None) -> st
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-_MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+#: ``#`` to ``######``, blanks, then the title (its closing ``#``s and blanks are stripped in
+#: Python: a lazy group before ``[ \t#]*$`` was quadratic on a long line of blanks).
+_MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
+#: Longest line read as a heading, in characters: a longer one is text.
+MAX_HEADING_CHARS = 1000
 _FENCE = re.compile(r"^(```|~~~)")
 
 
@@ -285,8 +302,9 @@ def markdown_headings(text: str) -> list[list]:
     for line in text.splitlines(keepends=True):
         if _FENCE.match(line.lstrip()):
             fenced = not fenced
-        elif not fenced and (m := _MD_HEADING.match(line.rstrip("\n"))):
-            out.append([offset, len(m.group(1)), m.group(2).strip()])
+        elif not fenced and len(line) <= MAX_HEADING_CHARS and (m := _MD_HEADING.match(line.rstrip("\r\n"))):
+            title = m.group(2).rstrip(" \t#").strip() or m.group(2).strip()
+            out.append([offset, len(m.group(1)), title])
         offset += len(line)
     return out
 
@@ -410,12 +428,13 @@ def load(ref: SourceRef) -> Document:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise DocumentError(ref.source, f"too large ({size:,} bytes > {MAX_FILE_BYTES:,})")
+        if ref.corpus_doc_id is not None:  # the corpus is parsed once per run, not once per document
+            st = path.stat()
+            return _load_corpus_doc(ref, corpus_index(str(path), st.st_size, st.st_mtime_ns).get(ref.corpus_doc_id))
         data = path.read_bytes()
     except OSError as e:
         raise DocumentError(ref.source, f"cannot read ({e.strerror or e})") from None
     name = path.name
-    if ref.corpus_doc_id is not None:
-        return _load_corpus_doc(ref, data)
     fmt = format_of(path) or "text"
     headings: list = []
     notes: list[str] = []
@@ -445,9 +464,7 @@ def load(ref: SourceRef) -> Document:
                     notes=notes)
 
 
-def _load_corpus_doc(ref: SourceRef, data: bytes) -> Document:
-    corpus = read_corpus(data)
-    entry = next((d for d in corpus or [] if str(d["doc_id"]) == ref.corpus_doc_id), None)
+def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
     if entry is None:
         raise DocumentError(ref.source, "document no longer in the corpus file")
     text = entry["content"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
-from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, discover, read_corpus
+from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, corpus_index, discover
 from resources.keys import PartitionKeyError, check_key, encode_key
 
 
@@ -66,16 +66,17 @@ class DocsFolder(dg.ConfigurableResource):
             if "\ufffd" in file_part:
                 raise DocumentError(source, "its file name is not valid UTF-8: rename the file")
             raise DocumentError(source, f"file not found under {self.base}")
-        data = path.read_bytes()
         if doc_id:
-            corpus = read_corpus(data) or []
-            entry = next((d for d in corpus if str(d["doc_id"]) == doc_id), None)
+            st = path.stat()
+            entry = corpus_index(str(path), st.st_size, st.st_mtime_ns).get(doc_id)
             if entry is None:
                 raise DocumentError(source, f"no document {doc_id!r} in {file_part}")
             return SourceRef(encode_key(source), source, str(path), corpus_entry_sha(entry), doc_id)
         import hashlib
 
+        data = path.read_bytes()
         return SourceRef(encode_key(source), source, str(path), hashlib.sha256(data).hexdigest())
+
 
 
 class Chunking(dg.ConfigurableResource):

@@ -214,3 +214,25 @@ def test_a_huge_k_gets_one_line(capsys, tmp_path):
     assert main(["search", "x", "-k", str(2 ** 70), "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "-k must be at most 1,000,000" in err[0]
+
+
+def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
+    """Counted, not timed: a corpus file is parsed once for all its documents, and a long line of
+    blanks is not read as a heading (the regex was quadratic on it)."""
+    import json
+
+    from assets import documents_io
+    from assets.documents_io import discover, load, markdown_headings
+
+    corpus = [{"doc_id": f"d{i}", "content": f"text {i}", "chunks": [{"content": f"text {i}"}]} for i in range(50)]
+    (tmp_path / "c.json").write_text(json.dumps(corpus))
+    parses = []
+    real = documents_io.read_corpus
+    monkeypatch.setattr(documents_io, "read_corpus", lambda data: parses.append(1) or real(data))
+    documents_io.corpus_index.cache_clear()
+    refs = discover(tmp_path)
+    assert len(refs) == 50 and len(parses) == 1  # discovery
+    docs = [load(r) for r in refs]
+    assert sorted(d.text for d in docs) == sorted(f"text {i}" for i in range(50)) and len(parses) == 2  # 50 loads, 1 parse
+    line = "# " + " " * 50_000 + "x"
+    assert markdown_headings(line + "\n## Real heading ##\n") == [[len(line) + 1, 2, "Real heading"]]
