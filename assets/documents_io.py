@@ -157,6 +157,11 @@ def read_corpus(data: bytes) -> list[dict] | None:
     return None
 
 
+#: Suffix of the source of a corpus document whose ``doc_id`` appeared before in the same file:
+#: ``corpus.json#doc_1#duplicate-2`` fails with its reason, the first ``doc_1`` is indexed.
+DUPLICATE_MARK = "#duplicate-"
+
+
 @functools.lru_cache(maxsize=4)
 def corpus_index(path: str, size: int, mtime_ns: int) -> dict[str, dict]:
     """A corpus file's documents by ``doc_id``, parsed once per file version (its size and
@@ -227,10 +232,16 @@ def discover(root: str | Path) -> list[SourceRef]:
             continue
         corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
         if corpus is not None:
+            seen: dict[str, int] = {}
             for entry in corpus:
-                src = f"{source}#{entry['doc_id']}"
-                refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry),
-                                      str(entry["doc_id"])))
+                doc_id = str(entry["doc_id"])
+                seen[doc_id] = seen.get(doc_id, 0) + 1
+                if seen[doc_id] > 1:  # named, so that the run says so; the first one is indexed
+                    src = f"{source}#{doc_id}{DUPLICATE_MARK}{seen[doc_id]}"
+                    refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry), src.split("#", 1)[1]))
+                    continue
+                src = f"{source}#{doc_id}"
+                refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry), doc_id))
         else:
             sha = _sha256(data) if data is not None else f"size:{size}"
             refs.append(SourceRef(encode_key(source), source, str(p), sha))
@@ -465,6 +476,10 @@ def load(ref: SourceRef) -> Document:
 
 
 def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
+    if DUPLICATE_MARK in ref.source:
+        doc_id, _, n = ref.corpus_doc_id.rpartition(DUPLICATE_MARK)
+        raise DocumentError(ref.source, f"doc_id {doc_id!r} appears again (occurrence {n}) in the corpus file: "
+                                        "only its first document is indexed; give each document its own doc_id")
     if entry is None:
         raise DocumentError(ref.source, "document no longer in the corpus file")
     text = entry["content"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
-from assets.documents_io import DocumentError, SourceRef, corpus_entry_sha, corpus_index, discover
+from assets.documents_io import DUPLICATE_MARK, DocumentError, SourceRef, corpus_entry_sha, corpus_index, discover
 from resources.keys import PartitionKeyError, check_key, encode_key
 
 
@@ -66,6 +66,8 @@ class DocsFolder(dg.ConfigurableResource):
             if "\ufffd" in file_part:
                 raise DocumentError(source, "its file name is not valid UTF-8: rename the file")
             raise DocumentError(source, f"file not found under {self.base}")
+        if doc_id and DUPLICATE_MARK in "#" + doc_id:  # named by discovery; it fails when loaded
+            return SourceRef(encode_key(source), source, str(path), "duplicate", doc_id)
         if doc_id:
             st = path.stat()
             entry = corpus_index(str(path), st.st_size, st.st_mtime_ns).get(doc_id)

@@ -236,3 +236,20 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
     assert sorted(d.text for d in docs) == sorted(f"text {i}" for i in range(50)) and len(parses) == 2  # 50 loads, 1 parse
     line = "# " + " " * 50_000 + "x"
     assert markdown_headings(line + "\n## Real heading ##\n") == [[len(line) + 1, 2, "Real heading"]]
+
+
+def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
+    import json
+
+    from assets.documents_io import DocumentError, discover, load
+    from resources.docs import DocsFolder
+
+    corpus = [{"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
+              {"doc_id": "d1", "content": "second", "chunks": [{"content": "second"}]}]
+    (tmp_path / "c.json").write_text(json.dumps(corpus))
+    refs = discover(tmp_path)
+    assert [r.source for r in refs] == ["c.json#d1", "c.json#d1#duplicate-2"]
+    assert load(refs[0]).text == "first"
+    ref = DocsFolder(path=str(tmp_path)).resolve(refs[1].key)
+    with pytest.raises(DocumentError, match="doc_id 'd1' appears again \\(occurrence 2\\)"):
+        load(ref)
