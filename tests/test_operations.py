@@ -260,7 +260,7 @@ def test_missing_corrupt_and_foreign_model_files_get_one_line(tmp_path, capsys, 
     # cut short: the size already tells
     (bad_dir / src.name).write_bytes(bytes(data[:1000]))
     code, err = _situate(args, capsys, monkeypatch, SITUATE_MODELS_DIR=str(bad_dir))
-    assert code == 2 and "is corrupt: 1,000 bytes, pinned 98,362,432" in err[0]
+    assert code == 2 and f"is corrupt: 1,000 bytes, pinned {models.LLM.size:,}" in err[0]
 
 
 @needs_models
