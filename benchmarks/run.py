@@ -80,6 +80,23 @@ def load_corpus() -> list[dict]:
 
 
 # -- LLM ---------------------------------------------------------------------------------------
+def _rates_at_depth(L, depth: int, probe: list[int], tries: int, steps: int) -> tuple[float, float]:
+    """The loaded model's prompt-eval and generation rates (tokens/s) after ``depth`` cached tokens:
+    the best of ``tries`` (a limit is the machine's best).  The first ``depth`` tokens must be in
+    the KV cache; each try drops what follows them."""
+    prompt_rate = gen_rate = 0.0
+    for _ in range(tries):
+        L._ctx.kv_cache_seq_rm(-1, depth, -1)
+        L.n_tokens = depth
+        t0 = time.perf_counter()
+        L.eval(probe)
+        prompt_rate = max(prompt_rate, len(probe) / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            L.eval([probe[-1]])
+        gen_rate = max(gen_rate, steps / (time.perf_counter() - t0))
+    return prompt_rate, gen_rate
+
 def llm_section(corpus: list[dict], quick: bool) -> dict:
     from assets.blurbs import STOP
     from assets.fitted_preambles import prompt_builder
@@ -161,18 +178,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     #    machine's best), and each blurb's wall time against the limit they imply
     L.reset()
     L.eval(prefix)
-    probe = [t for s in sufs for t in s][:256]
-    prompt_rate = gen_rate = 0.0
-    for _ in range(3):
-        L._ctx.kv_cache_seq_rm(-1, len(prefix), -1)
-        L.n_tokens = len(prefix)
-        t0 = time.perf_counter()
-        L.eval(probe)
-        prompt_rate = max(prompt_rate, len(probe) / (time.perf_counter() - t0))
-        t0 = time.perf_counter()
-        for _ in range(24):
-            L.eval([probe[-1]])
-        gen_rate = max(gen_rate, 24 / (time.perf_counter() - t0))
+    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:256], tries=3, steps=24)
     gens = seq_runs[doc_id][1:]  # the first blurb also reads the prefix, from depth 0
     measured_s = sum(g.seconds for g in gens)
     limit_s = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in gens)
@@ -219,18 +225,7 @@ def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
     L.reset()
     gens = [llm.generate(prefix + s, stop=stops(False)) for s in sufs]
     first, rest = gens[0], gens[1:]
-    probe = [t for s in sufs for t in s][:256]
-    prompt_rate = gen_rate = 0.0
-    for _ in range(2):
-        L._ctx.kv_cache_seq_rm(-1, len(prefix), -1)
-        L.n_tokens = len(prefix)
-        t0 = time.perf_counter()
-        L.eval(probe)
-        prompt_rate = max(prompt_rate, len(probe) / (time.perf_counter() - t0))
-        t0 = time.perf_counter()
-        for _ in range(16):
-            L.eval([probe[-1]])
-        gen_rate = max(gen_rate, 16 / (time.perf_counter() - t0))
+    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:256], tries=2, steps=16)
     measured = sum(g.seconds for g in rest)
     limit = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in rest)
     return {"prefix_tokens": len(prefix), "first_blurb_s": round(first.seconds, 2), "blurbs": len(rest),
