@@ -126,7 +126,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         else:
             records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
                                     cache=cache, cache_key=key_fn,
-                                    generate_batch=llm.batcher(stops(reasoning)).generate if llm.batch > 1 else None)
+                                    generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
         store.write_stage(key, "blurbs", {
             "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})

@@ -242,17 +242,18 @@ class BlurbLLM(dg.ConfigurableResource):
                           len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds)
 
 
-    def batcher(self, stop: list[str] | None = None):
+    def batcher(self, stop: list[str] | None = None, max_tokens: int | None = None):
         """The process-wide :class:`resources.batching.SharedPrefixBatcher` for these settings
-        (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights."""
+        (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights;
+        ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
         from resources.batching import SharedPrefixBatcher
 
-        key = self._key(False) + ("batcher", self.batch, self.max_tokens, self.repeat_penalty,
-                                  tuple(stop or []))
+        bound = max_tokens or self.max_tokens
+        key = self._key(False) + ("batcher", self.batch, bound, self.repeat_penalty, tuple(stop or []))
         batcher = _CACHE.get(key)
         if batcher is None:
             batcher = SharedPrefixBatcher(self.load(), n_seq=self.batch, n_ctx=self.n_ctx,
-                                          n_batch=self.n_batch, max_tokens=self.max_tokens,
+                                          n_batch=self.n_batch, max_tokens=bound,
                                           repeat_penalty=self.repeat_penalty, stop=stop)
             _CACHE[key] = batcher
         return batcher
