@@ -110,7 +110,15 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
                 "embed_seconds": round(seconds, 2)}
 
     report = for_each_document(context, store, "embeddings", work)
+    migration = store.migration()
+    if migration:
+        context.log.warning(
+            f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
+            f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "
+            f"{migration['documents_waiting']} are still to be embedded again; the table keeps its rows "
+            "until every document is, then takes the new rows in one commit")
     return dg.MaterializeResult(metadata={
+        **({"embedding_width_change": migration} if migration else {}),
         "table": f"{store.lancedb_uri}/chunks", "embed_model": embed_model, "fingerprint": fp,
         "table_rows": store.count_rows(),
         **report.metadata(lambda ok: {"rows_written": sum(v["rows"] for v in ok.values()),

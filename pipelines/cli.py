@@ -212,7 +212,8 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
     pipelines.preflight.StartupError
         The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
-        whole number ≥ 0.
+        whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
+        another embedder is under way, :meth:`resources.store.Store.migration`).
     """
     from pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
     from resources.reranker import rerank_hits
@@ -246,6 +247,14 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         return [], [f"the table in {store.root} is empty: run `situate ingest PATH` first"]
     embedder = res["embedder"]
     vecs, n_cut = embedder.embed([query], embedder.query_prefix)
+    table_dim = store.table().schema.field("vector").type.list_size
+    if vecs.shape[1] != table_dim:
+        migration = store.migration()
+        under_way = (f" ({migration['documents_done']} documents embedded again, "
+                     f"{migration['documents_waiting']} to go)" if migration else "")
+        raise StartupError(f"the table in {store.root} holds {table_dim}-wide vectors and the embedder "
+                           f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
+                           "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back")
     hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
     if n_cut:
         warnings.append(f"the query is longer than the embedder's {embedder.n_ctx} tokens: "

@@ -24,6 +24,10 @@ import dagster as dg
 import pyarrow as pa
 
 TABLE = "chunks"
+#: Table that collects a document's rows while the embedding width changes: the ``chunks`` table
+#: keeps serving every document until each of its documents has rows here, then one commit
+#: makes these rows the ``chunks`` table (see :meth:`Store.replace_document`).
+NEXT_TABLE = "chunks-next"
 #: File that marks a folder as a situate data folder (written when situate first uses it): a
 #: non-empty folder without it is refused as a data folder, and a docs folder's subfolder with it
 #: is never ingested as documents.
@@ -109,6 +113,34 @@ def vector_index_name(table) -> str | None:
         if "vector" in list(idx.columns):
             return idx.name
     return None
+
+
+def _fields(schema: pa.Schema) -> dict[str, pa.DataType]:
+    """Column name to type, ignoring order and nullability (a column added in place comes last
+    and is nullable)."""
+    return {f.name: f.type for f in schema}
+
+
+def _vector_type(schema: pa.Schema) -> pa.DataType:
+    return schema.field("vector").type
+
+
+def _keys(table) -> set[str]:
+    return set(table.search().select(["document_key"]).limit(None).to_arrow()
+               .column("document_key").to_pylist())
+
+
+def _migrate_columns(table, schema: pa.Schema) -> bool:
+    """Add ``schema``'s columns that ``table`` lacks (null in its rows), in one commit; True when
+    the table then has ``schema``'s columns and types, False when it cannot (a column of another
+    type, or a column ``schema`` no longer has)."""
+    have, want = _fields(table.schema), _fields(schema)
+    if any(name in have and have[name] != t for name, t in want.items()) or set(have) - set(want):
+        return False
+    missing = [pa.field(f.name, f.type, nullable=True) for f in schema if f.name not in have]
+    if missing:
+        table.add_columns(missing)
+    return True
 
 
 def _quote(value: str) -> str:
@@ -239,6 +271,14 @@ class Store(dg.ConfigurableResource):
         document's rows that are not in ``rows``: no duplicates, no stale rows.  ``rows`` must have
         unique ``chunk_id`` values (merge_insert rejects duplicate keys in its source).
 
+        A table written by an older schema (columns missing) gets the new columns in place, null
+        in its other rows, in one commit before the merge.  Rows of another embedding width
+        (another embedder) go to ``chunks-next`` instead, while ``chunks`` keeps every row it has;
+        when every document of ``chunks`` has rows in ``chunks-next``, one commit (an overwrite,
+        a new version of ``chunks``) makes them the table: no row is dropped before its
+        replacement is written, and there is never a moment without a table.
+        :meth:`migration` says how far such a change is.
+
         Returns
         -------
         int
@@ -256,21 +296,43 @@ class Store(dg.ConfigurableResource):
             raise ValueError(f"{key}: rows belong to other documents")
         return retry_commit(lambda: self._replace_document(key, rows))
 
+    def _open(self, name: str):
+        try:
+            return self.connect().open_table(name)
+        except (FileNotFoundError, ValueError):
+            return None
+
     def _replace_document(self, key: str, rows: pa.Table) -> int:
         table = self.table()
-        if table is not None and rows.num_rows and table.schema != rows.schema:
-            # another embedding width or another schema version: every row is stale (the settings
-            # fingerprint changed too, so every document is being ingested again)
-            self.connect().drop_table(TABLE)
-            table = None
+        nxt = self._open(NEXT_TABLE)
+        if nxt is not None and (table is None or _fields(nxt.schema) == _fields(table.schema)):
+            self.connect().drop_table(NEXT_TABLE)  # left over from a promotion killed before its drop
+            nxt = None
+        if table is not None and rows.num_rows and _fields(table.schema) != _fields(rows.schema):
+            if _vector_type(table.schema) == _vector_type(rows.schema) and _migrate_columns(table, rows.schema):
+                pass  # an older schema, migrated in place: every row stays
+            else:
+                # another embedding width: the table keeps serving its rows; this document's
+                # rows wait in NEXT_TABLE until every document has been embedded again
+                self._merge_document(NEXT_TABLE, nxt, key, rows)
+                self._promote_if_complete()
+                return rows.num_rows
+        if nxt is not None and not rows.num_rows:
+            nxt.delete(f"document_key = {_quote(key)}")
+        n = self._merge_document(TABLE, table, key, rows)
+        if nxt is not None:
+            self._promote_if_complete()
+        return n
+
+    def _merge_document(self, name: str, table, key: str, rows: pa.Table) -> int:
         if table is None:
             if rows.num_rows:
                 try:
-                    self.connect().create_table(TABLE, data=rows, schema=rows.schema)
+                    self.connect().create_table(name, data=rows, schema=rows.schema)
                 except (ValueError, OSError) as e:  # another run created it first: merge into it
                     if "exist" not in str(e).lower():
                         raise
-                    return self._replace_document(key, rows)
+                    return self._merge_document(name, self._open(name), key, rows)
             return rows.num_rows
         if not rows.num_rows:
             table.delete(f"document_key = {_quote(key)}")
@@ -282,20 +344,55 @@ class Store(dg.ConfigurableResource):
          .execute(rows))
         return rows.num_rows
 
+    def _promote_if_complete(self) -> bool:
+        """Make NEXT_TABLE's rows the ``chunks`` table once every document of ``chunks`` has rows
+        there, in one commit (an overwrite: a new version of the same table, so a reader sees
+        the old rows or the new ones, never no table); True when it did."""
+        table, nxt = self.table(), self._open(NEXT_TABLE)
+        if table is None or nxt is None:
+            return False
+        waiting = _keys(table) - _keys(nxt)
+        if waiting:
+            return False
+        table.add(nxt.to_arrow(), mode="overwrite")
+        self.connect().drop_table(NEXT_TABLE)
+        return True
+
+    def migration(self) -> dict | None:
+        """An embedding-width change under way, or None.
+
+        Returns
+        -------
+        dict or None
+            ``{"table_dim", "next_dim", "documents_done", "documents_waiting"}``: the ``chunks``
+            table (still the one searched) holds ``table_dim``-wide vectors; ``documents_done``
+            documents have ``next_dim``-wide rows waiting in ``chunks-next``, and
+            ``documents_waiting`` documents of the table have none yet.
+        """
+        table, nxt = self.table(), self._open(NEXT_TABLE)
+        if table is None or nxt is None:
+            return None
+        done, have = _keys(nxt), _keys(table)
+        return {"table_dim": _vector_type(table.schema).list_size,
+                "next_dim": _vector_type(nxt.schema).list_size,
+                "documents_done": len(done), "documents_waiting": len(have - done)}
+
     def delete_rows(self, key: str) -> None:
-        """Remove document ``key``'s rows (its stage files stay)."""
-        table = self.table()
-        if table is not None:
-            retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))
+        """Remove document ``key``'s rows (its stage files stay), from ``chunks-next`` too."""
+        for table in (self.table(), self._open(NEXT_TABLE)):
+            if table is not None:
+                retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))
 
     def delete_documents(self, keys: list[str]) -> None:
         """Remove every row of the documents ``keys`` and their stage files."""
-        table = self.table()
-        for i in range(0, len(keys), 200):
-            batch = keys[i:i + 200]
-            if table is not None and batch:
-                where = f"document_key IN ({', '.join(_quote(k) for k in batch)})"
-                retry_commit(lambda: table.delete(where))
+        for table in (self.table(), self._open(NEXT_TABLE)):
+            for i in range(0, len(keys), 200):
+                batch = keys[i:i + 200]
+                if table is not None and batch:
+                    where = f"document_key IN ({', '.join(_quote(k) for k in batch)})"
+                    retry_commit(lambda: table.delete(where))
+        if keys:
+            retry_commit(self._promote_if_complete)  # the deleted documents may be the last waited for
         for k in keys:
             self.delete_stages(k)
 

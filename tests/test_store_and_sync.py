@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from assets.documents_io import SourceRef
+from conftest import needs_models
 from assets.embeddings import build_rows
 from pipelines.sync import contiguous_ranges, plan_sync
 from resources.retrieval import bm25_ids, rebuild_bm25_from_table
@@ -93,18 +94,64 @@ def test_contiguous_ranges():
     assert contiguous_ranges(order, order) == [("a", "g")]
 
 
-def test_another_embedding_width_replaces_the_table(tmp_path):
+def _widen(table, dim):
+    """The same rows with FAKE ``dim``-wide vectors."""
     import pyarrow as pa
 
     from resources.store import table_schema
 
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(table.num_rows * dim, np.float32)), dim)
+    return pa.Table.from_arrays([*table.columns[:-1], vec], schema=table_schema(dim))
+
+
+def _widths(store):
+    got = store.columns(["document_key", "vector"]).to_pylist()
+    return sorted((r["document_key"], len(r["vector"])) for r in got)
+
+
+def test_a_width_change_keeps_every_row_until_every_document_has_new_ones(tmp_path):
     store = Store(home=str(tmp_path))
-    store.replace_document("a", rows("a", ["x", "y"]))
-    wide = rows("b", ["z"])
-    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(8, np.float32)), 8)
-    wide = pa.Table.from_arrays([*wide.columns[:-1], vec], schema=table_schema(8))
-    store.replace_document("b", wide)
-    assert store.count_rows() == 1 and store.table().schema.field("vector").type.list_size == 8
+    for key, texts in (("a", ["x", "y"]), ("b", ["z"]), ("c", ["w"])):
+        store.replace_document(key, rows(key, texts))
+    v0 = store.table().version
+    store.replace_document("a", _widen(rows("a", ["x", "y"]), 8))
+    # the table still serves every document at the old width; the new rows wait
+    assert _widths(store) == [("a", 4), ("a", 4), ("b", 4), ("c", 4)]
+    assert store.migration() == {"table_dim": 4, "next_dim": 8, "documents_done": 1, "documents_waiting": 2}
+    store.delete_documents(["c"])  # a document deleted meanwhile is not waited for
+    assert store.migration()["documents_waiting"] == 1
+    store.replace_document("b", _widen(rows("b", ["z"]), 8))  # the last one: one commit swaps
+    assert _widths(store) == [("a", 8), ("a", 8), ("b", 8)]
+    assert store.migration() is None
+    versions = [v["version"] for v in store.table().list_versions()]
+    assert versions == list(range(1, versions[-1] + 1)) and versions[0] <= v0  # the same table throughout
+    store.replace_document("a", _widen(rows("a", ["x changed"]), 8))  # and writes go on as before
+    assert _widths(store) == [("a", 8), ("b", 8)]
+
+
+def test_a_table_of_an_older_schema_is_migrated_in_place(tmp_path):
+    import lancedb
+
+    old = rows("b", ["kept row"]).drop_columns(["fingerprint", "prompt_version"])
+    lancedb.connect(str(tmp_path / "lancedb")).create_table("chunks", data=old)
+    store = Store(home=str(tmp_path))
+    store.replace_document("a", rows("a", ["new row"]))
+    got = {r["text"]: r for r in store.columns(["text", "fingerprint", "prompt_version"]).to_pylist()}
+    assert set(got) == {"kept row", "new row"}
+    assert got["kept row"]["fingerprint"] is None and got["new row"]["fingerprint"] == "fp"
+    assert store.migration() is None
+
+
+@needs_models
+def test_a_search_at_another_width_gets_one_line(tmp_path, capsys, monkeypatch):
+    from pipelines import cli
+    from pipelines.preflight import StartupError
+
+    store = Store(home=str(tmp_path))
+    store.replace_document("a", rows("a", ["x"]))  # FAKE 4-d vectors: the embedder writes 768
+    monkeypatch.setenv("SITUATE_HOME", str(tmp_path))
+    with pytest.raises(StartupError, match=r"holds 4-wide vectors and the embedder .* writes 768-wide"):
+        cli.search("x", k=3, home=str(tmp_path))
 
 
 def test_long_keys_get_short_stage_folders(tmp_path):
