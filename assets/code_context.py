@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import bisect
 import functools
 import re
 from collections.abc import Iterator
@@ -29,6 +30,9 @@ from collections.abc import Iterator
 MAX_COMMENT_WORDS = 40
 #: Most names listed as "defines": a long chunk of small functions keeps the first ones.
 MAX_DEFINED = 12
+#: Enclosing definitions shown at most (the outermost two, "…", the innermost rest): bounds a
+#: chunk's context in a deeply nested file.  Real code nests a handful deep.
+MAX_ENCLOSING = 8
 
 #: File name endings → tree-sitter language.
 EXTENSIONS = {
@@ -196,19 +200,17 @@ _PATTERN_DEF = re.compile(
 
 def _pattern_definitions(text: str) -> list[Definition]:
     """Definitions by line patterns (no grammar): each runs until the next one at the same or a
-    lower indentation."""
-    found = []
+    lower indentation.  One pass with a stack of the open definitions (linear in their number)."""
+    defs: list[Definition] = []
+    open_defs: list[tuple[int, int, str, str]] = []  # (indent, start, kind, name), indents rising
     for m in _PATTERN_DEF.finditer(text):
         indent = len(m.group(0)) - len(m.group(0).lstrip())
-        found.append((m.start(), indent, m.group(1), m.group(2).strip()))
-    defs = []
-    for i, (start, indent, kind, name) in enumerate(found):
-        end = len(text)
-        for start2, indent2, _, _ in found[i + 1:]:
-            if indent2 <= indent:
-                end = start2
-                break
-        defs.append(Definition(kind, name, start, end))
+        while open_defs and open_defs[-1][0] >= indent:
+            _, start, kind, name = open_defs.pop()
+            defs.append(Definition(kind, name, start, m.start()))
+        open_defs.append((indent, m.start(), m.group(1), m.group(2).strip()))
+    defs.extend(Definition(kind, name, start, len(text)) for _, start, kind, name in open_defs)
+    defs.sort(key=lambda d: d.start)
     return defs
 
 
@@ -315,25 +317,57 @@ def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None
         c = leading_comment(text)
         if c:
             head.append(c)
-    out = []
-    for start, end in spans:
-        if in_bytes:
-            b_start = len(text[:start].encode(errors="surrogatepass"))
-            b_end = b_start + len(text[start:end].encode(errors="surrogatepass"))
-        else:
-            b_start, b_end = start, end
-        enclosing = [d for d in defs if d.start < b_start < d.end or (d.start == b_start and d.end > b_end)]
+    starts = [d.start for d in defs]
+    # character offset -> UTF-8 byte offset, computed once per file (not once per chunk)
+    to_byte = _byte_offsets(text) if in_bytes else None
+    out: list[str] = [""] * len(spans)
+    # one sweep over the chunks in order of their start, with a stack of the definitions begun
+    # before it and still open (its height is the nesting depth): linear in chunks + definitions
+    stack: list[Definition] = []
+    i = 0
+    for j in sorted(range(len(spans)), key=lambda j: spans[j][0]):
+        start, end = spans[j]
+        b_start, b_end = (to_byte(start), to_byte(end)) if to_byte else (start, end)
+        while i < len(defs) and defs[i].start < b_start:
+            while stack and stack[-1].end <= defs[i].start:
+                stack.pop()
+            stack.append(defs[i])
+            i += 1
+        while stack and stack[-1].end <= b_start:
+            stack.pop()
+        # nested definitions: every one left on the stack is open at b_start; past
+        # MAX_ENCLOSING, the outermost two and the innermost rest are shown, with "…" between
+        trimmed = len(stack) > MAX_ENCLOSING
+        shown = stack[:2] + stack[2 - MAX_ENCLOSING:] if trimmed else stack
+        enclosing = [d for d in shown if d.start < b_start < d.end]
+        enclosing += [d for d in defs[i:bisect.bisect_right(starts, b_start)][:MAX_ENCLOSING] if d.end > b_end]
         inside: list[str] = []
-        for d in defs:
-            if b_start <= d.start < b_end and d.name not in inside and d not in enclosing:
+        for d in defs[i:bisect.bisect_left(starts, b_end)]:
+            if len(inside) == MAX_DEFINED:
+                break
+            if d.name not in inside and d not in enclosing:
                 inside.append(d.name)
         parts = list(head)
         if enclosing:
-            parts.append(" > ".join(d.label for d in enclosing))
+            labels = [d.label for d in enclosing]
+            if trimmed:
+                labels.insert(2, "…")
+            parts.append(" > ".join(labels))
         if inside:
-            parts.append("defines: " + ", ".join(inside[:MAX_DEFINED]))
-        out.append("\n".join(parts))
+            parts.append("defines: " + ", ".join(inside))
+        out[j] = "\n".join(parts)
     return out
+
+
+def _byte_offsets(text: str):
+    """A function from character offsets of ``text`` to UTF-8 byte offsets, in O(1) after one
+    linear pass (ASCII text: the identity)."""
+    if text.isascii():
+        return lambda i: i
+    cum = [0]
+    for ch in text:
+        cum.append(cum[-1] + len(ch.encode(errors="surrogatepass")))
+    return lambda i: cum[i]
 
 
 def structural_context(text: str, start: int, end: int, language: str | None = None,

@@ -253,3 +253,80 @@ def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
     ref = DocsFolder(path=str(tmp_path)).resolve(refs[1].key)
     with pytest.raises(DocumentError, match="doc_id 'd1' appears again \\(occurrence 2\\)"):
         load(ref)
+
+
+def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes:
+    """A real PDF written with pypdf: ``pages`` pages drawing ``text`` in Helvetica, every page
+    from one shared content stream object (``shared``) or each from its own."""
+    import io
+
+    import pypdf
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    w = pypdf.PdfWriter()
+    font = w._add_object(DictionaryObject({NameObject("/Type"): NameObject("/Font"),
+                                           NameObject("/Subtype"): NameObject("/Type1"),
+                                           NameObject("/BaseFont"): NameObject("/Helvetica")}))
+
+    def stream():
+        s = DecodedStreamObject()
+        s.set_data(b"BT /F1 12 Tf 72 700 Td (" + text + b") Tj ET")
+        return w._add_object(s.flate_encode() if compress else s)
+
+    one = stream()
+    for _ in range(pages):
+        page = w.add_blank_page(612, 792)
+        page[NameObject("/Contents")] = one if shared else stream()
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+    out = io.BytesIO()
+    w.write(out)
+    return out.getvalue()
+
+
+def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
+    from assets.documents_io import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
+
+    # 300 pages drawing one shared stream: its text is read once, with a note
+    notes = []
+    text, _ = pdf_to_text("shared.pdf", _pdf(300, b"the key rotation schedule " * 20, shared=True), notes)
+    assert text.count("key rotation schedule") == 20
+    assert notes == ["299 PDF pages repeat an earlier page's content stream: read once"]
+    # one compressed stream of 400,000 characters in a file of a few KB: a named error
+    data = _pdf(1, b"a" * 400_000, shared=False, compress=True)
+    limit = PDF_BASE_CHARS + MAX_PDF_CHARS_PER_BYTE * len(data)
+    assert len(data) < 5_000 and limit < 400_000
+    with pytest.raises(DocumentError, match=f"PDF extracts to over {limit:,} characters"):
+        pdf_to_text("bomb.pdf", data)
+    # an ordinary multi-page PDF is read whole
+    text, _ = pdf_to_text("ok.pdf", _pdf(5, b"an ordinary page of text", shared=False))
+    assert text.count("an ordinary page of text") == 5
+
+
+def test_deeply_nested_html_is_read_as_text_within_the_bound():
+    from assets.documents_io import MAX_HTML_DEPTH, html_depth, html_to_text
+
+    page = b"<html><body><h1>Title</h1><p>one<p>two<ul><li>a<li>b</ul><br><img src=x></body></html>"
+    assert html_depth(page.decode()) == 3  # html > body > ul: unclosed <p>/<li> and void tags not counted
+    n = 20_000  # 22 s through BeautifulSoup, measured
+    notes = []
+    text, title, headings = html_to_text("deep.html", (b"<div>" * n + b"deep &amp; text" + b"</div>" * n), notes)
+    assert text == "deep & text" and headings == [] and title is None
+    assert notes == [f"HTML nested {n:,} deep (over {MAX_HTML_DEPTH}): read as text with its tags stripped, no headings"]
+    text, title, headings = html_to_text("ok.html", page, [])
+    assert title is None and headings == [[0, 1, "Title"]] and "two" in text
+
+
+def test_a_deeply_nested_source_file_gets_bounded_contexts():
+    """Counted, not timed: 3,000 definitions each nested in the last (a 4.5 MB file) give each
+    chunk a context of at most MAX_ENCLOSING labels, the innermost correct."""
+    from assets.code_context import MAX_ENCLOSING, chunk_contexts
+
+    text = "".join(" " * i + f"def f{i}():\n" for i in range(3000))
+    spans = [(i, i + 200) for i in range(0, len(text) - 200, 2000)]
+    contexts = chunk_contexts(text, spans, "no-grammar")
+    assert len(contexts) == len(spans) > 2000
+    last = contexts[-1].split(" > ")
+    assert len(last) == MAX_ENCLOSING + 1 and last[:3] == ["def f0", "def f1", "…"]
+    assert last[-1].startswith("def f2999")
+    assert max(len(c) for c in contexts) < 40 * (MAX_ENCLOSING + 2)
