@@ -19,6 +19,7 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
+from resources.files import TooLarge, read_under, split_under
 from resources.keys import encode_key
 from resources.store import DATA_MARKER
 
@@ -164,11 +165,12 @@ DUPLICATE_MARK = "#duplicate-"
 
 
 @functools.lru_cache(maxsize=4)
-def corpus_index(path: str, size: int, mtime_ns: int) -> dict[str, dict]:
+def corpus_index(path: str, size: int, mtime_ns: int, n_parts: int = 1) -> dict[str, dict]:
     """A corpus file's documents by ``doc_id``, parsed once per file version (its size and
     mtime), not once per document: a run over n documents of one corpus parsed it n times before.
-    A ``doc_id`` given twice keeps its first document (discovery names the duplicate)."""
-    corpus = read_corpus(Path(path).read_bytes()) or []
+    A ``doc_id`` given twice keeps its first document (discovery names the duplicate).  The file
+    is read following no link in its last ``n_parts`` path components (:func:`read_under`)."""
+    corpus = read_corpus(read_under(*split_under(path, n_parts), limit=MAX_FILE_BYTES)) or []
     index: dict[str, dict] = {}
     for d in corpus:
         index.setdefault(str(d["doc_id"]), d)
@@ -225,7 +227,9 @@ def discover(root: str | Path) -> list[SourceRef]:
             continue
         try:
             size = p.stat().st_size
-            data = p.read_bytes() if size <= MAX_FILE_BYTES else None
+            data = read_under(base, p.relative_to(base).parts, MAX_FILE_BYTES) if size <= MAX_FILE_BYTES else None
+        except TooLarge as e:
+            size, data = e.size, None
         except FileNotFoundError:
             continue  # gone since the folder was listed: the next sync sees it removed
         except OSError as e:  # unreadable: listed, so that loading it names the reason
@@ -513,14 +517,19 @@ def load(ref: SourceRef) -> Document:
         entry is gone or its chunks are not substrings of its content.
     """
     path = Path(ref.path)
+    n_parts = len(PurePosixPath(ref.source).parts)  # "a/b.json#doc" has the parts of "a/b.json"
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise DocumentError(ref.source, f"too large ({size:,} bytes > {MAX_FILE_BYTES:,})")
         if ref.corpus_doc_id is not None:  # the corpus is parsed once per run, not once per document
             st = path.stat()
-            return _load_corpus_doc(ref, corpus_index(str(path), st.st_size, st.st_mtime_ns).get(ref.corpus_doc_id))
-        data = path.read_bytes()
+            return _load_corpus_doc(ref, corpus_index(str(path), st.st_size, st.st_mtime_ns, n_parts)
+                                    .get(ref.corpus_doc_id))
+        # no link followed, even one swapped in since the folder was listed
+        data = read_under(*split_under(path, n_parts), limit=MAX_FILE_BYTES)
+    except TooLarge as e:
+        raise DocumentError(ref.source, str(e)) from None
     except OSError as e:
         raise DocumentError(ref.source, f"cannot read ({e.strerror or e})") from None
     name = path.name

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
 from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
-from assets.documents_io import DUPLICATE_MARK, DocumentError, SourceRef, corpus_entry_sha, corpus_index, discover
+from assets.documents_io import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
+                                 corpus_index, discover)
+from resources.files import TooLarge, read_under
 from resources.keys import PartitionKeyError, check_key, encode_key
 
 
@@ -68,15 +70,24 @@ class DocsFolder(dg.ConfigurableResource):
             raise DocumentError(source, f"file not found under {self.base}")
         if doc_id and DUPLICATE_MARK in "#" + doc_id:  # named by discovery; it fails when loaded
             return SourceRef(encode_key(source), source, str(path), "duplicate", doc_id)
+        parts = PurePosixPath(file_part).parts
         if doc_id:
             st = path.stat()
-            entry = corpus_index(str(path), st.st_size, st.st_mtime_ns).get(doc_id)
+            try:
+                entry = corpus_index(str(path), st.st_size, st.st_mtime_ns, len(parts)).get(doc_id)
+            except OSError as e:
+                raise DocumentError(source, f"cannot read ({e.strerror or e})") from None
             if entry is None:
                 raise DocumentError(source, f"no document {doc_id!r} in {file_part}")
             return SourceRef(encode_key(source), source, str(path), corpus_entry_sha(entry), doc_id)
         import hashlib
 
-        data = path.read_bytes()
+        try:  # no link followed, even one swapped in since the check above
+            data = read_under(self.base, parts, limit=MAX_FILE_BYTES)
+        except TooLarge as e:
+            raise DocumentError(source, str(e)) from None
+        except OSError as e:
+            raise DocumentError(source, f"cannot read ({e.strerror or e})") from None
         return SourceRef(encode_key(source), source, str(path), hashlib.sha256(data).hexdigest())
 
 

@@ -168,19 +168,21 @@ def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypa
 
     for name in ("good.md", "locked.md", "gone.md"):
         (tmp_path / name).write_text(f"# {name}\n\nSome text.\n")
-    real_read, real_stat = Path.read_bytes, Path.stat
+    from assets import documents_io
 
-    def read_bytes(self):
-        if self.name == "locked.md":
+    real_read, real_stat = documents_io.read_under, Path.stat
+
+    def read_under(root, parts, limit=None):
+        if parts[-1] == "locked.md":
             raise PermissionError(13, "Permission denied")
-        return real_read(self)
+        return real_read(root, parts, limit)
 
     def stat(self, *a, **k):
         if self.name == "gone.md":
             raise FileNotFoundError(2, "No such file or directory")
         return real_stat(self, *a, **k)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(documents_io, "read_under", read_under)
     refs = {r.source: r for r in discover(tmp_path)}
     assert set(refs) == {"good.md", "locked.md", "gone.md"} and refs["locked.md"].sha256 == "unreadable:13"
     monkeypatch.setattr(Path, "stat", stat)

@@ -330,3 +330,42 @@ def test_a_deeply_nested_source_file_gets_bounded_contexts():
     assert len(last) == MAX_ENCLOSING + 1 and last[:3] == ["def f0", "def f1", "…"]
     assert last[-1].startswith("def f2999")
     assert max(len(c) for c in contexts) < 40 * (MAX_ENCLOSING + 2)
+
+
+def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
+    """Discovery skips links; a file, a folder or a FIFO swapped in between the listing and the
+    read is refused at the read, and the outside file's bytes are never read."""
+    import os
+
+    from assets.documents_io import DocumentError, discover, load
+    from resources.docs import DocsFolder
+
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    (docs / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\nthe outside file")
+    (outside / "b.md").write_text("# B outside")
+    (docs / "a.md").write_text("# A\nan ordinary note")
+    (docs / "sub" / "b.md").write_text("# B\nanother note")
+    (docs / "c.md").write_text("# C\na third note")
+    refs = {r.source: r for r in discover(docs)}
+    assert load(refs["a.md"]).text.endswith("an ordinary note")
+    # the file itself becomes a link to a file outside
+    (docs / "a.md").unlink()
+    (docs / "a.md").symlink_to(outside / "secret.md")
+    with pytest.raises(DocumentError, match=r"^a\.md: cannot read \(a\.md is a symbolic link: not followed\)$"):
+        load(refs["a.md"])
+    with pytest.raises(DocumentError, match="resolves outside the docs folder"):
+        DocsFolder(path=str(docs)).resolve(refs["a.md"].key)
+    # a folder on the way becomes a link to a folder outside
+    (docs / "sub").rename(docs / "sub-moved")
+    (docs / "sub").symlink_to(outside)
+    with pytest.raises(DocumentError, match=r"sub is a symbolic link: not followed"):
+        load(refs["sub/b.md"])
+    # a FIFO: refused without blocking on the open
+    (docs / "c.md").unlink()
+    os.mkfifo(docs / "c.md")
+    with pytest.raises(DocumentError, match=r"c\.md: cannot read \(not a regular file\)"):
+        load(refs["c.md"])
+    # and a new listing does not list any of them
+    assert [r.source for r in discover(docs)] == ["sub-moved/b.md"]
