@@ -15,7 +15,7 @@ from assets.fitted_preambles import builders_by_kind, generation_bound
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
-from pipelines.partitions import documents
+from assets.partitions import documents
 from resources.cache import blurb_cache_for, digest, file_sha256
 from resources.llm import BlurbLLM
 from resources.store import Store

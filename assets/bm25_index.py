@@ -7,7 +7,7 @@ import dagster as dg
 
 from assets import table_checks
 from assets.per_document import tag_worker
-from pipelines.sync import PARTITIONS
+from assets.partitions import PARTITIONS
 from resources.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store import Store
 

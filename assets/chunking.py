@@ -12,9 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable
 
-#: Default chunk size and overlap in cl100k_base tokens (see module docstring).
-CHUNK_TOKENS = 800
-OVERLAP_TOKENS = 80
+from resources.docs import CHUNK_TOKENS, OVERLAP_TOKENS  # noqa: F401  (the Chunking resource's defaults)
 
 Counter = Callable[[str], int]
 

@@ -8,7 +8,7 @@ import dagster as dg
 from assets.chunking import make_chunks
 from assets.code_context import document_contexts
 from assets.per_document import for_each_document, read_ok
-from pipelines.partitions import documents
+from assets.partitions import documents
 from resources.docs import Chunking
 from resources.store import Store
 

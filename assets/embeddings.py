@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 
 from assets.per_document import for_each_document, read_ok
-from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION, contextualized_text
-from pipelines.partitions import documents
+from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
+from resources.retrieval import contextualized_text
+from assets.partitions import documents
 from resources.cache import embed_with_cache, embedding_cache_for
 from resources.docs import Chunking
 from resources.llm import BlurbLLM, Embedder

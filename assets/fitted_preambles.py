@@ -9,7 +9,7 @@ import dagster as dg
 from assets import preambles
 from assets.contextualize import PromptBuilder, chat_frame
 from assets.per_document import for_each_document, read_ok
-from pipelines.partitions import documents
+from assets.partitions import documents
 from resources.llm import BlurbLLM
 from resources.store import Store
 

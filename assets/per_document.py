@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from assets.documents_io import DocumentError
+from resources.documents_io import DocumentError
 
 
 class UpstreamError(RuntimeError):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from resources.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
+
 #: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
 PROMPT_VERSION = "anthropic-2024-09/v1"
 #: Bump when the cleaning, the grounding, the structural context or the composition of the
@@ -462,10 +464,3 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)
 
-
-def contextualized_text(blurb: str, chunk: str, context: str = "") -> str:
-    """The text that is embedded and BM25-indexed: the structural context and the blurb (each
-    when not empty, one per line), a blank line, then the chunk; the chunk alone when both are
-    empty.  Blurb, blank line, chunk is Anthropic's cookbook's form."""
-    head = "\n".join(x for x in (context, blurb) if x)
-    return f"{head}\n\n{chunk}" if head else chunk

@@ -3,9 +3,9 @@
 
 import dagster as dg
 
-from assets.documents_io import DocumentError, load
+from resources.documents_io import DocumentError, load
 from assets.per_document import for_each_document
-from pipelines.partitions import documents
+from assets.partitions import documents
 from resources.docs import DocsFolder
 from resources.store import Store
 

@@ -5,7 +5,7 @@ import dagster as dg
 
 from assets.embeddings import fingerprint
 from pipelines.jobs import index_job, ingest_job
-from pipelines.partitions import documents
+from assets.partitions import documents
 from pipelines.sync import (ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, contiguous_ranges, plan_sync,
                             run_key)
 from resources.docs import Chunking, DocsFolder

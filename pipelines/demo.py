@@ -67,7 +67,8 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
         The data folder is a folder of the user's, or holds another docs folder's documents and
         ``replace`` is false.
     """
-    from pipelines.cli import _print_hits, ingest, search
+    from pipelines.operations import ingest, search
+    from pipelines.output import print_hits
     from pipelines.preflight import check_data_folder, check_same_docs
 
     home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
@@ -87,6 +88,6 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
         print(f"\nsearch: {q}")
         for w in warnings:
             print(f"  warning: {w}")
-        _print_hits(hits, False)
+        print_hits(hits, False)
     print(f"\nsituate demo: done in {time.perf_counter() - t0:.1f} s")
     return 0 if not summary.failed else 1

@@ -152,8 +152,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         An unknown configuration or fusion, a malformed query line, or queries missing for a
         cookbook-form corpus.
     """
-    from assets.prompting import contextualized_text
-    from pipelines.cli import _prepare_env, ingest
+    from resources.retrieval import contextualized_text
+    from pipelines.operations import ingest, prepare_env
     from pipelines.settings import resources_from_env
     from resources.cache import embed_with_cache, embedding_cache_for
     from resources.retrieval import FUSIONS, fuse, hybrid_search
@@ -201,7 +201,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
     for line in summary.lines():
         echo(f"situate eval: ingest: {line}")
-    _prepare_env(str(home_path))
+    prepare_env(str(home_path))
     res = resources_from_env(plain=True)
     store, embedder = res["store"], res["embedder"]
     rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()

@@ -10,9 +10,9 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 
-from assets.documents_io import SourceRef
+from assets.partitions import PARTITIONS  # noqa: F401  (re-exported for the wiring)
+from resources.documents_io import SourceRef
 
-PARTITIONS = "documents"
 #: Keys are added to the instance in batches of at most this many (one unbatched SQL ``IN (...)``
 #: on SQLite otherwise: shared/DAGSTER.md).
 ADD_BATCH = 1000
@@ -57,7 +57,7 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
     Parameters
     ----------
     refs : iterable of SourceRef
-        From :func:`assets.documents_io.discover`.
+        From :func:`resources.documents_io.discover`.
     registered : sequence of str
         Partition keys on the instance, in insertion order.
     states : dict

@@ -6,11 +6,17 @@ from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
-from assets.chunking import CHUNK_TOKENS, OVERLAP_TOKENS
-from assets.documents_io import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
+from resources.documents_io import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
                                  corpus_index, discover)
 from resources.files import TooLarge, read_under
 from resources.keys import PartitionKeyError, check_key, encode_key
+
+
+#: Default chunk size and overlap, in tiktoken ``cl100k_base`` tokens: the Contextual Retrieval
+#: blog ("usually no more than a few hundred tokens"; its appendix uses 800-token chunks), with a
+#: tenth of that shared by consecutive chunks.
+CHUNK_TOKENS = 800
+OVERLAP_TOKENS = 80
 
 
 class DocsFolder(dg.ConfigurableResource):
@@ -35,7 +41,7 @@ class DocsFolder(dg.ConfigurableResource):
         return self.root.parent if self.root.is_file() else self.root
 
     def discover(self) -> list[SourceRef]:
-        """Every document now present (see :func:`assets.documents_io.discover`)."""
+        """Every document now present (see :func:`resources.documents_io.discover`)."""
         return discover(self.root)
 
     def resolve(self, key: str) -> SourceRef:

@@ -38,10 +38,6 @@ _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-class PartitionKeyError(ValueError):
-    """A string is not a key produced by :func:`encode_key`."""
-
-
 def encode_key(source: str) -> str:
     """Encode a document's source (a relative path, or ``file#doc_id``) as a partition key.
 

@@ -368,14 +368,19 @@ class Embedder(dg.ConfigurableResource):
 
     def _fit(self, llm, text: str) -> tuple[str, bool]:
         """Cut ``text`` so that it tokenizes (with BOS/EOS) to at most ``n_ctx`` tokens."""
-        from assets.preambles import cut_to_tokens
-
         def count(s: str) -> int:
             return len(llm.tokenize(s.encode("utf-8"), add_bos=True, special=False)) + 1
 
         if count(text) <= self.n_ctx:
             return text, False
-        return text[:cut_to_tokens(text, self.n_ctx, count)], True
+        lo, hi = 0, len(text)  # the longest prefix that fits: a bisection over characters
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(text[:mid]) <= self.n_ctx:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo], True
 
     def embed(self, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
         """Embed ``texts`` (each with ``prefix``), L2-normalised.

@@ -74,7 +74,7 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
     >>> rerank_passage("x = 1", "function f", "Sets x.", with_blurb=True)
     'function f\nSets x.\n\nx = 1'
     """
-    from assets.prompting import contextualized_text
+    from resources.retrieval import contextualized_text
 
     return contextualized_text(blurb if with_blurb else "", text, context)
 

@@ -22,10 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.prompting import contextualized_text
 
 CANDIDATES = 150
 RRF_K = 60
+
+
+def contextualized_text(blurb: str, chunk: str, context: str = "") -> str:
+    """The text that is embedded and BM25-indexed: the structural context and the blurb (each
+    when not empty, one per line), a blank line, then the chunk; the chunk alone when both are
+    empty.  Blurb, blank line, chunk is Anthropic's cookbook's form."""
+    head = "\n".join(x for x in (context, blurb) if x)
+    return f"{head}\n\n{chunk}" if head else chunk
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:

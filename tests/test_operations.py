@@ -280,7 +280,7 @@ def test_a_context_too_small_for_any_preamble_is_said_once(tmp_path):
 def test_a_5_mb_line_and_a_20_mb_file_are_chunked_within_bounds(tmp_path):
     from assets.chunking import make_chunks
     from assets.chunks import count_cl100k
-    from assets.documents_io import discover, load
+    from resources.documents_io import discover, load
     from resources import models
 
     models.use_offline_tiktoken()

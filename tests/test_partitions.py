@@ -1,6 +1,6 @@
 import pytest
 
-from pipelines.partitions import KEY_PATTERN, PartitionKeyError, decode_key, encode_key
+from assets.partitions import KEY_PATTERN, PartitionKeyError, decode_key, encode_key
 
 SOURCES = [
     "README.md", "docs/getting_started.md", "a b/c,d|e.txt", "weird...name..txt", "../escape",

@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from conftest import REPO, needs_models
-from pipelines.partitions import encode_key
+from assets.partitions import encode_key
 
 pytestmark = [needs_models, pytest.mark.models]
 

@@ -66,7 +66,7 @@ def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
 
 def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
     from assets.raw_documents import raw_documents
-    from pipelines.partitions import documents
+    from assets.partitions import documents
     from resources.docs import DocsFolder
     from resources.store import Store
 
@@ -97,7 +97,7 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     import json
     import sys
 
-    from pipelines.cli import EscapingStream, _print_hits
+    from pipelines.output import EscapingStream, print_hits
     from resources.retrieval import Hit
 
     hostile = "ok\x1b]52;c;ZXZpbA==\x07 \x1b[8mhidden\x1b[0m \x9b2J \u202egnp.exe"
@@ -105,8 +105,8 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     out = sys.stdout
     sys.stdout = EscapingStream(out)
     try:
-        _print_hits([hit], as_json=False)
-        _print_hits([hit], as_json=True)
+        print_hits([hit], as_json=False)
+        print_hits([hit], as_json=True)
         print(f"situate: failed: notes/{hostile}.md")
     finally:
         sys.stdout = out
@@ -161,7 +161,7 @@ def test_another_docs_folder_needs_replace(tmp_path, capsys):
 
 
 def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
-    from assets.documents_io import discover
+    from resources.documents_io import discover
     from pipelines.preflight import check_data_folder
 
     docs = tmp_path / "docs"
@@ -178,7 +178,7 @@ def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
 def test_odd_files_never_stop_discovery(tmp_path):
     import os
 
-    from assets.documents_io import DocumentError, discover
+    from resources.documents_io import DocumentError, discover
     from resources.docs import DocsFolder
 
     docs = tmp_path / "docs"
@@ -193,7 +193,7 @@ def test_odd_files_never_stop_discovery(tmp_path):
 
 
 def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
-    from assets.documents_io import discover
+    from resources.documents_io import discover
     from resources.docs import DocsFolder
 
     for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
@@ -221,8 +221,8 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
     blanks is not read as a heading (the regex was quadratic on it)."""
     import json
 
-    from assets import documents_io
-    from assets.documents_io import discover, load, markdown_headings
+    from resources import documents_io
+    from resources.documents_io import discover, load, markdown_headings
 
     corpus = [{"doc_id": f"d{i}", "content": f"text {i}", "chunks": [{"content": f"text {i}"}]} for i in range(50)]
     (tmp_path / "c.json").write_text(json.dumps(corpus))
@@ -241,7 +241,7 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
 def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
     import json
 
-    from assets.documents_io import DocumentError, discover, load
+    from resources.documents_io import DocumentError, discover, load
     from resources.docs import DocsFolder
 
     corpus = [{"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
@@ -285,7 +285,7 @@ def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes
 
 
 def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
-    from assets.documents_io import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
+    from resources.documents_io import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
 
     # 300 pages drawing one shared stream: its text is read once, with a note
     notes = []
@@ -304,7 +304,7 @@ def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
 
 
 def test_deeply_nested_html_is_read_as_text_within_the_bound():
-    from assets.documents_io import MAX_HTML_DEPTH, html_depth, html_to_text
+    from resources.documents_io import MAX_HTML_DEPTH, html_depth, html_to_text
 
     page = b"<html><body><h1>Title</h1><p>one<p>two<ul><li>a<li>b</ul><br><img src=x></body></html>"
     assert html_depth(page.decode()) == 3  # html > body > ul: unclosed <p>/<li> and void tags not counted
@@ -337,7 +337,7 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
     read is refused at the read, and the outside file's bytes are never read."""
     import os
 
-    from assets.documents_io import DocumentError, discover, load
+    from resources.documents_io import DocumentError, discover, load
     from resources.docs import DocsFolder
 
     docs, outside = tmp_path / "docs", tmp_path / "outside"

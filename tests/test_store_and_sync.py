@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from assets.documents_io import SourceRef
+from resources.documents_io import SourceRef
 from conftest import needs_models
 from assets.embeddings import build_rows
 from pipelines.sync import contiguous_ranges, plan_sync

@@ -1,0 +1,262 @@
+"""Ingest and search as plain functions: what the command line, the demo, the evaluation and the
+public API (:mod:`situate`) call.  They set up the environment (data folder, Dagster instance,
+offline tokenizer) and run the ingest job in process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+
+def prepare_env(home: str | None, docs: str | None = None) -> None:
+    """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
+    ``SITUATE_DOCS``), a Dagster instance and the offline cl100k_base tokenizer."""
+    if home:
+        os.environ["SITUATE_HOME"] = str(Path(home).expanduser().resolve())
+    if docs:
+        os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
+    from pipelines.settings import ensure_dagster_home
+    from resources import models
+
+    ensure_dagster_home()
+    models.use_offline_tiktoken()
+
+
+@dataclasses.dataclass
+class IngestSummary:
+    """What ``situate ingest`` did."""
+
+    documents: int = 0
+    ingested: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: dict = dataclasses.field(default_factory=dict)
+    chunks: int = 0
+    blurbs_from_model: int = 0
+    model_calls: int = 0
+    blurbs_from_cache: int = 0
+    blurb_fallbacks: int = 0
+    blurbs_skipped: int = 0
+    table_rows: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_reused: int = 0
+    llm_seconds: float = 0.0
+    seconds: float = 0.0
+    per_document: dict = dataclasses.field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
+               f"{self.removed} removed, {len(self.failed)} failed)",
+               f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
+               f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
+               f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
+               + (f", skipped (large documents): {self.blurbs_skipped}" if self.blurbs_skipped else ""),
+               f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
+               f"{self.prompt_tokens_reused:,}",
+               f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
+               + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
+               + f"; wall time {self.seconds:.1f} s"]
+        for key, reason in self.failed.items():
+            out.append(f"FAILED {key}: {reason}")
+        return out
+
+
+def ingest(path: str, home: str | None = None, echo=print, replace: bool = False) -> IngestSummary:
+    """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
+    documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
+
+    ``replace``: the data folder may hold another docs folder's documents; they are replaced.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        ``path`` does not exist, the data folder is not writable or is a folder of the user's, it
+        holds another docs folder's documents and ``replace`` is false, a model file is missing or
+        corrupt (one line each; see :mod:`pipelines.preflight`).
+    """
+    import dagster as dg
+
+    from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
+
+    from assets.blurbs import blurb_summary
+    from assets.contextualize import BlurbRecord
+    from assets.bm25_index import ids_match
+    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, plan_for, reap_dead_runs
+    from pipelines.definitions import build_definitions
+    from pipelines.settings import resources_from_env
+    from pipelines.sync import contiguous_ranges
+
+    t0 = time.perf_counter()
+    docs_path = check_docs(path)
+    home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
+    check_same_docs(home_path, docs_path, replace)
+    prepare_env(home, path)
+    from pipelines.settings import record_docs_root
+
+    record_docs_root(path)
+    res = resources_from_env(plain=True)
+    store = res["store"]
+    for warning in preflight(None, res, store.root):
+        echo(f"situate: warning: {warning}")
+    defs = build_definitions(plain=True)
+    instance = dg.DagsterInstance.get()
+    reap_dead_runs(instance, log=lambda m: echo(f"situate: {m}"))
+    plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
+    summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
+    echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
+         f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
+         + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else ""))
+    order = apply_to_instance(instance, store, plan)
+    for key, why in plan.invalid.items():
+        echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
+    for key, reason in plan.known_bad.items():
+        summary.failed[key] = f"{reason} (unchanged since it failed)"
+    job = defs.resolve_job_def("ingest")
+    run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+    for first, last in contiguous_ranges(order, plan.stale):
+        keys = order[order.index(first): order.index(last) + 1]
+        echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
+        if first == last:
+            result = job.execute_in_process(instance=instance, partition_key=first, run_config=run_config,
+                                            raise_on_error=False)
+        else:
+            result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False,
+                                            tags={RANGE_START: first, RANGE_END: last})
+        if not result.success:
+            reason = next((str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+                           for ev in result.all_events if ev.is_step_failure), "see the run's log")
+            echo(f"situate: run {result.run_id} failed: {reason}")
+            for key in keys:
+                summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
+    if plan.stale or plan.removed or not ids_match(store)[0]:
+        defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
+                                                        raise_on_error=False)
+    for key in plan.stale:
+        err = None
+        for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):
+            p = store.stage_path(key, stage)
+            if p.exists():
+                d = json.loads(p.read_text())
+                if isinstance(d, dict) and d.get("error") and not d.get("upstream"):
+                    err = f"{stage}: {d['error']}"
+                    break
+        if err:
+            summary.failed[key] = err
+            continue
+        if key in summary.failed:  # its run failed as a whole
+            continue
+        p = store.stage_path(key, "blurbs")
+        if not p.exists():
+            continue
+        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"})
+                for b in json.loads(p.read_text())["blurbs"]]
+        s = blurb_summary(recs)
+        summary.per_document[key] = s
+        summary.ingested += 1
+        summary.chunks += s["chunks"]
+        summary.blurbs_from_model += s["blurbs_from_model"]
+        summary.model_calls += s["model_calls"]
+        summary.blurbs_from_cache += s["cached"]
+        summary.blurb_fallbacks += s["fallbacks"]
+        summary.blurbs_skipped += s.get("skipped", 0)
+        summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
+        summary.prompt_tokens_reused += s["prompt_tokens_reused"]
+        summary.llm_seconds += s["llm_seconds"]
+    summary.table_rows = store.count_rows()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+class QueryError(ValueError):
+    """A search the CLI answers with one line and exit status 2 (empty query, bad ``k``)."""
+
+
+#: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger
+#: number was a traceback.
+MAX_K = 1_000_000
+
+
+def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
+    """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`), then the
+    first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
+    first stage's (:func:`resources.reranker.rerank_hits`).
+
+    Parameters
+    ----------
+    rerank : int or None
+        Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 0
+        (:data:`resources.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
+        CPU cores (``benchmarks/run.py --only rerank``).
+
+    Returns
+    -------
+    (hits, warnings)
+        At most ``k`` hits; warnings for an empty table, a query cut for the embedder, a query
+        with no BM25 terms (stopwords only), ``k`` above the row count, a reranker not installed
+        (the first stage's order is kept).
+
+    Raises
+    ------
+    QueryError
+        The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
+    pipelines.preflight.StartupError
+        The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
+        whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
+        another embedder is under way, :meth:`resources.store.Store.migration`).
+    """
+    from pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
+    from resources.reranker import rerank_hits
+    from resources.retrieval import hybrid_search
+
+    if not query or not query.strip():
+        raise QueryError("empty query: give the words to search for")
+    if k < 1:
+        raise QueryError(f"-k must be at least 1, got {k}")
+    if k > MAX_K:
+        raise QueryError(f"-k must be at most {MAX_K:,}, got {k}")
+    if rerank is not None and rerank > MAX_K:
+        raise QueryError(f"--rerank must be at most {MAX_K:,}, got {rerank}")
+    if rerank is not None and rerank < 0:
+        raise QueryError(f"--rerank must be 0 (off) or more, got {rerank}")
+    from pipelines.preflight import StartupError
+
+    if rerank is None:
+        rerank = rerank_depth_from_env()
+
+    root = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+    if not root.is_dir():  # never create a folder a search was pointed at by mistake
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
+                           "--home you ingested into")
+    prepare_env(home)
+    res = resources_from_env(plain=True)
+    store = res["store"]
+    rows = store.count_rows()
+    if rows == 0:
+        return [], [f"the table in {store.root} is empty: run `situate ingest PATH` first"]
+    embedder = res["embedder"]
+    vecs, n_cut = embedder.embed([query], embedder.query_prefix)
+    table_dim = store.table().schema.field("vector").type.list_size
+    if vecs.shape[1] != table_dim:
+        migration = store.migration()
+        under_way = (f" ({migration['documents_done']} documents embedded again, "
+                     f"{migration['documents_waiting']} to go)" if migration else "")
+        raise StartupError(f"the table in {store.root} holds {table_dim}-wide vectors and the embedder "
+                           f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
+                           "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back")
+    hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
+    if n_cut:
+        warnings.append(f"the query is longer than the embedder's {embedder.n_ctx} tokens: "
+                        "its end was cut for the dense search (BM25 used all of it)")
+    if k > rows:
+        warnings.append(f"-k {k} is more than the {rows} rows in the table: every row can be returned")
+    if rerank > 0 and hits:
+        try:
+            hits = rerank_hits(reranker_from_env(), query, hits, rerank)
+        except FileNotFoundError as e:  # the reranker is not installed: answer from the first stage
+            warnings.append(f"no reranker at {e.filename}: first-stage order kept (run `situate models "
+                            "install`, or --rerank 0 to silence this)")
+    return hits[:k], warnings
