@@ -149,6 +149,19 @@ def test_search_finds_the_right_document(env):
     assert hits[0].source == "numpy-ma-README.rst"
 
 
+def test_the_public_api_searches_and_warns(env):
+    import situate
+
+    hits = situate.search("How do I parse a .env file into a dictionary of variables?", k=3, home=str(env["home"]))
+    assert [h.rank for h in hits] == [1, 2, 3] and hits[0].source == "dotenv/main.py"
+    assert hits[0].blurb and hits[0].to_json()["source"] == "dotenv/main.py"
+    rows = _store(env).count_rows()
+    with pytest.warns(situate.SearchWarning, match=f"more than the {rows} rows"):
+        assert len(situate.search("dotenv", k=rows + 1, home=str(env["home"]))) == rows
+    with pytest.raises(situate.QueryError, match="empty query"):
+        situate.search("  ", home=str(env["home"]))
+
+
 def test_search_cli_json(env):
     out = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "BM25 sparse index", "-k", "2",
                           "--json", "--home", str(env["home"])], capture_output=True, text=True,
