@@ -15,7 +15,7 @@ from assets.fitted_preambles import builders_by_kind, generation_bound
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
-from assets.partitions import documents
+from assets.partitions import BACKFILL, LLM_POOL, documents
 from resources.cache import blurb_cache_for, digest, file_sha256
 from resources.llm import BlurbLLM
 from resources.store import Store
@@ -79,7 +79,8 @@ def blurb_summary(records: list) -> dict:
 
 @dg.asset(
     partitions_def=documents,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL,
+    pool=LLM_POOL,
     deps=["fitted_preambles"],
     kinds={"python", "file"},
     group_name="ingest",

@@ -8,7 +8,7 @@ import dagster as dg
 from assets.chunking import make_chunks
 from assets.code_context import document_contexts
 from assets.per_document import for_each_document, read_ok
-from assets.partitions import documents
+from assets.partitions import BACKFILL, documents
 from resources.docs import Chunking
 from resources.store import Store
 
@@ -40,7 +40,7 @@ def count_cl100k(text: str) -> int:
 
 @dg.asset(
     partitions_def=documents,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL,
     deps=["raw_documents"],
     kinds={"python", "file"},
     group_name="ingest",

@@ -13,7 +13,7 @@ import pyarrow as pa
 from assets.per_document import for_each_document, read_ok
 from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
 from resources.retrieval import contextualized_text
-from assets.partitions import documents
+from assets.partitions import BACKFILL, documents
 from resources.cache import embed_with_cache, embedding_cache_for
 from resources.docs import Chunking
 from resources.llm import BlurbLLM, Embedder
@@ -76,7 +76,7 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
 
 @dg.asset(
     partitions_def=documents,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL,
     deps=["blurbs"],
     kinds={"python", "lancedb"},
     group_name="ingest",

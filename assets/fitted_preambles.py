@@ -9,7 +9,7 @@ import dagster as dg
 from assets import preambles
 from assets.contextualize import PromptBuilder, chat_frame
 from assets.per_document import for_each_document, read_ok
-from assets.partitions import documents
+from assets.partitions import BACKFILL, documents
 from resources.llm import BlurbLLM
 from resources.store import Store
 
@@ -84,7 +84,7 @@ def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder
 
 @dg.asset(
     partitions_def=documents,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL,
     deps=["chunks"],
     kinds={"python", "file"},
     group_name="ingest",

@@ -4,6 +4,7 @@ them too); they are re-exported here."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import dagster as dg
@@ -19,3 +20,22 @@ PARTITIONS = "documents"
 
 #: The one partitions definition for every per-document asset.
 documents = dg.DynamicPartitionsDefinition(name=PARTITIONS)
+
+
+def backfill_policy() -> dg.BackfillPolicy:
+    """How a backfill of many documents becomes runs: ``SITUATE_DOCS_PER_RUN=N`` gives runs of at
+    most N documents (``BackfillPolicy.multi_run(N)``: disjoint documents, each run loading its
+    model once, as many in parallel as the instance's run queue and the ``llm`` pool allow);
+    unset or 0, one run for the whole backfill (``single_run()``).  A value that is not a whole
+    number is refused by the settings check of every command (:mod:`pipelines.settings`)."""
+    raw = os.environ.get("SITUATE_DOCS_PER_RUN", "").strip()
+    n = int(raw) if raw.isdigit() else 0
+    return dg.BackfillPolicy.multi_run(n) if n > 0 else dg.BackfillPolicy.single_run()
+
+
+#: The policy of every per-document asset, fixed when the code location loads.
+BACKFILL = backfill_policy()
+
+#: Concurrency pool of the steps that hold the blurb LLM: ``dagster instance concurrency set llm
+#: N`` (or ``pools.default_limit`` in dagster.yaml) caps the runs holding a model at N.
+LLM_POOL = "llm"

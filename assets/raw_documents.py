@@ -5,14 +5,14 @@ import dagster as dg
 
 from resources.documents_io import DocumentError, load
 from assets.per_document import for_each_document
-from assets.partitions import documents
+from assets.partitions import BACKFILL, documents
 from resources.docs import DocsFolder
 from resources.store import Store
 
 
 @dg.asset(
     partitions_def=documents,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    backfill_policy=BACKFILL,
     kinds={"python", "file"},
     group_name="ingest",
     check_specs=[dg.AssetCheckSpec("documents_readable", asset="raw_documents",

@@ -6,8 +6,8 @@ import dagster as dg
 from assets.embeddings import fingerprint
 from pipelines.jobs import index_job, ingest_job
 from assets.partitions import documents
-from pipelines.sync import (ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, contiguous_ranges, plan_sync,
-                            run_key)
+from pipelines.settings import int_from_env
+from pipelines.sync import ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
 from resources.docs import Chunking, DocsFolder
 from resources.llm import BlurbLLM, Embedder
 from resources.retrieval import rebuild_bm25_from_table
@@ -97,11 +97,17 @@ def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
     return keys
 
 
-def run_requests(plan: SyncPlan, order: list[str], fp: str) -> list[dg.RunRequest]:
-    """One ``ingest`` run per contiguous range of stale keys (one model load serves the range),
-    plus a BM25 rebuild when documents were removed."""
+def docs_per_run() -> int:
+    """``SITUATE_DOCS_PER_RUN``: most documents in one ``ingest`` run (0, the default: no limit)."""
+    return int_from_env("SITUATE_DOCS_PER_RUN", 0)
+
+
+def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None = None) -> list[dg.RunRequest]:
+    """One ``ingest`` run per contiguous range of stale keys, of at most ``per_run`` documents
+    (default :func:`docs_per_run`; one model load serves the range)."""
+    per_run = docs_per_run() if per_run is None else per_run
     reqs = []
-    for first, last in contiguous_ranges(order, plan.stale):
+    for first, last in run_ranges(order, plan.stale, per_run):
         keys = order[order.index(first): order.index(last) + 1]
         tags = {RANGE_START: first, RANGE_END: last} if first != last else {}
         reqs.append(dg.RunRequest(run_key=run_key(keys, plan, fp), job_name="ingest",

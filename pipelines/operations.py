@@ -84,10 +84,11 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
-    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, plan_for, reap_dead_runs
+    from pipelines.automation import (RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for,
+                                      reap_dead_runs)
     from pipelines.definitions import build_definitions
     from pipelines.settings import resources_from_env
-    from pipelines.sync import contiguous_ranges
+    from pipelines.sync import run_ranges
 
     t0 = time.perf_counter()
     docs_path = check_docs(path)
@@ -116,7 +117,7 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
         summary.failed[key] = f"{reason} (unchanged since it failed)"
     job = defs.resolve_job_def("ingest")
     run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-    for first, last in contiguous_ranges(order, plan.stale):
+    for first, last in run_ranges(order, plan.stale, docs_per_run()):
         keys = order[order.index(first): order.index(last) + 1]
         echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
         if first == last:

@@ -23,6 +23,7 @@ SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
 SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16
 SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
 SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
+SITUATE_DOCS_PER_RUN     most documents in one ingest run               0 (no limit: one run per range)
 SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================

@@ -122,6 +122,24 @@ def contiguous_ranges(order: Sequence[str], wanted: Iterable[str]) -> list[tuple
     return out
 
 
+def run_ranges(order: Sequence[str], wanted: Iterable[str], per_run: int = 0) -> list[tuple[str, str]]:
+    """:func:`contiguous_ranges`, each cut into ranges of at most ``per_run`` documents (0: no
+    limit), so that runs over disjoint documents can go in parallel, each loading its model once.
+
+    Examples
+    --------
+    >>> run_ranges(["a", "b", "c", "d", "e"], ["a", "b", "c", "e"], per_run=2)
+    [('a', 'b'), ('c', 'c'), ('e', 'e')]
+    """
+    pos = {k: i for i, k in enumerate(order)}
+    out: list[tuple[str, str]] = []
+    for first, last in contiguous_ranges(order, wanted):
+        keys = order[pos[first]: pos[last] + 1]
+        step = per_run if per_run > 0 else len(keys)
+        out.extend((keys[i], keys[min(i + step, len(keys)) - 1]) for i in range(0, len(keys), step))
+    return out
+
+
 def run_key(keys: Iterable[str], plan: SyncPlan, fingerprint: str) -> str:
     """Run key for a request: the documents' keys and content hashes and the settings, so the
     same work is never requested twice but a change is."""

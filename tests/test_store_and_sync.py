@@ -276,3 +276,27 @@ def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path)
         checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
         assert checks["rows_match_chunks"] is False and checks["ids_match_table"] is True
         assert checks["fallback_share"] is True  # every FAKE row is status "model"
+
+
+def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
+    from pipelines.automation import run_requests
+    from pipelines.sync import SyncPlan, run_ranges
+
+    order = [f"d{i}" for i in range(7)]
+    stale = ["d0", "d1", "d2", "d3", "d5", "d6"]
+    assert run_ranges(order, stale, 0) == [("d0", "d3"), ("d5", "d6")]
+    assert run_ranges(order, stale, 3) == [("d0", "d2"), ("d3", "d3"), ("d5", "d6")]
+    refs = {k: SourceRef(k, k, f"/x/{k}", "sha") for k in order}
+    plan = SyncPlan(refs=refs, added=[], removed=[], stale=stale, fresh=[], known_bad={}, invalid={})
+    reqs = run_requests(plan, order, "fp", per_run=2)
+    spans = [(r.tags.get("dagster/asset_partition_range_start", r.partition_key),
+              r.tags.get("dagster/asset_partition_range_end", r.partition_key)) for r in reqs]
+    assert spans == [("d0", "d1"), ("d2", "d3"), ("d5", "d6")]
+    assert len({r.run_key for r in reqs}) == 3  # disjoint documents, distinct runs
+    from assets.partitions import backfill_policy
+
+    monkeypatch.setenv("SITUATE_DOCS_PER_RUN", "2")
+    policy = backfill_policy()
+    assert policy.max_partitions_per_run == 2 and policy.policy_type.value == "MULTI_RUN"
+    monkeypatch.delenv("SITUATE_DOCS_PER_RUN")
+    assert backfill_policy().policy_type.value == "SINGLE_RUN"
