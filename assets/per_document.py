@@ -137,8 +137,13 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
             report.failed[key] = f"invalid partition key, not processed: {e}"
             context.log.error(f"{stage} [{n}/{len(keys)}] {key!r}: {report.failed[key]}")
             continue
+        def waiting(key=key, n=n):
+            context.log.warning(f"{stage} [{n}/{len(keys)}] {key}: another run is writing this document; "
+                                "waiting for it (two runs never write one document at once)")
+
         try:
-            report.ok[key] = work(key)
+            with store.document_lock(key, on_wait=waiting):
+                report.ok[key] = work(key)
         except UpstreamError as e:
             report.skipped[key] = str(e)
             store.write_stage(key, stage, {"error": str(e), "upstream": True})

@@ -6,11 +6,13 @@ Layout of ``$SITUATE_HOME`` (default ``./.situate``)::
     bm25/               bm25s index over every row's contextualised text, plus ids.json
     stages/<key>/       one folder per document (partition key): document.json, chunks.json,
                         preambles.json, blurbs.json, written by the per-document assets
+    locks/<key>.lock    one writer per document at a time (:meth:`Store.document_lock`)
     dagster/            the Dagster instance, when DAGSTER_HOME is unset
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,6 +20,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -210,6 +213,50 @@ class Store(dg.ConfigurableResource):
     def stage_path(self, key: str, stage: str) -> Path:
         """``stages/<key>/<stage>.json``."""
         return self.stage_dir(key) / f"{stage}.json"
+
+    # -- one writer per document ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def document_lock(self, key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold document ``key`` for writing: a second run that reaches the same document (a
+        backfill launched by hand over a document the sensor's run is ingesting) waits here until
+        the first is done, so two runs never write one document at once (LanceDB ``merge_insert``
+        of the same keys from two writers can duplicate rows: lance-format/lance #8949).
+
+        An exclusive ``fcntl.flock`` on ``locks/<key>.lock`` in the data folder, released when the
+        block ends or the process dies.  ``on_wait`` is called once if the lock is held elsewhere,
+        before waiting.
+
+        Raises
+        ------
+        resources.keys.PartitionKeyError
+            ``key`` is not a valid document key.
+        """
+        import fcntl
+
+        path = self.root / "locks" / (self.stage_dir(key).name + ".lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+
+    def document_busy(self, key: str) -> bool:
+        """Whether another writer holds document ``key`` now (:meth:`document_lock`)."""
+        import fcntl
+
+        path = self.root / "locks" / (self.stage_dir(key).name + ".lock")
+        if not path.exists():
+            return False
+        with open(path, "a+b") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
 
     # -- stage files ---------------------------------------------------------------------------
     def write_stage(self, key: str, stage: str, obj) -> Path:

@@ -300,3 +300,37 @@ def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
     assert policy.max_partitions_per_run == 2 and policy.policy_type.value == "MULTI_RUN"
     monkeypatch.delenv("SITUATE_DOCS_PER_RUN")
     assert backfill_policy().policy_type.value == "SINGLE_RUN"
+
+
+def test_two_writers_of_one_document_take_turns(tmp_path):
+    """A second run reaching a document another run is writing waits for it (queued, not run at
+    once); other documents are not held."""
+    import threading
+
+    store = Store(home=str(tmp_path))
+    held, release, order, waited = threading.Event(), threading.Event(), [], []
+
+    def first():
+        with store.document_lock("a"):
+            order.append("first in")
+            held.set()
+            release.wait(60)
+            order.append("first out")
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert held.wait(60)
+    assert store.document_busy("a") and not store.document_busy("b")
+    with store.document_lock("b"):  # another document: no wait
+        pass
+
+    def second():
+        with store.document_lock("a", on_wait=lambda: waited.append("a") or release.set()):
+            order.append("second in")
+
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t2.join(60)
+    t1.join(60)
+    assert order == ["first in", "first out", "second in"] and waited == ["a"]
+    assert not store.document_busy("a")
