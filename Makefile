@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test dev clean
+.PHONY: setup demo test dev clean browser
 
 $(BIN)/situate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,20 @@ setup: $(BIN)/situate
 demo: setup
 	$(BIN)/situate demo
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest
+
+# the search page's test runs in a real headless browser: Debian's chromium and chromium-driver
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing chromium and chromium-driver from Debian's packages (for the search page's test)"; \
+	    (apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
+	     (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null)); \
+	  else \
+	    echo "note: the browser test needs chromium and chromium-driver (sudo apt-get install chromium chromium-driver); it is skipped without them"; \
+	  fi; \
+	fi
 
 dev: setup
 	$(BIN)/situate dev

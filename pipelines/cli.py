@@ -71,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--home", help="data folder (default $SITUATE_HOME/eval/<corpus name>)")
     p_eval.add_argument("--json", metavar="OUT", help="write the figures and each query's golden ranks to OUT")
     p_eval.add_argument("--markdown", metavar="OUT", help="write the table as Markdown to OUT")
+    p_serve = sub.add_parser("serve", help="the search service (HTTP JSON API and a search page), models loaded once")
+    p_serve.add_argument("--host", default="127.0.0.1",
+                         help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)")
+    p_serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p_serve.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
+    p_mcp = sub.add_parser("mcp", help="a Model Context Protocol server over stdio with a `search` tool")
+    p_mcp.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
     args = parser.parse_args(argv)
     from pipelines.preflight import StartupError
@@ -151,11 +158,40 @@ def _run(args) -> int:
         from pipelines.demo import run_demo
 
         return run_demo(args.home, args.replace)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "mcp":
+        from situate.mcp_server import main as mcp_main
+
+        prepare_env(args.home)
+        return mcp_main(args.home)
     if args.command == "dev":
         prepare_env(None)
         root = Path(__file__).resolve().parent.parent
         os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])
     return 2
+
+
+def _serve(args) -> int:
+    """``situate serve``: refuse a non-loopback address without a token, then run uvicorn."""
+    from situate.service import TOKEN_ENV, create_app, is_loopback
+
+    token = os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(args.host) and not token:
+        print(f"situate: error: --host {args.host} is not a loopback address: set {TOKEN_ENV} (clients send "
+              "it as a bearer token) or bind 127.0.0.1", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"situate: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    prepare_env(args.home)
+    app = create_app(args.home, token)
+    print(f"situate: serving http://{args.host}:{args.port}/ (data folder "
+          f"{os.environ.get('SITUATE_HOME') or Path('.situate').resolve()}; API at /docs)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
 
 
 if __name__ == "__main__":

@@ -319,3 +319,194 @@ def test_a_copy_under_another_name_costs_no_model_call(env):
         copy.unlink()
         ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
     assert encode_key(copy.name) not in _store(env).document_states()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(env, port: int, *extra: str, token: str | None = None) -> subprocess.Popen:
+    """``situate serve`` as a real process on a loopback port, ready when /health answers."""
+    import time
+    import urllib.request
+
+    child_env = os.environ | env["settings"] | ({"SITUATE_API_TOKEN": token} if token else {})
+    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port),
+                              "--home", str(env["home"]), *extra], cwd=REPO, env=child_env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/health",
+                                 headers={"Authorization": f"Bearer {token}"} if token else {})
+    for _ in range(240):  # start-up: imports, then uvicorn binds
+        if child.poll() is not None:
+            raise AssertionError(f"situate serve exited {child.returncode}: {child.stdout.read()}")
+        try:
+            urllib.request.urlopen(req, timeout=5).read()
+            return child
+        except OSError:
+            time.sleep(0.5)
+    child.kill()
+    raise AssertionError("situate serve did not answer /health")
+
+
+def _http(method: str, url: str, body: bytes | None = None, headers: dict | None = None):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=body, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read() or b"null"), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null"), dict(e.headers)
+
+
+def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(env):
+    """`situate serve` as a process: the JSON of `situate search --json`, /health, the page, 4xx
+    with a message for each bad input (and it keeps serving), and a document ingested while it
+    runs in its next answer."""
+    from pipelines.cli import ingest
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    child = _serve(env, port)
+    try:
+        code, health, _ = _http("GET", f"{base}/health")
+        rows = _store(env).count_rows()
+        assert code == 200 and health["status"] == "ok" and health["table_rows"] == health["bm25_rows"] == rows
+        query = "How do I parse a .env file into a dictionary of variables?"
+        code, hits, _ = _http("GET", f"{base}/search?q={query.replace(' ', '+')}&k=3")
+        assert code == 200 and [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["source"] == "dotenv/main.py"
+        assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text",
+                                "context", "rerank_score"}
+        code, posted, _ = _http("POST", f"{base}/search", json.dumps({"query": query, "k": 3}).encode())
+        assert code == 200 and [h["chunk_id"] for h in posted] == [h["chunk_id"] for h in hits]
+        code, _, headers = _http("GET", f"{base}/search?q=dotenv&k={rows + 5}")
+        assert code == 200 and any("more than the" in v for k, v in headers.items() if k.lower().startswith("x-situate-warning"))
+        bad = [("GET", "/search?q=&k=3", None, "q: String should have at least 1 character"),
+               ("GET", "/search?q=x&k=0", None, "k: Input should be greater than or equal to 1"),
+               ("GET", f"/search?q=x&k={10**9}", None, "k: Input should be less than or equal to 1000"),
+               ("GET", "/search?q=x&rerank=-1", None, "rerank: Input should be greater than or equal to 0"),
+               ("POST", "/search", b"{not json", "malformed JSON body"),
+               ("POST", "/search", json.dumps({"query": "a" * 1_000_000}).encode(), "at most 8000 characters"),
+               ("POST", "/search", json.dumps({"query": "   "}).encode(), "empty query")]
+        for method, path, body, message in bad:
+            code, answer, _ = _http(method, base + path, body)
+            assert code == 422 and message in answer["detail"], (path, code, answer)
+        with __import__("urllib.request").request.urlopen(f"{base}/", timeout=30) as r:
+            page = r.read().decode()
+        assert r.status == 200 and 'id="q"' in page and "textContent" in page and "innerHTML" not in page
+        code, spec, _ = _http("GET", f"{base}/openapi.json")
+        assert code == 200 and {"/search", "/health"} <= set(spec["paths"])
+        # a document ingested while the service runs is in its next answer, with no restart
+        (env["docs"] / "sourdough.md").write_text(
+            "# Sourdough starter\n\nFeed the sourdough starter with equal weights of rye flour and water "
+            "every twelve hours, and keep it at about 24 degrees.\n")
+        summary = ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
+        assert summary.ingested >= 1 and "sourdough.md" not in summary.failed
+        code, hits, _ = _http("GET", f"{base}/search?q=how+often+do+I+feed+the+sourdough+starter&k=3")
+        assert code == 200 and hits[0]["source"] == "sourdough.md"
+        code, health, _ = _http("GET", f"{base}/health")
+        assert health["table_rows"] == _store(env).count_rows() > rows
+    finally:
+        child.terminate()
+        child.wait(60)
+
+
+def test_the_service_wants_a_token_off_loopback_and_checks_it(env):
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "serve", "--host", "0.0.0.0", "--port",
+                          str(_free_port()), "--home", str(env["home"])], cwd=REPO, capture_output=True,
+                         text=True, env={k: v for k, v in (os.environ | env["settings"]).items()
+                                         if k != "SITUATE_API_TOKEN"}, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "situate: error: --host 0.0.0.0 is not a loopback address: set SITUATE_API_TOKEN (clients send it as a "
+        "bearer token) or bind 127.0.0.1"]
+    port = _free_port()
+    child = _serve(env, port, token="s3cret-token")
+    try:
+        code, answer, headers = _http("GET", f"http://127.0.0.1:{port}/search?q=dotenv")
+        assert code == 401 and "bearer token" in answer["detail"]
+        code, _, _ = _http("GET", f"http://127.0.0.1:{port}/search?q=dotenv", headers={"Authorization": "Bearer wrong"})
+        assert code == 401
+        code, hits, _ = _http("GET", f"http://127.0.0.1:{port}/search?q=dotenv&k=2",
+                              headers={"Authorization": "Bearer s3cret-token"})
+        assert code == 200 and len(hits) == 2
+    finally:
+        child.terminate()
+        child.wait(60)
+
+
+def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
+    """The `mcp` package's own stdio client against `situate mcp` as a process."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+                                   env={k: v for k, v in (os.environ | env["settings"]).items()}, cwd=str(REPO))
+
+    async def session_run():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                result = await session.call_tool(
+                    "search", {"query": "How do I parse a .env file into a dictionary of variables?", "k": 3})
+                bad = await session.call_tool("search", {"query": "   ", "k": 3})
+                return tools, result, bad
+
+    tools, result, bad = anyio.run(session_run)
+    (tool,) = [t for t in tools.tools if t.name == "search"]
+    assert set(tool.input_schema["properties"]) == {"query", "k"}
+    assert not result.is_error
+    hits = result.structured_content["result"]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["source"] == "dotenv/main.py"
+    assert bad.is_error and "empty query" in bad.content[0].text
+
+
+def test_the_search_page_in_a_real_browser(env):
+    """Headless Chromium (Debian's chromium and chromium-driver, installed by `make test`) loads
+    the page of `situate serve`, a query is typed, and the hits' sources, blurbs and contexts are
+    read back from the page."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver_path, browser = shutil.which("chromedriver"), shutil.which("chromium")
+    if not (driver_path and browser):
+        if os.environ.get("CI"):
+            raise AssertionError("chromium and chromium-driver are missing: `make test` installs them")
+        pytest.skip("chromium and chromium-driver not installed (make test installs them)")
+    port = _free_port()
+    child = _serve(env, port)
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get(f"http://127.0.0.1:{port}/")
+        box = driver.find_element(By.ID, "q")
+        box.send_keys("How do I parse a .env file into a dictionary of variables?")
+        driver.find_element(By.ID, "go").click()
+        WebDriverWait(driver, 120).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#results .hit")))
+        sources = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#results .hit .source")]
+        assert len(sources) == 10 and sources[0] == "1. dotenv/main.py"
+        first = driver.find_elements(By.CSS_SELECTOR, "#results .hit")[0]
+        assert first.find_element(By.CSS_SELECTOR, ".context").text.startswith("main.py")  # set apart from the text
+        assert first.find_element(By.CSS_SELECTOR, ".text").text
+        assert "hits in" in driver.find_element(By.ID, "status").text
+        driver.find_element(By.ID, "q").clear()
+        driver.find_element(By.ID, "go").click()  # an empty query: the service's message on the page
+        WebDriverWait(driver, 60).until(ec.text_to_be_present_in_element((By.ID, "status"), "at least 1 character"))
+    finally:
+        driver.quit()
+        child.terminate()
+        child.wait(60)

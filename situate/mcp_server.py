@@ -1,0 +1,55 @@
+"""``situate mcp``: the index as a Model Context Protocol server over stdio (the ``mcp`` package),
+so a desktop agent (Claude Desktop, an IDE agent) can search it as a tool.
+
+One tool, ``search(query, k=10)``: the hits as structured output (a list of the objects
+``situate search --json`` prints: source, chunk index, blurb, structural context, chunk text,
+score).  The embedder and the BM25 index load on the first call and stay loaded.
+
+Configure an agent with the command ``situate mcp --home DATA_FOLDER`` (stdio transport)::
+
+    {"mcpServers": {"situate": {"command": "situate", "args": ["mcp", "--home", "/path/to/data"]}}}
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+#: Most hits one tool call returns (an agent's context is the budget, not the table).
+MAX_TOOL_K = 50
+
+
+def create_server(home: str | None = None):
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the ``search`` tool over data
+    folder ``home`` (default ``$SITUATE_HOME``, else ``./.situate``)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from pipelines.operations import QueryError, search as run_search
+    from pipelines.preflight import StartupError
+
+    home = str(Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
+    server = MCPServer("situate", instructions=(
+        "Search the user's documents (contextual retrieval: each hit carries a blurb situating the chunk "
+        "in its document, the structural context, and the chunk text). Cite hits by source and chunk index."))
+
+    @server.tool(description="Search the indexed documents. Returns up to k hits, best first, each with "
+                             "source (file), chunk_index, blurb (where the chunk sits in its document), "
+                             "context (file, headings, enclosing definitions), text (the chunk) and score.")
+    def search(query: str, k: int = 10) -> list[dict[str, Any]]:
+        if not 1 <= k <= MAX_TOOL_K:
+            raise ToolError(f"k must be 1..{MAX_TOOL_K}, got {k}")
+        try:
+            hits, _warnings = run_search(query, k, home)
+        except (QueryError, StartupError) as e:  # the agent reads the reason and can correct the call
+            raise ToolError(str(e)) from None
+        return [h.to_json() for h in hits]
+
+    return server
+
+
+def main(home: str | None = None) -> int:
+    """Serve over stdio until the client closes the stream."""
+    create_server(home).run("stdio")
+    return 0

@@ -1,0 +1,254 @@
+"""``situate serve``: the index as a long-running HTTP service and a small search page.
+
+The service loads the embedder, the BM25 index and (when asked for) the reranker once, in its own
+process, and answers each search in milliseconds instead of the seconds a ``situate search``
+command spends on start-up.  A new table version or BM25 index written by an ingest is picked up
+by the next request (the table is opened fresh per search; the BM25 index is reloaded when its
+``ids.json`` changes), with no restart.
+
+Endpoints
+---------
+``GET /search?q=…&k=10&rerank=0``, ``POST /search`` (``{"query": …, "k": …, "rerank": …}``)
+    A JSON list of hits, the objects ``situate search --json`` prints; warnings in
+    ``X-Situate-Warning`` headers.
+``GET /health``
+    Table rows and version, BM25 index rows and version, the models.
+``GET /``
+    The search page.  ``GET /openapi.json``: the OpenAPI schema; ``GET /docs``: it as a page
+    (served here, no CDN).
+
+Bad input gets a 4xx answer with a ``detail`` message, never a traceback: a query that is empty
+or longer than :data:`MAX_QUERY_CHARS`, ``k`` outside 1..:data:`MAX_SERVICE_K`, malformed JSON
+(422); no table yet (404); a data folder whose vectors are not the embedder's width (503).
+
+Examples
+--------
+>>> from fastapi.testclient import TestClient             # doctest: +SKIP
+>>> client = TestClient(create_app(home="docs-home"))      # doctest: +SKIP
+>>> client.get("/search", params={"q": "rotate the keys", "k": 3}).json()[0]["source"]  # doctest: +SKIP
+'ops/keys.md'
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import ipaddress
+import os
+import threading
+from pathlib import Path
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field
+
+#: Longest query accepted, in characters: the embedder reads 2,048 tokens of it at most (about
+#: 8,000 characters of English) and BM25 every word; a 1 MB query is refused, not tokenized.
+MAX_QUERY_CHARS = 8000
+#: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
+#: takes up to 1,000,000 for a dump).
+MAX_SERVICE_K = 1000
+#: Deepest rerank one request may ask for (the cross-encoder costs 0.06-0.08 s a candidate on 2
+#: CPU cores, README Performance).
+MAX_SERVICE_RERANK = 200
+#: Environment variable of the bearer token; required when the service binds a non-loopback address.
+TOKEN_ENV = "SITUATE_API_TOKEN"
+
+
+class SearchRequest(BaseModel):
+    """The body of ``POST /search``."""
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in words.")
+    k: int = Field(10, ge=1, le=MAX_SERVICE_K, description="Hits returned.")
+    rerank: int | None = Field(None, ge=0, le=MAX_SERVICE_RERANK,
+                               description="Candidates the cross-encoder reranks (0: off; default "
+                                           "SITUATE_RERANK_DEPTH, else 0).")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is a loopback address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
+    """The FastAPI application of ``situate serve`` over data folder ``home``.
+
+    Parameters
+    ----------
+    home : str, optional
+        The data folder (default ``$SITUATE_HOME``, else ``./.situate``).
+    token : str, optional
+        When given, every request must carry ``Authorization: Bearer <token>`` (401 otherwise).
+    """
+    from pipelines.operations import QueryError, search
+    from pipelines.preflight import StartupError
+
+    home = str(Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
+    lock = threading.Lock()  # one llama.cpp context for the query embeddings: one search at a time
+    app = FastAPI(title="situate", version=_version(),
+                  description="Hybrid search (dense + BM25, reciprocal rank fusion, optional rerank) over "
+                              "contextualised chunks.", docs_url=None, redoc_url=None)
+
+    @app.middleware("http")
+    async def bearer_token(request: Request, call_next):
+        if token:
+            sent = request.headers.get("authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+                return JSONResponse({"detail": "missing or wrong bearer token (Authorization: Bearer …)"},
+                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        msgs = [f"malformed JSON body: {e.get('ctx', {}).get('error', e.get('msg'))}" if e.get("type") == "json_invalid"
+                else f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in exc.errors()]
+        return JSONResponse({"detail": "; ".join(msgs) or "invalid request"}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception):  # a message, never a traceback
+        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]},
+                            status_code=500)
+
+    def answer(query: str, k: int, rerank: int | None):
+        if not query.strip():
+            return JSONResponse({"detail": "empty query: give the words to search for"}, status_code=422)
+        try:
+            with lock:
+                hits, warnings = search(query, k, home, rerank)
+        except QueryError as e:
+            return JSONResponse({"detail": str(e)}, status_code=422)
+        except StartupError as e:
+            return JSONResponse({"detail": str(e)}, status_code=404 if "does not exist" in str(e) else 503)
+        if any(w.startswith("the table in") and "is empty" in w for w in warnings):
+            return JSONResponse({"detail": f"no table in {home} yet: run `situate ingest PATH --home {home}`"},
+                                status_code=404)
+        headers = {f"X-Situate-Warning-{i}": w.encode("ascii", "backslashreplace").decode()
+                   for i, w in enumerate(warnings, start=1)}
+        return JSONResponse([h.to_json() for h in hits], headers=headers)
+
+    @app.get("/search", summary="Search (query string)")
+    def search_get(q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the query"),
+                   k: int = Query(10, ge=1, le=MAX_SERVICE_K),
+                   rerank: int | None = Query(None, ge=0, le=MAX_SERVICE_RERANK)):
+        return answer(q, k, rerank)
+
+    @app.post("/search", summary="Search (JSON body)")
+    def search_post(body: SearchRequest):
+        return answer(body.query, body.k, body.rerank)
+
+    @app.get("/health", summary="Table, index and models")
+    def health():
+        return health_report(home)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page():
+        return HTMLResponse(SEARCH_PAGE)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs():
+        return HTMLResponse(_docs_page(app.openapi()))
+
+    return app
+
+
+def health_report(home: str) -> dict:
+    """``GET /health``: ``{"status", "home", "table_rows", "table_version", "bm25_rows",
+    "bm25_version", "embed_model", "llm_model"}`` (status ``"empty"`` before the first ingest)."""
+    from resources.retrieval import bm25_ids
+    from resources.store import Store
+
+    root = Path(home)
+    if not root.is_dir():
+        return {"status": "no data folder", "home": home}
+    store = Store(home=home)
+    table = store.table()
+    ids = bm25_ids(store.bm25_dir)
+    out = {"status": "ok" if table is not None and table.count_rows() else "empty", "home": home,
+           "table_rows": table.count_rows() if table is not None else 0,
+           "table_version": table.version if table is not None else None,
+           "bm25_rows": len(ids) if ids is not None else 0,
+           "bm25_version": store.bm25_dir.resolve().name if store.bm25_dir.exists() else None}
+    if table is not None and out["table_rows"]:
+        row = table.search().select(["embed_model", "llm_model"]).limit(1).to_list()[0]
+        out.update(embed_model=row["embed_model"], llm_model=row["llm_model"])
+    return out
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("situate")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _docs_page(spec: dict) -> str:
+    rows = []
+    for path, ops in spec.get("paths", {}).items():
+        for method, op in ops.items():
+            params = ", ".join(f"{p['name']}" for p in op.get("parameters", []))
+            rows.append(f"<tr><td><code>{method.upper()} {html.escape(path)}</code></td>"
+                        f"<td>{html.escape(op.get('summary', ''))}</td><td>{html.escape(params)}</td></tr>")
+    return ("<!doctype html><meta charset=utf-8><title>situate API</title>"
+            "<style>body{font:15px system-ui;margin:2em}td{padding:.3em 1em;border-bottom:1px solid #ddd}</style>"
+            f"<h1>situate API {html.escape(spec.get('info', {}).get('version', ''))}</h1>"
+            "<p>The machine-readable schema: <a href=/openapi.json>/openapi.json</a>.</p>"
+            "<table><tr><th>endpoint</th><th>what</th><th>parameters</th></tr>" + "".join(rows) + "</table>")
+
+
+#: The search page: a box and the hits, each with its source, chunk index, the blurb and the
+#: structural context set apart from the chunk text.  Text is inserted with ``textContent`` only
+#: (a document's text is never read as HTML), and the page loads nothing from elsewhere.
+SEARCH_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>situate search</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+ body{font:15px/1.45 system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
+ form{display:flex;gap:.5em} input[type=search]{flex:1;font-size:1.1em;padding:.4em}
+ button{font-size:1em;padding:.4em 1em} .hit{border-top:1px solid #ddd;padding:.8em 0}
+ .source{font-weight:600} .meta{color:#666;font-size:.9em}
+ .blurb{background:#f3f6fb;border-left:3px solid #5b7db1;padding:.3em .6em;margin:.4em 0}
+ .context{color:#555;font-family:ui-monospace,monospace;font-size:.85em;white-space:pre-wrap;margin:.3em 0}
+ .text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:.9em}
+ #status{color:#666;margin:.6em 0}
+</style></head>
+<body>
+<h1>situate</h1>
+<form id="form"><input type="search" id="q" name="q" placeholder="Ask the documents…" autofocus>
+<select id="k"><option>5</option><option selected>10</option><option>20</option></select>
+<button type="submit" id="go">Search</button></form>
+<div id="status"></div><div id="results"></div>
+<script>
+const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text; return e; };
+document.getElementById("form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const q = document.getElementById("q").value, k = document.getElementById("k").value;
+  const status = document.getElementById("status"), out = document.getElementById("results");
+  out.replaceChildren(); status.textContent = "searching…";
+  const t0 = performance.now();
+  try {
+    const r = await fetch("search?" + new URLSearchParams({q, k}));
+    const body = await r.json();
+    if (!r.ok) { status.textContent = body.detail || ("error " + r.status); return; }
+    status.textContent = body.length + " hits in " + Math.round(performance.now() - t0) + " ms";
+    for (const h of body) {
+      const d = el("div", "hit");
+      d.append(el("div", "source", h.rank + ". " + h.source),
+               el("div", "meta", "chunk " + h.chunk_index + " · score " + h.score.toFixed(4)));
+      if (h.blurb) d.append(el("div", "blurb", h.blurb));
+      if (h.context) d.append(el("div", "context", h.context));
+      d.append(el("div", "text", h.text.length > 700 ? h.text.slice(0, 700) + "…" : h.text));
+      out.append(d);
+    }
+  } catch (e) { status.textContent = "the service did not answer: " + e; }
+});
+</script></body></html>
+"""
