@@ -510,3 +510,25 @@ def test_the_search_page_in_a_real_browser(env):
         driver.quit()
         child.terminate()
         child.wait(60)
+
+
+def test_the_langchain_and_llamaindex_retrievers_return_the_right_file_first(env):
+    """The real libraries' base classes (langchain-core, llama-index-core), through their own
+    public calls (`invoke`, `retrieve`)."""
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeWithScore
+
+    from situate.integrations.langchain import SituateRetriever as LangChainRetriever
+    from situate.integrations.llamaindex import SituateRetriever as LlamaIndexRetriever
+
+    query = "How do I parse a .env file into a dictionary of variables?"
+    docs = LangChainRetriever(home=str(env["home"]), k=3).invoke(query)
+    assert len(docs) == 3 and all(isinstance(d, Document) for d in docs)
+    assert docs[0].metadata["source"] == "dotenv/main.py" and docs[0].page_content
+    assert {"blurb", "context", "chunk_index", "score"} <= set(docs[0].metadata)
+    nodes = LlamaIndexRetriever(home=str(env["home"]), k=3).retrieve(query)
+    assert len(nodes) == 3 and all(isinstance(n, NodeWithScore) for n in nodes)
+    assert nodes[0].node.metadata["source"] == "dotenv/main.py" and nodes[0].score > nodes[-1].score
+    assert [n.node.node_id for n in nodes] == [d.id for d in docs]
+    hits = LangChainRetriever(home=str(env["home"]), k=2).invoke("masked arrays in numpy")
+    assert hits[0].metadata["source"] == "numpy-ma-README.rst"
