@@ -11,7 +11,7 @@ $(BIN)/situate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "installing situate and its dependencies (a first install compiles llama-cpp-python: ~10 min on 2 cores)"
-	$(BIN)/python -m pip install --quiet -e '.[test,langchain,llamaindex]'
+	$(BIN)/python -m pip install --quiet -e '.[test,deploy,langchain,llamaindex]'
 	touch $(BIN)/situate
 
 setup: $(BIN)/situate

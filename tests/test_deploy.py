@@ -30,7 +30,7 @@ def test_a_recipe_passes_the_instance_schema_and_each_class_its_own(path, monkey
 
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    config, _ = dagster_instance_config(path.parent, path.name)  # raises on a schema error
+    config, _ = dagster_instance_config(str(path.parent), path.name)  # raises on a schema error
     raw = yaml.safe_load(path.read_text())
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert raw["concurrency"]["pools"]["granularity"] == "run" and raw["concurrency"]["pools"]["default_limit"] >= 1
