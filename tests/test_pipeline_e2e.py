@@ -530,5 +530,3 @@ def test_the_langchain_and_llamaindex_retrievers_return_the_right_file_first(env
     assert len(nodes) == 3 and all(isinstance(n, NodeWithScore) for n in nodes)
     assert nodes[0].node.metadata["source"] == "dotenv/main.py" and nodes[0].score > nodes[-1].score
     assert [n.node.node_id for n in nodes] == [d.id for d in docs]
-    hits = LangChainRetriever(home=str(env["home"]), k=2).invoke("masked arrays in numpy")
-    assert hits[0].metadata["source"] == "numpy-ma-README.rst"
