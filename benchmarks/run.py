@@ -573,6 +573,15 @@ def markdown(report: dict) -> str:
                   f"{p['partitions']:,} partitions registered in batches of {p['batch']} in "
                   f"{p['partitions_10k_register_s']} s; one sensor tick at that size {p['sensor_tick_s']} s "
                   f"({p['sensor_run_requests']} run request(s))."]
+    if "service" in s:
+        lines += ["", "## Search service (situate serve over HTTP, k = 10)", "",
+                  "| rows | first stage p50 / p95 (ms) | rerank 30 p50 / p95 (ms) | 4 clients: requests/s |",
+                  "|---|---|---|---|"]
+        for name in ("real", "synthetic"):
+            r = s["service"][name]
+            lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
+                         f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
+                         f"{r['concurrent']['requests_per_s']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -582,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
     ap.add_argument("--only", default="llm,embed,search,rerank,reingest,partitions",
-                    help="comma-separated sections")
+                    help="comma-separated sections (also: models, embedq, service)")
+    ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
     args = ap.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     t0 = time.perf_counter()
@@ -616,6 +626,14 @@ def main(argv: list[str] | None = None) -> int:
                 r = reingest_section(corpus, args.quick, work)
             elif name == "partitions":
                 r = partitions_section(work)
+            elif name == "service":  # situate serve over HTTP: the section lives in benchmarks/service.py
+                if not args.service_home:
+                    raise SystemExit("--only service needs --service-home (an ingested data folder)")
+                import service
+
+                q = [json.loads(x)["query"] for x in service.QUERIES.read_text().splitlines() if x.strip()]
+                r = {"real": service.measure_home(Path(args.service_home), q, 50, 20),
+                     "synthetic": service.measure_home(service.synthetic_home(work, 100_000), q, 50, 20)}
             else:
                 raise SystemExit(f"unknown section {name!r}")
             report["sections"][name] = r
