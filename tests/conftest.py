@@ -42,3 +42,12 @@ def models_present() -> bool:
 needs_models = pytest.mark.skipif(
     not models_present() and not os.environ.get("CI"),
     reason="default models not installed: run `make setup` (in CI they are required)")
+
+
+def small_settings(docs, home) -> dict:
+    """The end-to-end tests' small settings (``n_ctx`` 768, 120-token chunks, 24-token blurbs, no
+    overlap), so a document needs more than one window and the suite stays quick on 2 cores; with
+    the docs folder, data folder and Dagster instance of one test module."""
+    return {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
+            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
+            "DAGSTER_HOME": str(home / "dagster")}

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from conftest import needs_models
+from conftest import needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
@@ -23,9 +23,7 @@ def demo_home(tmp_path_factory):
 
     docs, home = tmp_path_factory.mktemp("demo-docs"), tmp_path_factory.mktemp("demo-home")
     build_demo_corpus(docs)
-    settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-                "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
-                "DAGSTER_HOME": str(home / "dagster")}
+    settings = small_settings(docs, home)
     with restored_env(tuple(settings)):
         os.environ.update(settings)
         summary = ingest(str(docs), str(home), echo=lambda *_: None)

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from conftest import REPO, needs_models
+from conftest import REPO, needs_models, small_settings
 from assets.partitions import encode_key
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -39,9 +39,7 @@ def env(tmp_path_factory):
     numpy_ma = Path(importlib.util.find_spec("numpy").origin).parent / "ma" / "README.rst"
     (docs / "numpy-ma-README.rst").write_text(_head(numpy_ma.read_text(), 1500))
     (docs / "broken.txt").write_bytes(b"\x00\x01binary")
-    settings = {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-                "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
-                "DAGSTER_HOME": str(home / "dagster")}
+    settings = small_settings(docs, home)
     from pipelines.cli import ingest
     from pipelines.settings import restored_env
 
