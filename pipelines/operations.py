@@ -5,7 +5,6 @@ offline tokenizer) and run the ingest job in process."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +14,9 @@ def prepare_env(home: str | None, docs: str | None = None) -> None:
     """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
     ``SITUATE_DOCS``), a Dagster instance and the offline cl100k_base tokenizer."""
     if home:
-        os.environ["SITUATE_HOME"] = str(Path(home).expanduser().resolve())
+        from resources.objects import normalize_home
+
+        os.environ["SITUATE_HOME"] = normalize_home(home)
     if docs:
         os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
     from pipelines.settings import ensure_dagster_home
@@ -23,6 +24,38 @@ def prepare_env(home: str | None, docs: str | None = None) -> None:
 
     ensure_dagster_home()
     models.use_offline_tiktoken()
+
+
+def check_readable_home(home: str) -> None:
+    """A search's data folder exists (a search never creates one it was pointed at by mistake)
+    and, on an object store, answers (one try per request).
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        One line: the folder does not exist / holds no situate data, or the object store is
+        unreachable, refuses the credentials or lacks the bucket.
+    """
+    from pipelines.preflight import StartupError
+    from resources.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
+    from resources.store import DATA_MARKER
+
+    if is_uri(home):
+        uri = normalize_home(home)
+        try:
+            folder = ObjectFolder(uri, retries=0)
+            found = folder.get(DATA_MARKER) is not None or folder.get("docs-root") is not None
+        except StoreUnavailable as e:
+            raise StartupError(f"data folder {uri}: {e}") from None
+        if not found:
+            raise StartupError(f"data folder {uri} holds no situate data: run `situate ingest PATH --home "
+                               f"{uri}` first, or give the --home you ingested into")
+        return
+    root = Path(home).expanduser().resolve()
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
+                           "--home you ingested into")
 
 
 @dataclasses.dataclass
@@ -100,7 +133,7 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     record_docs_root(path)
     res = resources_from_env(plain=True)
     store = res["store"]
-    for warning in preflight(None, res, store.root):
+    for warning in preflight(None, res, store.location):
         echo(f"situate: warning: {warning}")
     defs = build_definitions(plain=True)
     instance = dg.DagsterInstance.get()
@@ -138,9 +171,8 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     for key in plan.stale:
         err = None
         for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):
-            p = store.stage_path(key, stage)
-            if p.exists():
-                d = json.loads(p.read_text())
+            d = store.read_stage_if_any(key, stage)
+            if d is not None:
                 if isinstance(d, dict) and d.get("error") and not d.get("upstream"):
                     err = f"{stage}: {d['error']}"
                     break
@@ -149,11 +181,11 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
             continue
         if key in summary.failed:  # its run failed as a whole
             continue
-        p = store.stage_path(key, "blurbs")
-        if not p.exists():
+        stored = store.read_stage_if_any(key, "blurbs")
+        if stored is None:
             continue
         recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"})
-                for b in json.loads(p.read_text())["blurbs"]]
+                for b in stored["blurbs"]]
         s = blurb_summary(recs)
         summary.per_document[key] = s
         summary.ingested += 1
@@ -227,17 +259,13 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     if rerank is None:
         rerank = rerank_depth_from_env()
 
-    root = Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
-    if not root.is_dir():  # never create a folder a search was pointed at by mistake
-        what = "is not a folder" if root.exists() else "does not exist"
-        raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
-                           "--home you ingested into")
+    check_readable_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     prepare_env(home)
     res = resources_from_env(plain=True)
     store = res["store"]
     rows = store.count_rows()
     if rows == 0:
-        return [], [f"the table in {store.root} is empty: run `situate ingest PATH` first"]
+        return [], [f"the table in {store.location} is empty: run `situate ingest PATH` first"]
     embedder = res["embedder"]
     vecs, n_cut = embedder.embed([query], embedder.query_prefix)
     table_dim = store.table().schema.field("vector").type.list_size
@@ -245,7 +273,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         migration = store.migration()
         under_way = (f" ({migration['documents_done']} documents embedded again, "
                      f"{migration['documents_waiting']} to go)" if migration else "")
-        raise StartupError(f"the table in {store.root} holds {table_dim}-wide vectors and the embedder "
+        raise StartupError(f"the table in {store.location} holds {table_dim}-wide vectors and the embedder "
                            f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
                            "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back")
     hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))

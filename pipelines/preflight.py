@@ -6,6 +6,9 @@ fault                                  answer (:class:`StartupError`, or a warni
 docs folder (or corpus file) missing   ``docs folder … does not exist``
 data folder not creatable / writable   ``data folder … is not writable: <OS reason>``
 a non-empty folder not situate's       ``data folder … is a non-empty folder that is not a situate data folder``
+object store unreachable               ``data folder s3://…: cannot reach the object store at …``
+object store refuses the credentials   ``data folder s3://…: the object store at … refused the credentials …``
+object store bucket missing            ``data folder s3://…: the bucket of s3://… does not exist …``
 another docs folder, same data folder  ``data folder … holds the documents of …: add --replace``
 model file missing                     ``model file … not found: run `situate models install```
 default model corrupt (size, sha256)   ``model file … is corrupt: sha256 … is not the pinned …``
@@ -48,20 +51,49 @@ def check_docs(path: str | os.PathLike) -> Path:
     return p.resolve()
 
 
-def check_data_folder(home: str | os.PathLike) -> Path:
+def check_data_folder(home: str | os.PathLike) -> Path | str:
     """Create the data folder if needed and prove it is writable (a file is created and removed).
 
-    The folder gets the marker file :data:`resources.store.DATA_MARKER`.
+    The folder gets the marker file :data:`resources.store.DATA_MARKER`.  An object store URI
+    (``s3://bucket/prefix``: :mod:`resources.objects`) is probed the same way, with one try per
+    request, so a wrong endpoint, refused credentials or a missing bucket are named within
+    seconds, before any work.
+
+    Returns
+    -------
+    Path or str
+        The absolute local folder, or the URI.
 
     Raises
     ------
     StartupError
-        It cannot be created or written (permissions, a file in the way, a read-only disk, no space),
-        or it is a non-empty folder that is not a situate data folder (a folder of the user's: its
-        files must not be touched).
+        It cannot be created or written (permissions, a file in the way, a read-only disk, no space,
+        an unreachable object store, refused credentials, a missing bucket), or it is a non-empty
+        folder that is not a situate data folder (a folder of the user's: its files must not be
+        touched).
     """
-    p = Path(home).expanduser().resolve()
+    from resources.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
     from resources.store import DATA_MARKER
+
+    if is_uri(home):
+        uri = normalize_home(home)
+        try:
+            folder = ObjectFolder(uri, retries=0)
+            folder.check()
+            if folder.get(DATA_MARKER) is None:
+                names = folder.list("")
+                earlier = any(n == "docs-root" or n.startswith("lancedb/") for n in names)
+                if any(not n.startswith(".write-probe-") for n in names) and not earlier:
+                    raise StartupError(f"data folder {uri} holds objects and is not a situate data folder: "
+                                       "give a new or empty prefix (--home or SITUATE_HOME); situate never "
+                                       "writes into or deletes from a prefix of yours")
+                folder.create(DATA_MARKER, b'{"situate": "data folder"}\n')
+        except StoreUnavailable as e:
+            raise StartupError(f"data folder {uri}: {e}") from None
+        except ValueError as e:
+            raise StartupError(f"data folder {uri}: {e}") from None
+        return uri
+    p = Path(home).expanduser().resolve()
 
     if p.is_dir() and not (p / DATA_MARKER).exists():
         # a data folder of an earlier situate (no marker yet) has its docs-root file or its table
@@ -84,7 +116,7 @@ def check_data_folder(home: str | os.PathLike) -> Path:
     return p
 
 
-def check_same_docs(home: Path, docs: Path, replace: bool) -> None:
+def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
     """Refuse to ingest ``docs`` into a data folder that holds another docs folder's documents
     (the sync would delete every row of those), unless ``replace``.
 
@@ -93,10 +125,12 @@ def check_same_docs(home: Path, docs: Path, replace: bool) -> None:
     StartupError
         The data folder's recorded docs folder is another one and ``replace`` is false.
     """
-    recorded = home / "docs-root"
-    if replace or not recorded.is_file():
+    from resources.store import Store
+
+    if replace:
         return
-    before = recorded.read_text().strip()
+    recorded = Store(home=str(home)).read_file("docs-root")
+    before = (recorded or b"").decode("utf-8", "replace").strip()
     if before and before != str(docs):
         raise StartupError(f"data folder {home} holds the documents of {before}: ingesting {docs} would "
                            "replace them (add --replace to do so, or give another --home)")

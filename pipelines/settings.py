@@ -91,16 +91,28 @@ def restored_env(names=DATA_ENV) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def situate_home() -> Path:
-    """``$SITUATE_HOME`` (default ``./.situate``), absolute."""
-    return Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve()
+def situate_home() -> Path | str:
+    """``$SITUATE_HOME`` (default ``./.situate``): an absolute path, or an object store URI."""
+    from resources.objects import is_uri, normalize_home
+
+    home = os.environ.get("SITUATE_HOME") or ".situate"
+    return normalize_home(home) if is_uri(home) else Path(normalize_home(home))
 
 
 def ensure_dagster_home() -> Path:
     """Set ``DAGSTER_HOME`` to ``$SITUATE_HOME/dagster`` when unset, creating it with a
-    ``dagster.yaml``.  Returns the folder."""
+    ``dagster.yaml``; with the data folder on an object store the instance is local:
+    ``~/.cache/situate/instance/<hash of the URI>`` (``SITUATE_CACHE``).  Returns the folder."""
+    from resources.objects import cache_dir_for
+
     home = os.environ.get("DAGSTER_HOME")
-    path = Path(home).expanduser().resolve() if home else situate_home() / "dagster"
+    data = situate_home()
+    if home:
+        path = Path(home).expanduser().resolve()
+    elif isinstance(data, str):
+        path = cache_dir_for(data, "instance")
+    else:
+        path = data / "dagster"
     path.mkdir(parents=True, exist_ok=True)
     cfg = path / "dagster.yaml"
     if not cfg.exists():
@@ -111,15 +123,13 @@ def ensure_dagster_home() -> Path:
 
 def recorded_docs_root() -> str | None:
     """The docs folder recorded in ``$SITUATE_HOME`` by the last ``situate ingest``, if any."""
-    p = situate_home() / DOCS_ROOT_FILE
-    return p.read_text().strip() or None if p.exists() else None
+    raw = Store(home=str(situate_home())).read_file(DOCS_ROOT_FILE)
+    return (raw.decode("utf-8", "replace").strip() or None) if raw is not None else None
 
 
 def record_docs_root(path: str) -> None:
     """Remember ``path`` as this data folder's docs folder."""
-    p = situate_home() / DOCS_ROOT_FILE
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(str(Path(path).expanduser().resolve()))
+    Store(home=str(situate_home())).write_file(DOCS_ROOT_FILE, str(Path(path).expanduser().resolve()).encode())
 
 
 #: Smallest accepted value of each whole-number setting (others: 0).

@@ -151,16 +151,9 @@ def run_key(keys: Iterable[str], plan: SyncPlan, fingerprint: str) -> str:
 
 def bad_inputs_from_store(store, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Documents whose ``document`` stage recorded a bad-input error: key → (sha256, reason)."""
-    import json
-
     out = {}
     for k in keys:
-        p = store.stage_path(k, "document")
-        if p.exists():
-            try:
-                d = json.loads(p.read_text())
-            except ValueError:
-                continue
-            if d.get("bad_input") and d.get("sha256"):
-                out[k] = (d["sha256"], d["error"])
+        d = store.read_stage_if_any(k, "document")
+        if isinstance(d, dict) and d.get("bad_input") and d.get("sha256"):
+            out[k] = (d["sha256"], d["error"])
     return out

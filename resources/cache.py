@@ -62,11 +62,15 @@ class BlurbCache:
     Parameters
     ----------
     root : path
-        Folder of the cache (``$SITUATE_HOME/cache/blurbs``).
+        Folder of the cache (``$SITUATE_HOME/cache/blurbs``); with ``folder``, the prefix of the
+        cache's objects in it (``cache/blurbs``).
+    folder : resources.objects.ObjectFolder, optional
+        The object store of a data folder on one (each entry is then one object).
     """
 
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+    def __init__(self, root: str | os.PathLike, folder=None):
+        self.root = Path(root) if folder is None else str(root).strip("/")
+        self.folder = folder
         self.hits = 0
         self.misses = 0
 
@@ -75,9 +79,14 @@ class BlurbCache:
 
     def get(self, key: str) -> dict | None:
         """The stored entry (``{"raw", "prompt_tokens", "generated"}``) or None."""
-        p = self._path(key)
         try:
-            entry = json.loads(p.read_text())
+            if self.folder is not None:
+                raw = self.folder.get(f"{self.root}/{key[:2]}/{key}.json")
+                if raw is None:
+                    raise FileNotFoundError(key)
+                entry = json.loads(raw)
+            else:
+                entry = json.loads(self._path(key).read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             self.misses += 1
             return None
@@ -85,7 +94,11 @@ class BlurbCache:
         return entry
 
     def put(self, key: str, entry: dict) -> None:
-        """Store ``entry`` under ``key`` (atomic: a temporary file, then a rename)."""
+        """Store ``entry`` under ``key`` (atomic: a temporary file, then a rename; one PUT on an
+        object store)."""
+        if self.folder is not None:
+            self.folder.put(f"{self.root}/{key[:2]}/{key}.json", json.dumps(entry, ensure_ascii=False).encode())
+            return
         from resources.store import write_json_atomic
 
         write_json_atomic(self._path(key), entry)
@@ -98,21 +111,26 @@ class EmbeddingCache:
 
     Parameters
     ----------
-    lancedb_uri : path
-        The LanceDB database folder (the store's).
+    lancedb_uri : path or str
+        The LanceDB database folder or URI (the store's).
     model_key : str
         Identifies the embedder and the task prefix, e.g. ``"<file sha256>|search_document: "``.
+    storage_options : dict, optional
+        LanceDB ``storage_options`` of an object store (:meth:`resources.store.Store.storage_options`).
     """
 
-    def __init__(self, lancedb_uri: str | os.PathLike, model_key: str):
+    def __init__(self, lancedb_uri: str | os.PathLike, model_key: str, storage_options: dict | None = None):
         self.uri = str(lancedb_uri)
         self.model_key = model_key
+        self.storage_options = storage_options
         self.hits = 0
         self.misses = 0
 
     def _db(self):
         import lancedb
 
+        if self.storage_options is not None:  # an object store (see resources.objects)
+            return lancedb.connect(self.uri, storage_options=self.storage_options)
         Path(self.uri).mkdir(parents=True, exist_ok=True)
         return lancedb.connect(self.uri)
 
@@ -215,9 +233,12 @@ def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,
 def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:
     """The store's embedding cache for ``embedder`` (keyed by its file's sha256 and prefix)."""
     prefix = embedder.query_prefix if query else embedder.document_prefix
-    return EmbeddingCache(store.lancedb_uri, f"{file_sha256(embedder.model_path)}|{embedder.n_ctx}|{prefix}")
+    return EmbeddingCache(store.lancedb_uri, f"{file_sha256(embedder.model_path)}|{embedder.n_ctx}|{prefix}",
+                          storage_options=store.storage_options())
 
 
 def blurb_cache_for(store) -> BlurbCache:
     """The store's blurb cache (``$SITUATE_HOME/cache/blurbs``)."""
+    if store.remote is not None:
+        return BlurbCache("cache/blurbs", folder=store.remote)
     return BlurbCache(store.root / "cache" / "blurbs")

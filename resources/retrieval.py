@@ -200,6 +200,12 @@ def _loaded(index_dir: Path):
     return hit[1], hit[2]
 
 
+def bm25_version(store) -> str | None:
+    """The name of the BM25 version the store serves now (``v-<id>``), or None without one."""
+    d = store.bm25_dir
+    return d.resolve().name if d.exists() else None
+
+
 def bm25_ids(index_dir: Path) -> list[str] | None:
     """The ids of a saved index, in index order; None when there is no index."""
     loaded = _loaded(index_dir)
@@ -221,27 +227,68 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
     return [ids[int(i)] for i, s in zip(docs[0], scores[0]) if s > 0]
 
 
+def publish_bm25(store, ids: list[str], texts: list[str]) -> int:
+    """Build the BM25 index of ``texts`` and make it the store's current one.
+
+    A local data folder: :func:`build_bm25` into ``bm25/`` (a symbolic link swapped atomically).
+    An object store: built in a local temporary folder, uploaded to ``bm25/v-<id>/``, then
+    published by writing the pointer object ``bm25/CURRENT`` (one PUT: a reader sees the old
+    version or the new one, never half); the version before the previous one is deleted (a
+    reader still downloading the previous one keeps it).
+
+    Returns
+    -------
+    int
+        Documents indexed.
+
+    Raises
+    ------
+    ValueError
+        ``ids`` and ``texts`` differ in length, or ``ids`` has duplicates.
+    resources.objects.StoreUnavailable
+        The object store failed; the published index is then unchanged.
+    """
+    folder = store.remote
+    if folder is None:
+        return build_bm25(ids, texts, store.bm25_dir)
+    import uuid
+
+    from resources.store import BM25_POINTER, forget_bm25_pointer
+
+    with tempfile.TemporaryDirectory(prefix="situate-bm25-") as tmp:
+        n = build_bm25(ids, texts, Path(tmp) / "bm25")
+        built = (Path(tmp) / "bm25").resolve()
+        version = f"v-{uuid.uuid4().hex[:16]}"
+        folder.upload_dir(built, f"bm25/{version}")
+    previous = (folder.get(BM25_POINTER) or b"").decode().strip()
+    folder.put(BM25_POINTER, version.encode())
+    forget_bm25_pointer(folder.uri)
+    keep = {version, previous}
+    for rel in folder.list("bm25"):
+        name = rel.split("/")[1] if rel.count("/") >= 2 else None
+        if name and name.startswith("v-") and name not in keep:
+            folder.delete(rel)
+    return n
+
+
 def rebuild_bm25_from_table(store) -> dict:
     """Rebuild the BM25 index from every row of the store's table (contextualised text).
 
-    Holds an exclusive lock (``fcntl.flock`` on ``bm25.lock`` in the data folder) from reading the
-    table to swapping the index in, so two runs finishing together save their indexes one after
-    the other and the last one saved has read every row committed before it: the index never goes
-    back to an older table version.
+    Holds the data folder's ``.bm25`` lock (:meth:`resources.store.Store.lock`: a file lock, or a
+    lease object shared by every machine on an object store) from reading the table to
+    publishing the index, so two runs finishing together publish their indexes one after the
+    other and the last one published has read every row committed before it: the index never
+    goes back to an older table version.
 
     Returns
     -------
     dict
         ``{"rows": n, "table_version": v}``.
     """
-    import fcntl
-
-    store.bm25_dir.parent.mkdir(parents=True, exist_ok=True)
-    with open(store.bm25_dir.with_name("bm25.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+    with store.lock(".bm25"):  # no document key starts with "."
         table = store.table()
         if table is None:
-            build_bm25([], [], store.bm25_dir)
+            publish_bm25(store, [], [])
             return {"rows": 0, "table_version": None}
         version = table.version
         names = ["chunk_id", "context", "blurb", "text"]
@@ -251,7 +298,7 @@ def rebuild_bm25_from_table(store) -> dict:
         data.sort(key=lambda r: r["chunk_id"])
         ids = [r["chunk_id"] for r in data]
         texts = [contextualized_text(r["blurb"] or "", r["text"], r.get("context") or "") for r in data]
-        build_bm25(ids, texts, store.bm25_dir)
+        publish_bm25(store, ids, texts)
         return {"rows": len(ids), "table_version": version}
 
 

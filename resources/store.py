@@ -1,13 +1,21 @@
 """The store: a data folder holding the LanceDB table ``chunks``, the BM25 index and stage files.
 
-Layout of ``$SITUATE_HOME`` (default ``./.situate``)::
+``$SITUATE_HOME`` is a local folder or an object store URI (``s3://bucket/prefix``, ``gs://…``,
+``az://…``: :mod:`resources.objects`); the layout is the same in both.  Layout (default
+``./.situate``)::
 
     lancedb/            LanceDB database; table ``chunks`` is the pipeline's output
     bm25/               bm25s index over every row's contextualised text, plus ids.json
     stages/<key>/       one folder per document (partition key): document.json, chunks.json,
                         preambles.json, blurbs.json, written by the per-document assets
-    locks/<key>.lock    one writer per document at a time (:meth:`Store.document_lock`)
-    dagster/            the Dagster instance, when DAGSTER_HOME is unset
+    locks/<key>.lock    one writer per document at a time (:meth:`Store.document_lock`); on an
+                        object store ``locks/<key>.lease`` (:mod:`resources.leases`)
+    dagster/            the Dagster instance, when DAGSTER_HOME is unset (local folders only: with
+                        an object store it is ``~/.cache/situate/instance/<hash>`` unless set)
+
+On an object store the BM25 index is ``bm25/v-<id>/…`` published by the pointer object
+``bm25/CURRENT`` (object stores have no symbolic links), and searched from a local copy in
+``~/.cache/situate/bm25/<hash>/`` (``SITUATE_CACHE``).
 """
 
 from __future__ import annotations
@@ -75,6 +83,46 @@ def table_schema(dim: int) -> pa.Schema:
 
 
 _CONNECTIONS: dict[str, object] = {}
+_FOLDERS: dict[str, object] = {}
+
+#: Seconds a process trusts the BM25 pointer it last read (``bm25/CURRENT`` on an object store)
+#: before reading it again: a search costs one small GET at most this often, and sees a new index
+#: within this long after it is published.
+BM25_POINTER_TTL_S = 2.0
+#: Object naming the current BM25 version on an object store.
+BM25_POINTER = "bm25/CURRENT"
+_POINTERS: dict[str, tuple[float, str | None]] = {}
+
+
+def _remote_bm25_dir(folder) -> Path:
+    """The local copy of the BM25 version that ``bm25/CURRENT`` names (downloaded once per
+    version into :func:`resources.objects.cache_dir_for`); a path that does not exist when no
+    index is published."""
+    from resources.objects import cache_dir_for
+
+    base = cache_dir_for(folder.uri, "bm25")
+    now = time.monotonic()
+    hit = _POINTERS.get(folder.uri)
+    if hit is None or now - hit[0] > BM25_POINTER_TTL_S:
+        raw = folder.get(BM25_POINTER)
+        version = raw.decode().strip() if raw else None
+        _POINTERS[folder.uri] = hit = (now, version)
+    version = hit[1]
+    if not version:
+        return base / "none"
+    local = base / version
+    if not local.is_dir():
+        folder.download_dir(f"bm25/{version}", local)
+        for old in base.glob("v-*"):  # earlier versions of this machine's copy
+            if old.name != version and not old.name.startswith(version):
+                shutil.rmtree(old, ignore_errors=True)
+    return local
+
+
+def forget_bm25_pointer(uri: str) -> None:
+    """Make the next :attr:`Store.bm25_dir` read the pointer again (after a publish)."""
+    _POINTERS.pop(uri, None)
+
 
 #: Attempts and first back-off (seconds, doubled each time, with jitter) for a LanceDB commit that
 #: lost a race with another writer.  Lance retries compatible commits itself (appends and
@@ -176,64 +224,123 @@ class Store(dg.ConfigurableResource):
 
     # -- paths ---------------------------------------------------------------------------------
     @property
+    def remote(self):
+        """The data folder as an :class:`resources.objects.ObjectFolder` when ``home`` is an
+        object store URI, else None (one client per URI and process)."""
+        from resources.objects import ObjectFolder, is_uri
+
+        if not is_uri(self.home):
+            return None
+        folder = _FOLDERS.get(self.home)
+        if folder is None:
+            folder = _FOLDERS[self.home] = ObjectFolder(self.home)
+        return folder
+
+    @property
+    def location(self) -> str:
+        """The data folder for messages: its URI, or its absolute path."""
+        return self.remote.uri if self.remote is not None else str(self.root)
+
+    @property
     def root(self) -> Path:
-        """The data folder, absolute."""
+        """The data folder, absolute (a local folder).
+
+        Raises
+        ------
+        ValueError
+            The data folder is an object store URI (use :attr:`location` / :attr:`remote`).
+        """
+        from resources.objects import is_uri
+
+        if is_uri(self.home):
+            raise ValueError(f"the data folder {self.home} is on an object store, not a local folder")
         return Path(self.home).expanduser().resolve()
 
     @property
-    def lancedb_uri(self) -> Path:
-        """``$SITUATE_HOME/lancedb``."""
+    def lancedb_uri(self) -> Path | str:
+        """``$SITUATE_HOME/lancedb`` (a path, or a URI on an object store)."""
+        if self.remote is not None:
+            return self.remote.child("lancedb")
         return self.root / "lancedb"
+
+    def storage_options(self) -> dict | None:
+        """LanceDB ``storage_options`` for this data folder (None for a local folder)."""
+        return self.remote.storage_options() if self.remote is not None else None
 
     @property
     def bm25_dir(self) -> Path:
-        """``$SITUATE_HOME/bm25``."""
-        return self.root / "bm25"
+        """The BM25 index to search, a local folder: ``$SITUATE_HOME/bm25`` (a symbolic link to
+        the current version); on an object store the local copy of the version ``bm25/CURRENT``
+        names (downloaded on first use; a path that does not exist when none is published)."""
+        if self.remote is None:
+            return self.root / "bm25"
+        return _remote_bm25_dir(self.remote)
+
+    def _stage_name(self, key: str) -> str:
+        from resources.keys import PartitionKeyError, check_key
+
+        check_key(key)
+        name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if name in (".", "..") or "/" in name or os.sep in name:
+            raise PartitionKeyError(f"partition key {key!r} would leave stages/")
+        return name
 
     def stage_dir(self, key: str) -> Path:
-        """``stages/<key>``; a key too long for a file name (over 200 bytes) is shortened and
-        suffixed with a hash of the whole key.
+        """``stages/<key>`` of a local data folder; a key too long for a file name (over 200
+        bytes) is shortened and suffixed with a hash of the whole key.
 
         Raises
         ------
         resources.keys.PartitionKeyError
             ``key`` is not a valid document key (:func:`resources.keys.check_key`), or its folder
             would not lie inside ``stages/``: nothing is read, written or deleted through it.
+        ValueError
+            The data folder is on an object store.
         """
-        from resources.keys import PartitionKeyError, check_key
+        from resources.keys import PartitionKeyError
 
-        check_key(key)
-        name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        name = self._stage_name(key)
         stages = self.root / "stages"
         path = stages / name
-        if path.parent != stages or name in (".", ".."):
+        if path.parent != stages:
             raise PartitionKeyError(f"partition key {key!r} would leave {stages}")
         return path
 
     def stage_path(self, key: str, stage: str) -> Path:
-        """``stages/<key>/<stage>.json``."""
+        """``stages/<key>/<stage>.json`` of a local data folder."""
         return self.stage_dir(key) / f"{stage}.json"
 
-    # -- one writer per document ---------------------------------------------------------------
-    @contextlib.contextmanager
-    def document_lock(self, key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-        """Hold document ``key`` for writing: a second run that reaches the same document (a
-        backfill launched by hand over a document the sensor's run is ingesting) waits here until
-        the first is done, so two runs never write one document at once (LanceDB ``merge_insert``
-        of the same keys from two writers can duplicate rows: lance-format/lance #8949).
+    def _stage_object(self, key: str, stage: str) -> str:
+        return f"stages/{self._stage_name(key)}/{stage}.json"
 
-        An exclusive ``fcntl.flock`` on ``locks/<key>.lock`` in the data folder, released when the
-        block ends or the process dies.  ``on_wait`` is called once if the lock is held elsewhere,
-        before waiting.
+    # -- one writer per document ---------------------------------------------------------------
+    def _lock_name(self, key: str) -> str:
+        return self._stage_name(key)
+
+    @contextlib.contextmanager
+    def lock(self, name: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold the named lock of this data folder for the block (see :meth:`document_lock`).
+
+        Local folder: an exclusive ``fcntl.flock`` on ``locks/<name>.lock``, released when the
+        block ends or the process dies.  Object store: the lease ``locks/<name>.lease``
+        (:func:`resources.leases.object_lease`: a conditional put, renewed while held, taken over
+        :data:`resources.leases.STALE_S` seconds after its holder died), so it holds across
+        machines.  ``on_wait`` is called once if another holder has it, before waiting.
 
         Raises
         ------
-        resources.keys.PartitionKeyError
-            ``key`` is not a valid document key.
+        resources.objects.StoreUnavailable
+            The object store failed while taking the lease.
         """
+        if self.remote is not None:
+            from resources.leases import object_lease
+
+            with object_lease(self.remote, f"locks/{name}.lease", on_wait=on_wait):
+                yield
+            return
         import fcntl
 
-        path = self.root / "locks" / (self.stage_dir(key).name + ".lock")
+        path = self.root / "locks" / f"{name}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as f:
             try:
@@ -244,11 +351,15 @@ class Store(dg.ConfigurableResource):
                 fcntl.flock(f, fcntl.LOCK_EX)
             yield
 
-    def document_busy(self, key: str) -> bool:
-        """Whether another writer holds document ``key`` now (:meth:`document_lock`)."""
+    def lock_busy(self, name: str) -> bool:
+        """Whether another holder has the named lock now (:meth:`lock`)."""
+        if self.remote is not None:
+            from resources.leases import lease_busy
+
+            return lease_busy(self.remote, f"locks/{name}.lease")
         import fcntl
 
-        path = self.root / "locks" / (self.stage_dir(key).name + ".lock")
+        path = self.root / "locks" / f"{name}.lock"
         if not path.exists():
             return False
         with open(path, "a+b") as f:
@@ -258,12 +369,80 @@ class Store(dg.ConfigurableResource):
                 return True
             return False
 
+    @contextlib.contextmanager
+    def document_lock(self, key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold document ``key`` for writing: a second run that reaches the same document (a
+        backfill launched by hand over a document the sensor's run is ingesting, or a worker on
+        another machine) waits here until the first is done, so two runs never write one document
+        at once (LanceDB ``merge_insert`` of the same keys from two writers can duplicate rows:
+        lance-format/lance #8949).  A lock per document (:meth:`lock`): a file lock in a local
+        folder, a lease object on an object store.
+
+        Raises
+        ------
+        resources.keys.PartitionKeyError
+            ``key`` is not a valid document key.
+        resources.objects.StoreUnavailable
+            The object store failed while taking the lease.
+        """
+        with self.lock(self._lock_name(key), on_wait=on_wait):
+            yield
+
+    def document_busy(self, key: str) -> bool:
+        """Whether another writer holds document ``key`` now (:meth:`document_lock`)."""
+        return self.lock_busy(self._lock_name(key))
+
+    # -- small files of the data folder (docs-root, the marker) ---------------------------------
+    def read_file(self, rel: str) -> bytes | None:
+        """The bytes of the data folder's file ``rel`` (``/``-separated), or None when absent."""
+        if self.remote is not None:
+            return self.remote.get(rel)
+        try:
+            return (self.root / rel).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def write_file(self, rel: str, data: bytes) -> None:
+        """Write the data folder's file ``rel`` atomically (a temporary file and a rename; one PUT
+        on an object store)."""
+        if self.remote is not None:
+            self.remote.put(rel, data)
+            return
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
     # -- stage files ---------------------------------------------------------------------------
-    def write_stage(self, key: str, stage: str, obj) -> Path:
-        """Write a stage's JSON for document ``key`` atomically; returns its path."""
+    def write_stage(self, key: str, stage: str, obj) -> str:
+        """Write a stage's JSON for document ``key`` atomically (a temporary file and a rename;
+        one PUT on an object store); returns where it went."""
+        if self.remote is not None:
+            rel = self._stage_object(key, stage)
+            self.remote.put(rel, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+            return self.remote.child(rel)
         p = self.stage_path(key, stage)
         write_json_atomic(p, obj)
-        return p
+        return str(p)
+
+    def read_stage_if_any(self, key: str, stage: str):
+        """The stage's JSON, or None when it was never written (or is not valid JSON)."""
+        if self.remote is not None:
+            raw = self.remote.get(self._stage_object(key, stage))
+        else:
+            p = self.stage_path(key, stage)
+            try:
+                raw = p.read_bytes()
+            except FileNotFoundError:
+                return None
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return None
 
     def read_stage(self, key: str, stage: str):
         """The stage's JSON.
@@ -273,10 +452,12 @@ class Store(dg.ConfigurableResource):
         FileNotFoundError
             The upstream stage was never materialised for ``key``.
         """
-        p = self.stage_path(key, stage)
-        if not p.exists():
-            raise FileNotFoundError(f"{stage} for {key} not materialised ({p} missing)")
-        return json.loads(p.read_text(encoding="utf-8"))
+        obj = self.read_stage_if_any(key, stage)
+        if obj is None:
+            where = self.remote.child(self._stage_object(key, stage)) if self.remote is not None \
+                else self.stage_path(key, stage)
+            raise FileNotFoundError(f"{stage} for {key} not materialised ({where} missing)")
+        return obj
 
     def delete_stages(self, key: str) -> None:
         """Remove document ``key``'s stage folder; nothing for a key that is not a valid document
@@ -284,6 +465,10 @@ class Store(dg.ConfigurableResource):
         from resources.keys import PartitionKeyError
 
         try:
+            name = self._stage_name(key)
+            if self.remote is not None:
+                self.remote.delete_prefix(f"stages/{name}")
+                return
             folder = self.stage_dir(key)
         except PartitionKeyError:
             return
@@ -298,6 +483,10 @@ class Store(dg.ConfigurableResource):
 
         uri = str(self.lancedb_uri)
         conn = _CONNECTIONS.get(uri)
+        if self.remote is not None:
+            if conn is None:
+                conn = _CONNECTIONS[uri] = lancedb.connect(uri, storage_options=self.storage_options())
+            return conn
         if conn is None or not self.lancedb_uri.is_dir():
             self.lancedb_uri.mkdir(parents=True, exist_ok=True)
             conn = _CONNECTIONS[uri] = lancedb.connect(uri)

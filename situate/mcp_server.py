@@ -28,8 +28,9 @@ def create_server(home: str | None = None):
 
     from pipelines.operations import QueryError, search as run_search
     from pipelines.preflight import StartupError
+    from resources.objects import normalize_home
 
-    home = str(Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
+    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     server = MCPServer("situate", instructions=(
         "Search the user's documents (contextual retrieval: each hit carries a blurb situating the chunk "
         "in its document, the structural context, and the chunk text). Cite hits by source and chunk index."))

@@ -88,8 +88,9 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
     """
     from pipelines.operations import QueryError, search
     from pipelines.preflight import StartupError
+    from resources.objects import normalize_home
 
-    home = str(Path(home or os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
+    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     lock = threading.Lock()  # one llama.cpp context for the query embeddings: one search at a time
     app = FastAPI(title="situate", version=_version(),
                   description="Hybrid search (dense + BM25, reciprocal rank fusion, optional rerank) over "
@@ -160,11 +161,11 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
 def health_report(home: str) -> dict:
     """``GET /health``: ``{"status", "home", "table_rows", "table_version", "bm25_rows",
     "bm25_version", "embed_model", "llm_model"}`` (status ``"empty"`` before the first ingest)."""
-    from resources.retrieval import bm25_ids
+    from resources.objects import is_uri
+    from resources.retrieval import bm25_ids, bm25_version
     from resources.store import Store
 
-    root = Path(home)
-    if not root.is_dir():
+    if not is_uri(home) and not Path(home).is_dir():
         return {"status": "no data folder", "home": home}
     store = Store(home=home)
     table = store.table()
@@ -173,7 +174,7 @@ def health_report(home: str) -> dict:
            "table_rows": table.count_rows() if table is not None else 0,
            "table_version": table.version if table is not None else None,
            "bm25_rows": len(ids) if ids is not None else 0,
-           "bm25_version": store.bm25_dir.resolve().name if store.bm25_dir.exists() else None}
+           "bm25_version": bm25_version(store)}
     if table is not None and out["table_rows"]:
         row = table.search().select(["embed_model", "llm_model"]).limit(1).to_list()[0]
         out.update(embed_model=row["embed_model"], llm_model=row["llm_model"])

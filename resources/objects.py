@@ -1,0 +1,361 @@
+"""A data folder on object storage: ``SITUATE_HOME=s3://bucket/prefix`` (also ``gs://``, ``az://``).
+
+Everything situate keeps in the data folder is written through :class:`ObjectFolder`: stage
+files, the blurb cache, the BM25 index (a versioned prefix published by a pointer object), and
+the per-document leases; the LanceDB tables go to the same prefix through LanceDB's own object
+store support, with :meth:`ObjectFolder.storage_options`.  The object store client is obstore
+(Python bindings of the Rust ``object_store`` crate, the one LanceDB itself uses).
+
+Credentials and endpoint come from the usual environment variables, read once per folder:
+
+* S3 and S3-compatible stores: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+  ``AWS_SESSION_TOKEN``, ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` (default ``us-east-1``),
+  ``AWS_ENDPOINT_URL`` (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT``) for a server other than AWS; an
+  ``http://`` endpoint allows plain HTTP.  Without keys the client's credential chain applies
+  (instance metadata, web identity).
+* Google Cloud Storage: ``GOOGLE_SERVICE_ACCOUNT`` / ``GOOGLE_APPLICATION_CREDENTIALS``.
+* Azure: ``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY`` (or a SAS / client secret).
+
+Writes of one object are atomic on every object store (a reader sees the old object or the new
+one).  :meth:`ObjectFolder.create` is a conditional put (``If-None-Match: *`` on S3), which the
+leases of :mod:`resources.leases` rely on; S3, GCS, Azure and SeaweedFS honour it.
+
+>>> is_uri("s3://bucket/situate"), is_uri("/data/situate"), is_uri("C:/data")
+(True, False, False)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+#: URI schemes accepted as a data folder.
+SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "azure")
+
+#: Request timeout and retries of the object store client.  A store that does not answer within
+#: ``TIMEOUT_S`` seconds (connect or request) is retried up to ``MAX_RETRIES`` times with
+#: exponential back-off from ``BACKOFF_S``; the pre-flight probe (:meth:`ObjectFolder.check`)
+#: uses one try, so an unreachable endpoint is named within seconds, before any work.
+TIMEOUT_S = 30
+CONNECT_TIMEOUT_S = 5
+MAX_RETRIES = 5
+BACKOFF_S = 0.2
+
+
+class StoreUnavailable(OSError):
+    """The object store refused or could not be reached; ``str(err)`` is one line for a person
+    (what failed and the likely reason: endpoint, credentials, bucket)."""
+
+
+def is_uri(home: str | os.PathLike | None) -> bool:
+    """Whether ``home`` is an object store URI (``scheme://…`` with a scheme of :data:`SCHEMES`)."""
+    if home is None:
+        return False
+    text = str(home)
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.lower() in SCHEMES
+
+
+def normalize_home(home: str | os.PathLike) -> str:
+    """A data folder as situate keeps it: an object store URI without a trailing ``/``, or an
+    absolute local path.
+
+    >>> normalize_home("s3://bucket/situate/")
+    's3://bucket/situate'
+    """
+    if is_uri(home):
+        return str(home).rstrip("/")
+    return str(Path(home).expanduser().resolve())
+
+
+def _env(*names: str) -> str | None:
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+def store_config(uri: str) -> dict[str, str]:
+    """Object store options for ``uri`` from the environment: the keys both obstore and LanceDB's
+    ``storage_options`` accept (``aws_access_key_id``, ``aws_endpoint``, ``aws_region``…).
+    Empty for a scheme without variables set."""
+    scheme = uri.split("://", 1)[0].lower()
+    cfg: dict[str, str] = {}
+    if scheme == "s3":
+        pairs = {"aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
+                 "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+                 "aws_session_token": ("AWS_SESSION_TOKEN",),
+                 "aws_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+                 "aws_endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")}
+        for key, names in pairs.items():
+            v = _env(*names)
+            if v:
+                cfg[key] = v
+        cfg.setdefault("aws_region", "us-east-1")
+    elif scheme in ("gs", "gcs"):
+        v = _env("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_APPLICATION_CREDENTIALS")
+        if v:
+            cfg["google_service_account"] = v
+    else:
+        for key in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
+                    "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"):
+            v = os.environ.get(key)
+            if v:
+                cfg[key.lower()] = v
+    return cfg
+
+
+def _reason(error: BaseException, uri: str, endpoint: str | None) -> str:
+    """One line naming what failed for a person."""
+    import obstore.exceptions as ox
+
+    where = f" at {endpoint}" if endpoint else ""
+    text = str(error)
+    if any(s in text for s in ("error sending request", "Connection refused", "dns error", "tcp connect",
+                               "kind: Connect", "kind: Timeout", "operation timed out")):
+        return (f"cannot reach the object store{where} for {uri} (is AWS_ENDPOINT_URL right and the "
+                "server running?)")
+    if "NoSuchBucket" in text:
+        return f"the bucket of {uri} does not exist{where} (create it first)"
+    if isinstance(error, ox.PermissionDeniedError) or any(
+            s in text for s in ("403 Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")):
+        return (f"the object store{where} refused the credentials for {uri} (check AWS_ACCESS_KEY_ID / "
+                "AWS_SECRET_ACCESS_KEY or the store's own variables)")
+    if isinstance(error, ox.UnauthenticatedError) or "401 Unauthorized" in text:
+        return f"the object store{where} did not accept the credentials for {uri}"
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return f"the object store{where} failed for {uri}: {first[:200]}"
+
+
+class ObjectFolder:
+    """A folder on an object store: ``uri`` is ``scheme://bucket[/prefix]``.
+
+    Paths given to the methods are relative to the folder, ``/``-separated (``stages/a.md/chunks.json``).
+
+    Parameters
+    ----------
+    uri : str
+        ``s3://bucket/prefix`` and the like (:data:`SCHEMES`).
+    retries : int
+        Retries of a failed request (default :data:`MAX_RETRIES`).
+
+    Raises
+    ------
+    ValueError
+        ``uri`` is not an object store URI.
+    """
+
+    def __init__(self, uri: str, retries: int = MAX_RETRIES):
+        if not is_uri(uri):
+            raise ValueError(f"{uri!r} is not an object store URI ({', '.join(s + '://' for s in SCHEMES)})")
+        from obstore.store import from_url
+
+        self.uri = uri.rstrip("/")
+        self.config = store_config(self.uri)
+        retry = {"max_retries": retries,
+                 "backoff": {"init_backoff": _dt.timedelta(seconds=BACKOFF_S),
+                             "max_backoff": _dt.timedelta(seconds=5), "base": 2.0},
+                 "retry_timeout": _dt.timedelta(seconds=TIMEOUT_S * max(retries, 1))}
+        client = {"timeout": _dt.timedelta(seconds=TIMEOUT_S),
+                  "connect_timeout": _dt.timedelta(seconds=CONNECT_TIMEOUT_S)}
+        if self.allow_http:
+            client["allow_http"] = True
+        self.store = from_url(self.uri, config=self.config, client_options=client, retry_config=retry)
+
+    def __repr__(self) -> str:
+        return f"ObjectFolder({self.uri!r})"
+
+    @property
+    def allow_http(self) -> bool:
+        """Plain HTTP is allowed when the endpoint is an ``http://`` URL (a local test server)."""
+        return (self.endpoint or "").startswith("http://")
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.config.get("aws_endpoint")
+
+    def child(self, rel: str) -> str:
+        """The URI of ``rel`` in this folder."""
+        return f"{self.uri}/{rel.strip('/')}"
+
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB ``storage_options`` for tables under this folder."""
+        out = dict(self.config)
+        if self.allow_http:
+            out["allow_http"] = "true"
+        return out
+
+    # -- objects -------------------------------------------------------------------------------
+    def get(self, rel: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist.
+
+        Raises
+        ------
+        StoreUnavailable
+            Any other failure (unreachable, refused credentials, missing bucket).
+        """
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            return bytes(obstore.get(self.store, rel).bytes())
+        except ox.NotFoundError as e:
+            if "NoSuchBucket" in str(e):
+                raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+            return None
+        except FileNotFoundError as e:
+            if "NoSuchBucket" in str(e):
+                raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+            return None
+        except Exception as e:  # noqa: BLE001 - obstore raises its own hierarchy and OSError
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write the object (replacing it; one PUT, so readers see the old or the new bytes).
+
+        Raises
+        ------
+        StoreUnavailable
+        """
+        import obstore
+
+        try:
+            obstore.put(self.store, rel, data)
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def create(self, rel: str, data: bytes) -> bool:
+        """Write the object only if it does not exist (a conditional put): True when written,
+        False when it already existed.
+
+        Raises
+        ------
+        StoreUnavailable
+        """
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            obstore.put(self.store, rel, data, mode="create")
+            return True
+        except (ox.AlreadyExistsError, ox.PreconditionError):
+            return False
+        except Exception as e:  # noqa: BLE001
+            if "already exists" in str(e) or "412" in str(e):
+                return False
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def head(self, rel: str) -> dict | None:
+        """``{"size", "last_modified"}`` of the object, or None when it does not exist."""
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            meta = obstore.head(self.store, rel)
+        except (ox.NotFoundError, FileNotFoundError):
+            return None
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+        return {"size": meta["size"], "last_modified": meta["last_modified"]}
+
+    def delete(self, rel: str) -> None:
+        """Delete the object (nothing when it does not exist)."""
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            obstore.delete(self.store, rel)
+        except (ox.NotFoundError, FileNotFoundError):
+            pass
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def list(self, prefix: str) -> list[str]:
+        """Relative paths of the objects under ``prefix`` (a folder: ``prefix/…``)."""
+        import obstore
+
+        prefix = prefix.strip("/")
+        try:
+            out = []
+            for batch in obstore.list(self.store, prefix=prefix + "/" if prefix else None):
+                out.extend(m["path"] for m in batch)
+            return out
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix``; returns how many."""
+        paths = self.list(prefix)
+        for p in paths:
+            self.delete(p)
+        return len(paths)
+
+    def upload_dir(self, local: Path, prefix: str) -> int:
+        """Copy every file under the local folder ``local`` to ``prefix/…``; returns the count."""
+        n = 0
+        for f in sorted(Path(local).rglob("*")):
+            if f.is_file():
+                self.put(f"{prefix.strip('/')}/{f.relative_to(local).as_posix()}", f.read_bytes())
+                n += 1
+        return n
+
+    def download_dir(self, prefix: str, local: Path) -> int:
+        """Copy every object under ``prefix`` into the local folder ``local`` (written to a
+        temporary sibling, then renamed into place: a folder is complete or absent)."""
+        local = Path(local)
+        if local.is_dir():
+            return sum(1 for f in local.rglob("*") if f.is_file())
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=local.name + ".part-"))
+        n = 0
+        try:
+            for rel in self.list(prefix):
+                data = self.get(rel)
+                if data is None:
+                    continue
+                target = tmp / rel[len(prefix.strip("/")) + 1:]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                n += 1
+            os.replace(tmp, local)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not local.is_dir():
+                raise
+        return n
+
+    def check(self) -> None:
+        """Prove the folder can be written, read and deleted, with one try per request (fast):
+        the pre-flight check of a run.
+
+        Raises
+        ------
+        StoreUnavailable
+            One line: unreachable endpoint, refused credentials, missing bucket, or another failure.
+        """
+        import uuid
+
+        probe = ObjectFolder(self.uri, retries=0)
+        name = f".write-probe-{uuid.uuid4().hex}"
+        probe.put(name, b"probe")
+        if probe.get(name) != b"probe":
+            raise StoreUnavailable(f"the object store for {self.uri} did not return what was written")
+        probe.delete(name)
+
+
+def local_cache_root() -> Path:
+    """Local folder for what an object-store data folder caches on this machine (the BM25 index
+    downloaded for search, the Dagster instance by default): ``$SITUATE_CACHE`` or
+    ``~/.cache/situate``."""
+    return Path(os.environ.get("SITUATE_CACHE") or Path.home() / ".cache" / "situate").expanduser().resolve()
+
+
+def cache_dir_for(uri: str, what: str) -> Path:
+    """``<local_cache_root>/<what>/<sha256(uri)[:16]>``: one folder per data folder URI."""
+    import hashlib
+
+    return local_cache_root() / what / hashlib.sha256(uri.encode()).hexdigest()[:16]
