@@ -82,6 +82,35 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
     return reaped
 
 
+#: Times a document's run may fail as a whole (its worker killed, out of memory, the machine lost)
+#: and still be requested again by the sensor and the schedule; after that it waits for a change
+#: of the document or the settings (a run that keeps dying would otherwise be relaunched every
+#: minute).  A document's own error never fails the run: it is recorded and the run goes on.
+MAX_RUN_ATTEMPTS = 3
+
+
+def _run_keys_of(run: dg.DagsterRun, pos: dict[str, int], order: list[str]) -> list[str]:
+    tags = run.tags
+    if "dagster/partition" in tags:
+        return [tags["dagster/partition"]]
+    if tags.get(RANGE_START) in pos and tags.get(RANGE_END) in pos:
+        return order[pos[tags[RANGE_START]]: pos[tags[RANGE_END]] + 1]
+    return []
+
+
+def failed_attempts(instance: dg.DagsterInstance, order: list[str], limit: int = 1000) -> dict[str, int]:
+    """Documents in ``ingest`` runs that failed or were canceled as a whole (among the last
+    ``limit`` such runs): key → number of those runs."""
+    pos = {k: i for i, k in enumerate(order)}
+    out: dict[str, int] = {}
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=[
+        dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]), limit=limit)
+    for run in runs:
+        for k in _run_keys_of(run, pos, order):
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
 def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
     """Documents in ``ingest`` runs that are queued or running: not requested again meanwhile.
     Runs whose worker died are marked failed first (:func:`reap_dead_runs`)."""
@@ -89,11 +118,7 @@ def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
     keys: set[str] = set()
     pos = {k: i for i, k in enumerate(order)}
     for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=ACTIVE)):
-        tags = run.tags
-        if "dagster/partition" in tags:
-            keys.add(tags["dagster/partition"])
-        elif tags.get(RANGE_START) in pos and tags.get(RANGE_END) in pos:
-            keys.update(order[pos[tags[RANGE_START]]: pos[tags[RANGE_END]] + 1])
+        keys.update(_run_keys_of(run, pos, order))
     return keys
 
 
@@ -102,15 +127,22 @@ def docs_per_run() -> int:
     return int_from_env("SITUATE_DOCS_PER_RUN", 0)
 
 
-def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None = None) -> list[dg.RunRequest]:
+def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None = None,
+                 failures: dict[str, int] | None = None) -> list[dg.RunRequest]:
     """One ``ingest`` run per contiguous range of stale keys, of at most ``per_run`` documents
-    (default :func:`docs_per_run`; one model load serves the range)."""
+    (default :func:`docs_per_run`; one model load serves the range).
+
+    ``failures`` (:func:`failed_attempts`) salts the run key: a range whose earlier run died is
+    asked for again (Dagster skips a run key it has seen), up to :data:`MAX_RUN_ATTEMPTS` runs."""
     per_run = docs_per_run() if per_run is None else per_run
+    failures = failures or {}
     reqs = []
     for first, last in run_ranges(order, plan.stale, per_run):
         keys = order[order.index(first): order.index(last) + 1]
         tags = {RANGE_START: first, RANGE_END: last} if first != last else {}
-        reqs.append(dg.RunRequest(run_key=run_key(keys, plan, fp), job_name="ingest",
+        attempt = min(max((failures.get(k, 0) for k in keys), default=0), MAX_RUN_ATTEMPTS - 1)
+        key = run_key(keys, plan, fp) + (f"-retry{attempt}" if attempt else "")
+        reqs.append(dg.RunRequest(run_key=key, job_name="ingest",
                                   partition_key=first if first == last else None, tags=tags))
     return reqs
 
@@ -129,7 +161,7 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     order = registered + plan.added
     busy = in_flight_keys(context.instance, registered)
     plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
-    requests = run_requests(plan, order, fp)
+    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance, order))
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
         requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
                                       job_name="bm25"))
@@ -158,4 +190,5 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     busy = in_flight_keys(context.instance, order)
     plan.stale = [k for k in plan.stale if k not in busy]
-    return run_requests(plan, order, fp) or dg.SkipReason("every document is up to date")
+    return run_requests(plan, order, fp, failures=failed_attempts(context.instance, order)) or \
+        dg.SkipReason("every document is up to date")

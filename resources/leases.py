@@ -14,6 +14,8 @@ Constants
   before a live holder is taken for dead; machines' clocks must agree to well within 90 s (NTP).
   A worker killed mid-run holds its documents for at most 90 s.
 * ``POLL_S = 2``: a waiter's poll interval (one GET each).
+
+``SITUATE_LEASE_STALE_S`` overrides ``STALE_S`` (seconds; keep it several times ``RENEW_S``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ def _body(owner: str) -> bytes:
                        "renewed_at": time.time()}).encode()
 
 
+def stale_after_s() -> float:
+    """Seconds without renewal after which a lease is taken for its dead holder's:
+    ``SITUATE_LEASE_STALE_S`` or :data:`STALE_S`."""
+    raw = os.environ.get("SITUATE_LEASE_STALE_S", "")
+    try:
+        return max(float(raw), 1.0) if raw else STALE_S
+    except ValueError:
+        return STALE_S
+
+
 def lease_state(folder, rel: str, now: float | None = None) -> dict | None:
     """The lease's JSON with ``"stale"`` added, or None when nobody holds it."""
     raw = folder.get(rel)
@@ -47,13 +59,13 @@ def lease_state(folder, rel: str, now: float | None = None) -> dict | None:
         renewed = float(state["renewed_at"])
     except (ValueError, KeyError, TypeError):  # a damaged lease: treat as abandoned
         return {"owner": None, "stale": True}
-    state["stale"] = (now or time.time()) - renewed > STALE_S
+    state["stale"] = (now or time.time()) - renewed > stale_after_s()
     return state
 
 
 @contextlib.contextmanager
 def object_lease(folder, rel: str, on_wait: Callable[[], None] | None = None,
-                 poll_s: float = POLL_S, renew_s: float = RENEW_S) -> Iterator[str]:
+                 poll_s: float = POLL_S, renew_s: float | None = None) -> Iterator[str]:
     """Hold the lease ``rel`` of ``folder`` (:class:`resources.objects.ObjectFolder`) for the block.
 
     Yields the owner id (a random hex string).  ``on_wait`` is called once when another live
@@ -65,6 +77,7 @@ def object_lease(folder, rel: str, on_wait: Callable[[], None] | None = None,
         The store failed while taking the lease.
     """
     owner = uuid.uuid4().hex
+    renew_s = renew_s if renew_s is not None else min(RENEW_S, stale_after_s() / 4)
     told = False
     while True:
         if folder.create(rel, _body(owner)):

