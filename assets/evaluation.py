@@ -37,9 +37,12 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "con
 #: ``blurb-ungrounded``, ``blurb`` before grounding; ``ensemble``, contextual dense + contextual BM25 + dense over
 #: the chunk alone, fused; ``contextual+rerank-replace``, the cross-encoder's order alone (the
 #: cookbook's rerank) instead of fused with the first stage's; ``contextual+rerank-blurb``, the
-#: cross-encoder reading the LLM blurb as well as the structural context and the chunk.
+#: cross-encoder reading the LLM blurb as well as the structural context and the chunk;
+#: ``contextual+structural-bm25``, ``contextual``'s two rankings and a third, BM25 over the
+#: structural context and the chunk without the blurb (so a misleading blurb cannot push a chunk
+#: out of every list), fused by RRF.
 EXTRA_CONFIGS = ("document-context", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
-                 "contextual+rerank-blurb")
+                 "contextual+rerank-blurb", "contextual+structural-bm25")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).

@@ -15,12 +15,14 @@ document-context    one LLM summary per document + chunk, dense + BM25
 contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "contextual embeddings")
 blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
 ensemble            ``contextual``'s dense and BM25 rankings plus dense over the chunk alone, fused
+contextual+structural-bm25  ``contextual``'s dense and BM25 rankings plus BM25 over the structural
+                    context + chunk without the blurb, fused by RRF
 blurb-ungrounded    as ``blurb``, with the blurb cleaned but not checked against the document
 contextual-ungrounded  structural context + that blurb + chunk, dense + BM25 (in memory)
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
                     blurb + chunk, dense + BM25)
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reranked by the local cross-encoder, its order
-                    fused with the first stage's by RRF (what ``situate search`` does by default)
+                    fused with the first stage's by RRF (``situate search --rerank 30``)
 contextual+rerank-replace  the same candidates in the cross-encoder's order alone (the cookbook's step)
 contextual+rerank-blurb    as ``contextual+rerank``, the cross-encoder reading the LLM blurb too
 ==================  ==============================================================================
@@ -261,6 +263,15 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
         if config in ("contextual",) + RERANKED:
+            continue
+        if config == "contextual+structural-bm25":
+            t0 = time.perf_counter()
+            ctx_texts = texts_for("contextual")
+            dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
+            lists = [ev.dense_rankings(qv, dv_ctx, ids), ev.bm25_rankings(ctx_texts, ids, qtexts),
+                     ev.bm25_rankings(texts_for("heuristic"), ids, qtexts)]
+            record(config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
+                   time.perf_counter() - t0, n1)
             continue
         if config == "ensemble":
             t0 = time.perf_counter()
