@@ -47,15 +47,18 @@ def weed_binary() -> Path:
 
 
 @contextlib.contextmanager
-def seaweedfs(data_dir: Path, bucket: str = "situate") -> Iterator[dict]:
+def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None) -> Iterator[dict]:
     """Run SeaweedFS with S3 on a free port, bucket ``bucket`` created, no bucket created by an
     upload (as on AWS), only :data:`ACCESS_KEY` / :data:`SECRET_KEY` accepted; stopped (its whole
     process group) when the block ends.
 
+    ``ports`` (the ``"ports"`` of an earlier server's dict) restarts a server on the same ports
+    and ``data_dir``, with its data.
+
     Yields
     ------
     dict
-        ``{"endpoint", "bucket", "env", "log"}``; ``env`` holds the variables a client needs
+        ``{"endpoint", "bucket", "env", "log", "ports"}``; ``env`` holds the variables a client needs
         (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``).
 
     Raises
@@ -65,7 +68,7 @@ def seaweedfs(data_dir: Path, bucket: str = "situate") -> Iterator[dict]:
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    ports = {k: free_port() for k in ("s3", "master", "volume", "filer", "s3grpc", "mgrpc", "vgrpc", "fgrpc")}
+    ports = ports or {k: free_port() for k in ("s3", "master", "volume", "filer", "s3grpc", "mgrpc", "vgrpc", "fgrpc")}
     env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}"}
     args = [str(weed_binary()), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -75,7 +78,7 @@ def seaweedfs(data_dir: Path, bucket: str = "situate") -> Iterator[dict]:
             f"-master.port.grpc={ports['mgrpc']}", f"-volume.port.grpc={ports['vgrpc']}",
             f"-filer.port.grpc={ports['fgrpc']}"]
     log_path = data_dir / "weed.log"
-    log = open(log_path, "w")
+    log = open(log_path, "a")
     proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
@@ -100,7 +103,8 @@ def seaweedfs(data_dir: Path, bucket: str = "situate") -> Iterator[dict]:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        yield {"endpoint": env["AWS_ENDPOINT_URL"], "bucket": bucket, "env": env, "log": log_path}
+        yield {"endpoint": env["AWS_ENDPOINT_URL"], "bucket": bucket, "env": env, "log": log_path,
+               "ports": ports, "pid": proc.pid}
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -219,3 +219,54 @@ def test_reingest_calls_no_model_and_a_deleted_document_goes(s3_env):
     assert rows and "notes.md" not in {r["source"] for r in rows}
     assert sorted(bm25_ids(store.bm25_dir)) == sorted(r["chunk_id"] for r in rows)
     assert not [n for n in store.remote.list("stages") if "notes.md" in n]
+
+
+@needs_models
+@pytest.mark.models
+def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finishes(tmp_path):
+    """The S3 server is killed while `situate ingest` is writing blurbs, then started again on the
+    same ports and data: the interrupted ingest ends (its documents failed, named), the table holds
+    no half document, and the next ingest finishes every document with every row once."""
+    import signal
+
+    from benchmarks.s3server import seaweedfs
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, package in (("bm25s.md", "bm25s"), ("jinja2.md", "jinja2"), ("tiktoken.md", "tiktoken")):
+        (docs / name).write_text(f"# {package}\n\n" + _head(importlib.metadata.metadata(package).get_payload()
+                                                             or package, 900))
+    with seaweedfs(tmp_path / "s3") as s3:
+        ports = s3["ports"]
+        uri = f"s3://{s3['bucket']}/lost"
+        env = {**os.environ, **small_settings(docs, tmp_path / "unused"), **s3["env"],
+               "SITUATE_HOME": uri, "SITUATE_CACHE": str(tmp_path / "cache")}
+        env.pop("DAGSTER_HOME")
+        run = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs)], env=env, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        from resources.objects import ObjectFolder
+
+        os.environ.update(s3["env"])
+        folder = ObjectFolder(uri)
+        deadline = time.monotonic() + 600
+        while not folder.list("cache/blurbs") and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.3)
+        assert run.poll() is None, run.stdout.read()
+        os.killpg(s3["pid"], signal.SIGKILL)  # the store goes away mid-run
+        out, _ = run.communicate(timeout=900)
+    assert run.returncode != 0 or "FAILED" in out, out
+    with seaweedfs(tmp_path / "s3", ports=ports) as s3:
+        os.environ.update(s3["env"])
+        again = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs)], env=env, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=900)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "0 failed" in again.stdout, again.stdout
+        from resources.retrieval import bm25_ids
+        from resources.store import Store
+
+        store = Store(home=uri)
+        rows = store.columns(["chunk_id", "source"]).to_pylist()
+        ids = [r["chunk_id"] for r in rows]
+        assert {r["source"] for r in rows} == {"bm25s.md", "jinja2.md", "tiktoken.md"}
+        assert len(ids) == len(set(ids))
+        assert sorted(bm25_ids(store.bm25_dir)) == sorted(ids)

@@ -302,12 +302,19 @@ def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
     assert backfill_policy().policy_type.value == "SINGLE_RUN"
 
 
-def test_two_writers_of_one_document_take_turns(tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_two_writers_of_one_document_take_turns(tmp_path, where, request):
     """A second run reaching a document another run is writing waits for it (queued, not run at
-    once); other documents are not held."""
+    once); other documents are not held.  In a local folder (a file lock) and on a real
+    S3-compatible server (a lease object, which holds across machines)."""
     import threading
+    import uuid
 
-    store = Store(home=str(tmp_path))
+    if where == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        store = Store(home=f"s3://{s3['bucket']}/turns-{uuid.uuid4().hex[:8]}")
+    else:
+        store = Store(home=str(tmp_path))
     held, release, order, waited = threading.Event(), threading.Event(), [], []
 
     def first():
