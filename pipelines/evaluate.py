@@ -174,6 +174,11 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         raise FileNotFoundError(f"{corpus} does not exist")
     from pipelines.preflight import check_data_folder
 
+    from resources.objects import is_uri
+
+    if is_uri(home) or (not home and is_uri(os.environ.get("SITUATE_HOME"))):
+        raise ValueError("situate eval keeps its datasets in a local data folder: give --home a local path "
+                         "(the evaluation measures retrieval, not the store)")
     home_path = check_data_folder(Path(home).expanduser().resolve() if home else default_home(corpus_path))
     if corpus_path.is_dir():
         beir_corpus, qs = ev.load_beir(corpus_path)

@@ -97,13 +97,12 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
 
     os.environ.update(s3_server["env"])
     check_data_folder(uri)  # the marker, as `situate ingest` writes it
+    instance = dg.DagsterInstance.from_config(str(dagster_home))  # its storage made before the daemon opens it
     log = open(tmp_path / "daemon.log", "w")
     daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run",
                                "-w", str(REPO / "workspace.yaml")], cwd=REPO, env=env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        instance = dg.DagsterInstance.from_config(str(dagster_home))
-
         def ingest_runs():
             return instance.get_runs(filters=dg.RunsFilter(job_name="ingest"))
 
