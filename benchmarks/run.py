@@ -35,6 +35,12 @@ Sections (each a function below, each returning a dict that goes into the report
     A second ``situate ingest`` of an unchanged corpus: model calls (must be 0) and wall time.
 ``partitions``
     Registering 10,000 document partitions in batches, and the sensor's tick at that size.
+``service`` (``--only service --service-home DIR``)
+    ``situate serve`` over HTTP: :mod:`benchmarks.service`.
+``scale_out`` (``--only scale_out``)
+    Search p50/p95 over 10,000 rows with the data folder on S3 (SeaweedFS on this machine) against
+    local disk, and documents per hour through the Dagster daemon with 1 and 2 parallel runs:
+    :mod:`benchmarks.scale_out`.
 
 Nothing here asserts a timing: the figures go to the JSON and a Markdown table.  ``--quick``
 (one document per LLM measurement, fewer texts and queries) finishes in about 10 minutes on 2
@@ -582,6 +588,12 @@ def markdown(report: dict) -> str:
             lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
                          f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
                          f"{r['concurrent']['requests_per_s']} |")
+    if "scale_out" in s:  # the section's own Markdown (benchmarks/scale_out.py), without its title
+        import scale_out
+
+        body = scale_out.markdown({"command": report["command"], "cpu_count": os.cpu_count(),
+                                   "date": report["date"], **s["scale_out"]})
+        lines += [""] + ["#" + ln if ln.startswith("## ") else ln for ln in body.splitlines()[4:]]
     return "\n".join(lines) + "\n"
 
 
@@ -591,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
     ap.add_argument("--only", default="llm,embed,search,rerank,reingest,partitions",
-                    help="comma-separated sections (also: models, embedq, service)")
+                    help="comma-separated sections (also: models, embedq, service, scale_out)")
     ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
     args = ap.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -634,6 +646,15 @@ def main(argv: list[str] | None = None) -> int:
                 q = [json.loads(x)["query"] for x in service.QUERIES.read_text().splitlines() if x.strip()]
                 r = {"real": service.measure_home(Path(args.service_home), q, 50, 20),
                      "synthetic": service.measure_home(service.synthetic_home(work, 100_000), q, 50, 20)}
+            elif name == "scale_out":  # S3 against local disk, 1 and 2 parallel runs: benchmarks/scale_out.py
+                import scale_out
+                from s3server import seaweedfs
+
+                with seaweedfs(work / "s3") as s3:
+                    os.environ.update(s3["env"])
+                    os.environ["SITUATE_CACHE"] = str(work / "cache")
+                    r = {"search": scale_out.search_section(10_000, work, s3),
+                         "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 4 if args.quick else 8)}
             else:
                 raise SystemExit(f"unknown section {name!r}")
             report["sections"][name] = r
