@@ -84,9 +84,10 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
     try:
         from resources.objects import ObjectFolder, StoreUnavailable
 
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        from pipelines.settings import restored_env
+
+        with restored_env(tuple(env)):
+            os.environ.update(env)
             probe = ObjectFolder(f"s3://{bucket}/.probe", retries=0)
             deadline = time.monotonic() + START_TIMEOUT_S
             while True:
@@ -97,12 +98,6 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
                     if proc.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(f"SeaweedFS did not start: {log_path.read_text()[-2000:]}") from None
                     time.sleep(0.5)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         yield {"endpoint": env["AWS_ENDPOINT_URL"], "bucket": bucket, "env": env, "log": log_path,
                "ports": ports, "pid": proc.pid}
     finally:

@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,29 +46,8 @@ def _texts() -> list[str]:
     return [d["content"] for d in json.loads(corpus.read_text())]
 
 
-def build(store, vecs: np.ndarray, texts: list[str]) -> None:
-    """The rows in ``store``'s table and the BM25 index published the store's way."""
-    import pyarrow as pa
-
-    from resources.retrieval import publish_bm25
-    from resources.store import TABLE, table_schema
-
-    n, dim = vecs.shape
-    ids = [f"row-{i:07d}" for i in range(n)]
-    schema = table_schema(dim)
-    cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
-    cols.update(chunk_id=pa.array(ids), document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),
-                doc_id=pa.array([f"doc-{i // 10}" for i in range(n)]), text=pa.array(texts),
-                chunk_index=pa.array([i % 10 for i in range(n)], pa.int32()),
-                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
-    store.connect().create_table(TABLE, data=pa.table({f.name: cols[f.name] for f in schema}, schema=schema),
-                                 schema=schema, mode="overwrite")
-    publish_bm25(store, ids, texts)
-
-
 def search_section(rows: int, work: Path, s3: dict) -> dict:
-    from benchmarks.search_scale import measure, synthetic_rows
-    from resources.store import Store
+    from benchmarks.search_scale import build_store, measure, synthetic_rows
 
     vecs, texts = synthetic_rows(rows, _texts())
     rng = np.random.default_rng(1)
@@ -76,12 +57,12 @@ def search_section(rows: int, work: Path, s3: dict) -> dict:
         q = vecs[i] + 0.3 * rng.standard_normal(vecs.shape[1]).astype(np.float32)
         queries.append((q / np.linalg.norm(q), " ".join(texts[i].split()[5:12])))
     out = {"rows": rows, "queries": len(queries)}
-    local = Store(home=str(work / "local"))
-    remote = Store(home=f"s3://{s3['bucket']}/bench-{uuid.uuid4().hex[:8]}")
-    for name, store in (("local", local), ("s3", remote)):
+    stores = {}
+    for name, home in (("local", work / "local"), ("s3", f"s3://{s3['bucket']}/bench-{uuid.uuid4().hex[:8]}")):
         t0 = time.perf_counter()
-        build(store, vecs, texts)
+        stores[name] = build_store(home, vecs, texts)
         out[f"{name}_build_s"] = round(time.perf_counter() - t0, 1)
+    local, remote = stores["local"], stores["s3"]
     # alternate the two stores three times; the median of each store's three p50s and p95s
     runs: dict[str, list[dict]] = {"local": [], "s3": []}
     for _ in range(3):
@@ -140,12 +121,7 @@ def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_
     from pipelines.preflight import check_data_folder
 
     check_data_folder(uri)
-    instance = dg.DagsterInstance.from_config(str(home))  # its storage made before the daemon opens it
-    log = open(work / "daemon.log", "w")
-    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
-                               str(REPO / "workspace.yaml")], cwd=REPO, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    with dagster_daemon(home, env, work / "daemon.log") as instance:
         expected = -(-n_docs // per_run)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -167,9 +143,24 @@ def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_
         if calls < n_docs:  # a document failed inside a successful run: the timing would mean nothing
             raise RuntimeError(f"{calls} blurbs made by the model for {n_docs} documents: see {home}")
         return {"parallel_runs": parallel, "documents": n_docs, "docs_per_run": per_run, "runs": len(runs),
-                "llm_calls": calls,
-                "statuses": statuses, "most_at_once": overlap, "wall_s": round(end - start, 1),
+                "llm_calls": calls, "statuses": statuses, "most_at_once": overlap, "wall_s": round(end - start, 1),
                 "docs_per_hour": round(n_docs / (end - start) * 3600, 1)}
+
+
+@contextlib.contextmanager
+def dagster_daemon(dagster_home: Path, env: dict, log_path: Path) -> Iterator:
+    """Run ``dagster-daemon run`` on the repository's workspace with ``env`` (its own process
+    group), yielding the instance at ``dagster_home`` (created first, so the daemon and this
+    process never race to create its storage); the daemon is stopped at the end."""
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(dagster_home))
+    log = open(log_path, "w")
+    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
+                               str(REPO / "workspace.yaml")], cwd=REPO, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield instance
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         try:

@@ -37,12 +37,12 @@ def synthetic_rows(n: int, texts: list[str], seed: int = 0) -> tuple[np.ndarray,
     return vecs, out
 
 
-def build_store(root: Path, vecs: np.ndarray, texts: list[str]):
-    """A :class:`resources.store.Store` at ``root`` whose table holds the rows (no model), with
-    the BM25 index built from the same texts."""
+def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
+    """A :class:`resources.store.Store` at ``root`` (a folder, or an object store URI) whose
+    table holds the rows (no model), with the BM25 index published from the same texts."""
     import pyarrow as pa
 
-    from resources.retrieval import build_bm25
+    from resources.retrieval import publish_bm25
     from resources.store import TABLE, Store, table_schema
 
     store = Store(home=str(root))
@@ -57,7 +57,7 @@ def build_store(root: Path, vecs: np.ndarray, texts: list[str]):
     table = pa.table({f.name: cols[f.name] for f in schema}, schema=schema)
     db = store.connect()
     db.create_table(TABLE, data=table, schema=schema, mode="overwrite")
-    build_bm25(ids, texts, store.bm25_dir)
+    publish_bm25(store, ids, texts)
     return store
 
 

@@ -69,14 +69,11 @@ def s3_server(tmp_path_factory):
         s3 = server.__enter__()
     except (FileNotFoundError, RuntimeError) as e:
         pytest.fail(str(e))
-    saved = {k: os.environ.get(k) for k in s3["env"]}
-    os.environ.update(s3["env"])
+    from pipelines.settings import restored_env
+
     try:
-        yield s3
+        with restored_env(tuple(s3["env"])):
+            os.environ.update(s3["env"])
+            yield s3
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         server.__exit__(None, None, None)

@@ -12,11 +12,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -97,12 +94,9 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
 
     os.environ.update(s3_server["env"])
     check_data_folder(uri)  # the marker, as `situate ingest` writes it
-    instance = dg.DagsterInstance.from_config(str(dagster_home))  # its storage made before the daemon opens it
-    log = open(tmp_path / "daemon.log", "w")
-    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run",
-                               "-w", str(REPO / "workspace.yaml")], cwd=REPO, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    from benchmarks.scale_out import dagster_daemon
+
+    with dagster_daemon(dagster_home, env, tmp_path / "daemon.log") as instance:
         def ingest_runs():
             return instance.get_runs(filters=dg.RunsFilter(job_name="ingest"))
 
@@ -174,10 +168,3 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         assert made_by_victim >= 1 and from_cache == made_by_victim
         assert sum(len(v) for v in records.values()) == len(ids)
         assert sum(1 for k in records if k not in victim_keys for b in records[k] if b["cached"]) == 0
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-        log.close()
