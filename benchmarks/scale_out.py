@@ -76,6 +76,8 @@ def search_section(rows: int, work: Path, s3: dict) -> dict:
     return out
 
 
+#: A one-machine instance with several run workers: the queued coordinator starts at most
+#: ``runs`` runs at once, each holding a slot of the ``llm`` pool (granularity ``run``).
 DAGSTER_YAML = """\
 run_coordinator:
   module: dagster._core.run_coordinator

@@ -21,22 +21,6 @@ from conftest import REPO, needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
-#: One machine, several run workers: the queued coordinator starts at most 3 runs at once, each
-#: run takes a slot of the "llm" pool for its whole life (the blurbs asset is in that pool).
-DAGSTER_YAML = """\
-run_coordinator:
-  module: dagster._core.run_coordinator
-  class: QueuedRunCoordinator
-concurrency:
-  runs:
-    max_concurrent_runs: 3
-  pools:
-    granularity: run
-    default_limit: 3
-telemetry:
-  enabled: false
-"""
-
 PACKAGES = ["bm25s", "tiktoken", "jinja2", "lancedb", "pypdf", "numpy"]
 
 
@@ -84,7 +68,10 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         (docs / f"{p}.md").write_text(f"# {p}\n\n" + _text(p))
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
-    (dagster_home / "dagster.yaml").write_text(DAGSTER_YAML)
+    from benchmarks.scale_out import DAGSTER_YAML
+
+    # one machine, several run workers: at most 3 runs at once, each holding a slot of the pool
+    (dagster_home / "dagster.yaml").write_text(DAGSTER_YAML.format(runs=3))
     uri = f"s3://{s3_server['bucket']}/parallel-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, **small_settings(docs, tmp_path / "unused"), **s3_server["env"],
            "SITUATE_HOME": uri, "SITUATE_DOCS": str(docs), "DAGSTER_HOME": str(dagster_home),
