@@ -97,9 +97,10 @@ def store_config(uri: str) -> dict[str, str]:
                 cfg[key] = v
         cfg.setdefault("aws_region", "us-east-1")
     elif scheme in ("gs", "gcs"):
-        v = _env("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_APPLICATION_CREDENTIALS")
-        if v:
-            cfg["google_service_account"] = v
+        for key in ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_APPLICATION_CREDENTIALS"):
+            v = os.environ.get(key)
+            if v:
+                cfg[key.lower()] = v
     else:
         for key in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
                     "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"):
@@ -147,6 +148,8 @@ class ObjectFolder:
     ------
     ValueError
         ``uri`` is not an object store URI.
+    StoreUnavailable
+        The client cannot be set up from the environment (a credentials file that does not parse).
     """
 
     def __init__(self, uri: str, retries: int = MAX_RETRIES):
@@ -164,7 +167,11 @@ class ObjectFolder:
                   "connect_timeout": _dt.timedelta(seconds=CONNECT_TIMEOUT_S)}
         if self.allow_http:
             client["allow_http"] = True
-        self.store = from_url(self.uri, config=self.config, client_options=client, retry_config=retry)
+        try:
+            self.store = from_url(self.uri, config=self.config, client_options=client, retry_config=retry)
+        except Exception as e:  # noqa: BLE001 - a credentials file that does not parse, a bad option
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise StoreUnavailable(f"cannot set up the object store client for {self.uri}: {first[:200]}") from None
 
     def __repr__(self) -> str:
         return f"ObjectFolder({self.uri!r})"

@@ -38,6 +38,40 @@ def _cli(args, env, cwd, timeout=900):
 
 # -- the object folder and its leases (no models) ------------------------------------------------
 
+def test_store_options_come_from_the_usual_variables(monkeypatch):
+    from resources.objects import ObjectFolder, is_uri, normalize_home, store_config
+
+    for k in list(os.environ):
+        if k.startswith(("AWS_", "GOOGLE_", "AZURE_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.internal:9000")
+    assert store_config("s3://b/p") == {"aws_access_key_id": "AKIA1", "aws_secret_access_key": "s3cret",
+                                        "aws_endpoint": "http://minio.internal:9000", "aws_region": "us-east-1"}
+    folder = ObjectFolder("s3://b/p/")
+    assert folder.uri == "s3://b/p" and folder.storage_options()["allow_http"] == "true"
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/keys/sa.json")
+    assert store_config("gs://b/p") == {"google_application_credentials": "/keys/sa.json"}
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    assert store_config("az://c/p") == {"azure_storage_account_name": "acct"}
+    assert is_uri("s3://b") and not is_uri("/data/s3:") and not is_uri("file.txt")
+    assert normalize_home("gs://b/p/") == "gs://b/p"
+    with pytest.raises(ValueError, match="not an object store URI"):
+        ObjectFolder("/tmp/x")
+
+
+def test_a_credentials_file_that_does_not_parse_gets_one_line(tmp_path, monkeypatch):
+    from resources.objects import ObjectFolder, StoreUnavailable
+
+    (tmp_path / "sa.json").write_text("{}")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "sa.json"))
+    with pytest.raises(StoreUnavailable) as err:
+        ObjectFolder("gs://bucket/situate")
+    assert "cannot set up the object store client for gs://bucket/situate" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_objects_round_trip_and_conditional_create(s3_server):
     from resources.objects import ObjectFolder
 
