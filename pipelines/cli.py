@@ -32,7 +32,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``situate`` command; returns the exit status."""
+    """Entry point of the ``situate`` command; returns the exit status (130 when interrupted by
+    Ctrl-C or SIGTERM: one line, no traceback; what was finished is kept and the same command
+    resumes)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("situate: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="situate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_models = sub.add_parser("models", help="install, list or check the local models")

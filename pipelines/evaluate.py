@@ -212,6 +212,9 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     res = resources_from_env(plain=True)
     store, embedder = res["store"], res["embedder"]
     rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()
+    if not rows:
+        raise ValueError(f"the table of {home_path} has no rows: every document failed "
+                         f"(see the FAILED lines above)")
     rows.sort(key=lambda r: r["chunk_id"])
     by_id = {r["chunk_id"]: r for r in rows}
     ids = [r["chunk_id"] for r in rows]

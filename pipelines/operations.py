@@ -97,6 +97,13 @@ class IngestSummary:
         return out
 
 
+def was_interrupted(result) -> bool:
+    """Whether a failed ``execute_in_process`` result was stopped by a signal (Ctrl-C, SIGTERM), which
+    Dagster reports as a step failure of class ``DagsterExecutionInterruptedError``."""
+    return any(ev.is_step_failure and getattr(ev.event_specific_data.error, "cls_name", "") in
+               ("DagsterExecutionInterruptedError", "KeyboardInterrupt") for ev in result.all_events)
+
+
 def ingest(path: str, home: str | None = None, echo=print, replace: bool = False) -> IngestSummary:
     """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
     documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
@@ -165,6 +172,12 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
             echo(f"situate: run {result.run_id} failed: {reason}")
             for key in keys:
                 summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
+            if was_interrupted(result):
+                # Ctrl-C or SIGTERM: Dagster turned the signal into a failed run; stop here rather
+                # than go on with the next documents (finished blurbs are in the cache: rerun resumes)
+                echo(f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
+                     "the same command resumes (finished blurbs are cached)")
+                raise KeyboardInterrupt
     if plan.stale or plan.removed or not ids_match(store)[0]:
         defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
                                                         raise_on_error=False)
