@@ -1,4 +1,5 @@
-"""Asset ``bm25_index``: a bm25s index over the contextualised text of every row of the table."""
+"""Asset ``bm25_index``: bm25s indexes over the contextualised text of every row of the table and over
+the same without the blurb (the third ranking of :func:`resources.retrieval.hybrid_search`)."""
 
 
 import os
@@ -46,8 +47,9 @@ def ids_match(store: Store) -> tuple[bool, dict]:
     group_name="ingest",
     automation_condition=dg.AutomationCondition.eager(),
     check_specs=[dg.AssetCheckSpec(name, asset="bm25_index", description=d) for name, d in CHECKS.items()],
-    description="bm25s index (English stopwords, Snowball stemmer) over blurb + chunk of every row "
-                "of the LanceDB table, saved under $SITUATE_HOME/bm25 with the row ids. Corpus-wide: "
+    description="bm25s indexes (English stopwords, Snowball stemmer) over structural context + blurb + chunk "
+                "of every row, and over structural context + chunk without the blurb (the third ranking of "
+                "search), of the LanceDB table, saved under $SITUATE_HOME/bm25 with the row ids. Corpus-wide: "
                 "rebuilt whenever documents change. From 10,000 rows the table's vectors also get an "
                 "IVF_FLAT index (updated on later runs).",
 )

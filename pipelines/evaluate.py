@@ -15,12 +15,14 @@ document-context    one LLM summary per document + chunk, dense + BM25
 contextual-dense    the chunk's LLM blurb + chunk, dense only (the blog's "contextual embeddings")
 blurb               the chunk's LLM blurb + chunk, dense + BM25 (the blog's recipe, local models)
 ensemble            ``contextual``'s dense and BM25 rankings plus dense over the chunk alone, fused
-contextual+structural-bm25  ``contextual``'s dense and BM25 rankings plus BM25 over the structural
-                    context + chunk without the blurb, fused by RRF
+contextual+structural-bm25  dense + BM25 over structural context + blurb + chunk, plus BM25 over the
+                    structural context + chunk without the blurb, fused by RRF, in memory (what
+                    ``contextual`` computes through the pipeline's index: a check that they agree)
+contextual-2-rankings  the first two of those rankings only (the search default before)
 blurb-ungrounded    as ``blurb``, with the blurb cleaned but not checked against the document
 contextual-ungrounded  structural context + that blurb + chunk, dense + BM25 (in memory)
 contextual          the pipeline's own rows and ``situate search`` (structural context + grounded
-                    blurb + chunk, dense + BM25)
+                    blurb + chunk, dense + BM25, and BM25 without the blurb, RRF)
 contextual+rerank   ``contextual``'s top ``rerank_depth`` reranked by the local cross-encoder, its order
                     fused with the first stage's by RRF (``situate search --rerank 30``)
 contextual+rerank-replace  the same candidates in the cross-encoder's order alone (the cookbook's step)

@@ -124,6 +124,7 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
+    from resources.retrieval import STRUCTURAL
     from pipelines.automation import (RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for,
                                       reap_dead_runs)
     from pipelines.definitions import build_definitions
@@ -178,7 +179,8 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
                 echo(f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
                      "the same command resumes (finished blurbs are cached)")
                 raise KeyboardInterrupt
-    if plan.stale or plan.removed or not ids_match(store)[0]:
+    if (plan.stale or plan.removed or not ids_match(store)[0]
+            or not (store.bm25_dir / STRUCTURAL).exists()):  # an index of an older version
         defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
                                                         raise_on_error=False)
     for key in plan.stale:

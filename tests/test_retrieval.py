@@ -62,6 +62,41 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     assert hits[0].chunk_index in (0, 2)
 
 
+def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path):
+    """The index holds a second BM25 over structural context + chunk without the blurb, and
+    search fuses it as a third RRF ranking (FAKE 4-d vectors stand in for the embedder)."""
+    from assets.embeddings import build_rows
+    from resources.retrieval import STRUCTURAL, rebuild_bm25_from_table, rrf
+    from resources.store import Store
+
+    store = Store(home=str(tmp_path))
+    texts = ["def rotate_keys(): pass", "def bake(): pass", "def rotate_tyres(): pass"]
+    chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
+    # chunk 0's blurb talks about something else; chunk 1's blurb names rotate_keys
+    blurbs = [{"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
+              for c, b in zip(chunks, ["This chunk is about bread.", "This chunk calls rotate_keys rotate_keys.", ""])]
+    doc = {"doc_id": "d", "source": "d.py", "title": "D", "sha256": "s"}
+    store.replace_document("k", build_rows("k", doc, chunks, blurbs, np.eye(3, 4, dtype=np.float32), "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    assert bm25_ids(store.bm25_dir / STRUCTURAL) == bm25_ids(store.bm25_dir) == [c["chunk_id"] for c in chunks]
+    assert bm25_search(store.bm25_dir / STRUCTURAL, "bread") == []  # no blurb in the second index
+    main, structural = bm25_search(store.bm25_dir, "rotate_keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate_keys")
+    assert main[0] == "k:1:h" and structural[0] == "k:0:h"
+    qv = np.array([0.1, 0.2, 0.3, 0.9], np.float32)
+    qv /= np.linalg.norm(qv)  # dense order: chunk 2, 1, 0
+    hits, warnings = hybrid_search(store, qv, "rotate_keys", k=3)
+    assert warnings == []
+    dense = ["k:2:h", "k:1:h", "k:0:h"]
+    expected = [i for i, _ in rrf([dense, main, structural])]
+    assert [h.chunk_id for h in hits] == expected
+    # with two rankings the chunk whose blurb names the query word leads; the third ranking
+    # (the chunk's own text) puts the chunk that defines it first
+    assert [i for i, _ in rrf([dense, main])][0] == "k:1:h" and expected[0] == "k:0:h"
+    # the weighted fusion keeps the cookbook's two rankings
+    hits_w, _ = hybrid_search(store, qv, "rotate_keys", k=3, fusion="weighted")
+    assert len(hits_w) == 3
+
+
 def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     """Stopword-only query, ``k`` above the row count, an empty table (FAKE 4-d vectors)."""
     from assets.embeddings import build_rows
