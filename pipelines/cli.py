@@ -56,7 +56,7 @@ def _main(argv: list[str] | None = None) -> int:
                           "(exit status 1 when any document failed)")
     p_ingest.add_argument("--replace", action="store_true",
                           help="the data folder holds another docs folder's documents: replace them")
-    p_search = sub.add_parser("search", help="hybrid search (dense + BM25, RRF), optionally reranked by "
+    p_search = sub.add_parser("search", help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "
                               "the local cross-encoder")
     p_search.add_argument("query")
     p_search.add_argument("-k", type=int, default=10)

@@ -36,7 +36,8 @@ class SearchWarning(UserWarning):
 
 def search(query: str, k: int = 10, rerank: int | None = None, home: str | None = None) -> list[Hit]:
     """Hybrid search of an ingested data folder: dense (LanceDB) and BM25 over the contextualised
-    text (structural context, blurb, chunk), fused by reciprocal rank fusion, optionally reranked.
+    text (structural context, blurb, chunk) and BM25 over the structural context and chunk without
+    the blurb, fused by reciprocal rank fusion, optionally reranked.
 
     Parameters
     ----------

@@ -93,7 +93,7 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     lock = threading.Lock()  # one llama.cpp context for the query embeddings: one search at a time
     app = FastAPI(title="situate", version=_version(),
-                  description="Hybrid search (dense + BM25, reciprocal rank fusion, optional rerank) over "
+                  description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, reciprocal rank fusion, optional rerank) over "
                               "contextualised chunks.", docs_url=None, redoc_url=None)
 
     @app.middleware("http")
