@@ -57,7 +57,7 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
     table = pa.table({f.name: cols[f.name] for f in schema}, schema=schema)
     db = store.connect()
     db.create_table(TABLE, data=table, schema=schema, mode="overwrite")
-    publish_bm25(store, ids, texts)
+    publish_bm25(store, ids, texts, texts)  # both BM25 indexes, as search reads them
     return store
 
 

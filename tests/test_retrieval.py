@@ -95,6 +95,11 @@ def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path)
     # the weighted fusion keeps the cookbook's two rankings
     hits_w, _ = hybrid_search(store, qv, "rotate_keys", k=3, fusion="weighted")
     assert len(hits_w) == 3
+    # an index built before the third ranking existed: two rankings and a warning saying what to do
+    build_bm25(*zip(*[(h.chunk_id, h.text) for h in hits]), store.bm25_dir)
+    hits_old, warnings = hybrid_search(store, qv, "rotate_keys", k=3)
+    assert [h.chunk_id for h in hits_old] == [i for i, _ in rrf([dense, bm25_search(store.bm25_dir, "rotate_keys")])]
+    assert len(warnings) == 1 and "situate ingest" in warnings[0] and "predates" in warnings[0]
 
 
 def test_odd_queries_get_answers_not_tracebacks(tmp_path):

@@ -204,7 +204,7 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
                 chunk_index=pa.array(range(n), pa.int32()),
                 vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
     store.connect().create_table(TABLE, data=pa.table({f.name: cols[f.name] for f in schema}, schema=schema))
-    build_bm25(ids, texts, store.bm25_dir)
+    build_bm25(ids, texts, store.bm25_dir, structural_texts=texts)
     assert store.ensure_vector_index(min_rows=n + 1)["vector_index"] == "none" and store.vector_index() is None
     assert store.ensure_vector_index(min_rows=n)["vector_index"] == "built" and store.vector_index()
     assert store.ensure_vector_index(min_rows=n)["vector_index"] == "updated"
