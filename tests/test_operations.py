@@ -322,6 +322,22 @@ def _small_settings(home: Path, **extra: str) -> dict:
             **extra}
 
 
+def _ingest_until_blurbs(docs: Path, home: Path, settings: dict, n: int, capture: bool = False):
+    """Start ``situate ingest DOCS`` as a child process and return it, with the blurb cache's
+    folder, once ``n`` blurbs are in the cache (the child still running)."""
+    pipe = subprocess.PIPE if capture else subprocess.DEVNULL
+    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
+                             env={**CHILD_ENV, **settings}, stdout=pipe, stderr=pipe, text=capture,
+                             start_new_session=True, cwd=str(REPO))
+    cache = home / "cache" / "blurbs"
+    t0 = time.monotonic()
+    while len(list(cache.glob("*/*.json"))) < n:
+        assert child.poll() is None, "the ingest ended before it was stopped"
+        assert time.monotonic() - t0 < 300
+        time.sleep(0.05)
+    return child, cache
+
+
 @needs_models
 @pytest.mark.models
 def test_kill_9_during_blurbs_then_resume_without_repeating_a_blurb(tmp_path):
@@ -336,15 +352,7 @@ def test_kill_9_during_blurbs_then_resume_without_repeating_a_blurb(tmp_path):
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
     settings = _small_settings(home)
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
-                             env={**CHILD_ENV, **settings}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, cwd=str(REPO))
-    cache = home / "cache" / "blurbs"
-    t0 = time.monotonic()
-    while len(list(cache.glob("*/*.json"))) < 2:
-        assert child.poll() is None, "the ingest ended before it was killed"
-        assert time.monotonic() - t0 < 300
-        time.sleep(0.05)
+    child, cache = _ingest_until_blurbs(docs, home, settings, 2)
     _kill9(child)
     done_before = len(list(cache.glob("*/*.json")))
     store = Store(home=str(home))
@@ -389,15 +397,7 @@ def test_sigterm_stops_the_ingest_with_one_line_and_the_same_command_resumes(tmp
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
     settings = _small_settings(home, SITUATE_DOCS_PER_RUN="1")  # one run a document
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
-                             env={**CHILD_ENV, **settings}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True, cwd=str(REPO))
-    cache = home / "cache" / "blurbs"
-    t0 = time.monotonic()
-    while len(list(cache.glob("*/*.json"))) < 1:
-        assert child.poll() is None, "the ingest ended before the signal"
-        assert time.monotonic() - t0 < 300
-        time.sleep(0.05)
+    child, cache = _ingest_until_blurbs(docs, home, settings, 1, capture=True)
     child.send_signal(signal.SIGTERM)
     out, err = child.communicate(timeout=120)
     done_before = len(list(cache.glob("*/*.json")))
