@@ -43,7 +43,32 @@ def _quiet_stderr():
         os.close(saved)
 
 
-def _load(key: tuple, **kwargs):
+@contextlib.contextmanager
+def _weight_repacking(on: bool):
+    """Load models with llama.cpp's CPU weight repacking ``on`` or off (``use_extra_bufts`` in
+    ``llama_model_params``, which ``Llama()`` takes no argument for).  Repacked Q4_K weights use a
+    kernel that multiplies four tokens at a time, so a token's logits depend on the tokens evaluated
+    with it (README, Performance: measured on Qwen2.5-Coder-1.5B).  Call under ``_LOCK``."""
+    import llama_cpp.llama_cpp as lc
+
+    if on:
+        yield
+        return
+    default = lc.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    lc.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lc.llama_model_default_params = default
+
+
+def _load(key: tuple, repack: bool = True, **kwargs):
     from llama_cpp import Llama
 
     from resources.models import check_model_file
@@ -57,7 +82,8 @@ def _load(key: tuple, **kwargs):
                     with _quiet_stderr():  # llama.cpp warns about n_ctx_train 0 of a vocabulary-only load
                         _CACHE[key] = Llama(**kwargs)
                 else:
-                    _CACHE[key] = Llama(**kwargs)
+                    with _weight_repacking(repack):
+                        _CACHE[key] = Llama(**kwargs)
             except ValueError as e:  # llama.cpp: "Failed to load model from file"
                 from resources.models import ModelFileError
 
@@ -149,6 +175,11 @@ class BlurbLLM(dg.ConfigurableResource):
         context; status ``skipped:large-document``), so one huge file (a 20 MB log: about 8,000
         chunks, 10 hours of blurbs on 2 cores at 4.7 s each) cannot hold up every other document.
         ``SITUATE_MAX_BLURB_CHUNKS``, default 2,000 (about 2.6 h on 2 cores); 0 = no limit.
+    repack : bool
+        llama.cpp's CPU weight repacking.  Off by default: with it, the Qwen2.5-Coder-1.5B model's
+        logits for a token depend on how many tokens are evaluated with it, so a blurb depended on
+        what the previous chunk left in the KV cache and the batched path differed from the
+        sequential one (2 of 4 test blurbs); off, they are equal (README, Performance).
     """
 
     model_path: str
@@ -165,10 +196,11 @@ class BlurbLLM(dg.ConfigurableResource):
     kv_type: str = "f16"
     batch: int = 1
     max_chunks_per_document: int = 2000
+    repack: bool = False
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
-                self.n_batch, self.seed, vocab_only, self.flash_attn, self.kv_type)
+                self.n_batch, self.seed, vocab_only, self.flash_attn, self.kv_type, self.repack)
 
     def _attention_kwargs(self) -> dict:
         """llama.cpp context settings for flash attention and the KV cache type."""
@@ -200,7 +232,7 @@ class BlurbLLM(dg.ConfigurableResource):
         return _load(self._key(vocab_only), model_path=self.model_path, n_ctx=self.n_ctx,
                      n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
                      n_batch=self.n_batch, seed=self.seed, vocab_only=vocab_only, verbose=False,
-                     **({} if vocab_only else self._attention_kwargs()))
+                     repack=self.repack, **({} if vocab_only else self._attention_kwargs()))
 
     def tokenizer(self) -> "LlmTokenizer":
         """The model's own tokenizer (loads the vocabulary only, no weights)."""
