@@ -2,7 +2,10 @@
 
 * :class:`BlurbCache`: what the LLM wrote for a prompt, keyed by sha256 of (LLM file sha256,
   prompt template, decoding settings, document window text, chunk text).  Cleaning and grounding
-  run again on every read, so changing them costs no model call.
+  run again on every read, so changing them costs no model call.  Settings that only change how
+  llama.cpp computes (threads, flash attention, the KV cache type, weight repacking) are not in
+  the key: they can move a greedy blurb by a rounding difference, but a cached blurb is still this
+  model's answer to this prompt, and toggling a speed setting must not cost a re-run of hours.
 * :class:`EmbeddingCache`: a vector per (embedder file sha256, task prefix, text), in a LanceDB
   table ``embedding_cache`` beside ``chunks``.
 
