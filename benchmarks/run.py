@@ -17,8 +17,8 @@ Sections (each a function below, each returning a dict that goes into the report
     Each installed blurb model (``situate models list``) on the same document and chunks, with the
     default prompt: time per blurb with the prefix kept, blurbs/s, its prompt-eval and generation
     rates at that depth and the blurbs' time against the limit they imply; for the default model
-    also llama.cpp flash attention, a q8_0 KV cache, 1 thread against all, and a long document's
-    blurbs through 4,096-token windows against 8,192.
+    also llama.cpp flash attention, a q8_0 KV cache, 1 thread against all, llama.cpp's CPU weight
+    repacking on (``repack=True``) against the default off, and a long document's blurbs through 4,096-token windows against 8,192.
 ``embedq``
     The embedder as installed (f16) against the same GGUF quantised to Q8_0 by llama.cpp: tokens/s
     on the same chunks, and the cosine between the two vectors of each chunk.
@@ -270,7 +270,7 @@ def models_section(corpus: list[dict], quick: bool) -> dict:
         log(f"models {name}: {r['s_per_blurb']} s a blurb, prompt {r['prompt_tokens_per_s']} tok/s, "
             f"generation {r['generated_tokens_per_s']} tok/s, measured/limit {r['measured_over_limit']}")
     variants = {"default": {}, "flash_attn": {"flash_attn": True}, "kv_q8_0": {"kv_type": "q8_0"},
-                "threads_1": {"n_threads": 1}}
+                "threads_1": {"n_threads": 1}, "repack_on": {"repack": True}}
     for name, change in variants.items():
         out["settings"][name] = r = run(BlurbLLM(**{**base.model_dump(), **change}))
         r["same_text_as_default"] = r["texts"] == out["settings"]["default"]["texts"]

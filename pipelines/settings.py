@@ -21,6 +21,7 @@ SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthro
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
 SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
 SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16
+SITUATE_LLM_REPACK       llama.cpp CPU weight repacking for the blurbs  0 (off)
 SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
 SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
 SITUATE_DOCS_PER_RUN     most documents in one ingest run               0 (no limit: one run per range)
@@ -193,7 +194,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         batch=val("SITUATE_BATCH", 1, int),
                         max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
-                        kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16"),
+                        kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
+                        repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),
         "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
                              model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
                              n_threads=val("SITUATE_N_THREADS", 0, int),

@@ -146,6 +146,24 @@ def test_settings_resolve_the_name_and_its_decoding_defaults(monkeypatch):
     assert resources_from_env(plain=True)["llm"].repeat_penalty == 1.05
 
 
+def test_weight_repacking_is_off_by_default_and_one_setting_away(monkeypatch):
+    import llama_cpp.llama_cpp as lc
+
+    from pipelines.settings import resources_from_env
+    from resources.llm import _weight_repacking
+
+    assert resources_from_env(plain=True)["llm"].repack is False
+    monkeypatch.setenv("SITUATE_LLM_REPACK", "1")
+    assert resources_from_env(plain=True)["llm"].repack is True
+    # what Llama() reads while loading: repacking off inside, llama.cpp's default restored after
+    assert lc.llama_model_default_params().use_extra_bufts is True
+    with _weight_repacking(False):
+        assert lc.llama_model_default_params().use_extra_bufts is False
+    with _weight_repacking(True):
+        assert lc.llama_model_default_params().use_extra_bufts is True
+    assert lc.llama_model_default_params().use_extra_bufts is True
+
+
 def test_models_list_shows_names_sizes_licences_and_what_is_installed(tmp_path, monkeypatch, capsys):
     from pipelines.cli import main
 
