@@ -16,12 +16,12 @@ Decoding is the sequential path's, step for step: the same sampler chain (llama.
 sampler over the last ``last_n_tokens_size`` generated tokens, then greedy), the same stop rules
 (end-of-generation token, stop strings, ``max_tokens``, held stop checks inside a multi-byte
 character) and the same detokenisation as ``Llama.create_completion``.  ``tests/test_batching.py``
-checks the output token for token on real text.  That holds for Qwen2.5-Coder-0.5B; with
-Qwen2.5-Coder-1.5B the third and fourth of four test chunks got different greedy blurbs, batched
-3 + 1 and even 1 at a time: llama.cpp repacks the 1.5B model's Q4_K weights for a kernel that
-multiplies four tokens at a time, so a token's logits depend on how many tokens are evaluated with
-it.  With ``use_extra_bufts = False`` in the model parameters (no repacking) all four were equal
-(README, Performance).
+checks the output token for token on real text.  That needs llama.cpp's CPU weight repacking off
+(``BlurbLLM.repack``, off by default): with it on, llama.cpp repacks Qwen2.5-Coder-1.5B's Q4_K
+weights for a kernel that multiplies four tokens at a time, so a token's logits depend on how many
+tokens are evaluated with it, and the third and fourth of four test chunks got different greedy
+blurbs, batched 3 + 1 and even 1 at a time.  With ``use_extra_bufts = False`` in the model
+parameters (no repacking) all four were equal (README, Performance).
 """
 
 from __future__ import annotations

@@ -161,8 +161,8 @@ class BlurbLLM(dg.ConfigurableResource):
     batch : int
         Chunks of one document window decoded together over the shared prefix
         (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
-        the same token for token either way with Qwen2.5-Coder-0.5B and SmolLM2-135M; not with
-        Qwen2.5-Coder-1.5B (llama.cpp's weight repacking: :mod:`resources.batching`).  Default 1: on 2 CPU cores batching measured no
+        the same token for token either way with weight repacking off (``repack``, the default);
+        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.batching`).  Default 1: on 2 CPU cores batching measured no
         faster (benchmarks/reports/performance.md); on a GPU try 8.
     flash_attn : bool
         llama.cpp flash attention (``SITUATE_FLASH_ATTN=1``); off by default: on 2 CPU cores it
