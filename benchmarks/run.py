@@ -18,7 +18,8 @@ Sections (each a function below, each returning a dict that goes into the report
     default prompt: time per blurb with the prefix kept, blurbs/s, its prompt-eval and generation
     rates at that depth and the blurbs' time against the limit they imply; for the default model
     also llama.cpp flash attention, a q8_0 KV cache, 1 thread against all, llama.cpp's CPU weight
-    repacking on (``repack=True``) against the default off, and a long document's blurbs through 4,096-token windows against 8,192.
+    repacking on (``repack=True``) against the default off, and a long document's blurbs through
+    4,096-token windows against 8,192.
 ``embedq``
     The embedder as installed (f16) against the same GGUF quantised to Q8_0 by llama.cpp: tokens/s
     on the same chunks, and the cosine between the two vectors of each chunk.

@@ -162,8 +162,8 @@ class BlurbLLM(dg.ConfigurableResource):
         Chunks of one document window decoded together over the shared prefix
         (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
         the same token for token either way with weight repacking off (``repack``, the default);
-        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.batching`).  Default 1: on 2 CPU cores batching measured no
-        faster (benchmarks/reports/performance.md); on a GPU try 8.
+        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.batching`).  Default 1: on 2 CPU
+        cores batching measured no faster (benchmarks/reports/performance.md); on a GPU try 8.
     flash_attn : bool
         llama.cpp flash attention (``SITUATE_FLASH_ATTN=1``); off by default: on 2 CPU cores it
         measured no faster (benchmarks/reports, section ``models``).
@@ -179,7 +179,9 @@ class BlurbLLM(dg.ConfigurableResource):
         llama.cpp's CPU weight repacking.  Off by default: with it, the Qwen2.5-Coder-1.5B model's
         logits for a token depend on how many tokens are evaluated with it, so a blurb depended on
         what the previous chunk left in the KV cache and the batched path differed from the
-        sequential one (2 of 4 test blurbs); off, they are equal (README, Performance).
+        sequential one (2 of 4 test blurbs); off, they are equal (README, Performance).  Off
+        measured no slower (0.5B: 6.17 s a blurb against 6.43 s on, ``benchmarks/reports/models.md``).
+        ``SITUATE_LLM_REPACK=1`` turns it on.
     """
 
     model_path: str
