@@ -10,15 +10,18 @@ import dataclasses
 
 import dagster as dg
 
-from assets.contextualize import BlurbRecord, contextualize
-from assets.fitted_preambles import builders_by_kind, generation_bound
+from assets import blurb_files
+from assets.contextualize import BlurbRecord, contextualize, record_from_raw
+from assets.edits import kept_blurbs, text_sha256
+from assets.fitted_preambles import builders_by_kind, document_builder, generation_bound
+from assets.skipping import chunk_reasons
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
-from assets.prompting import ANTHROPIC_2024, PROMPT_VERSION
+from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from assets.partitions import BACKFILL, LLM_POOL, documents
-from resources.cache import blurb_cache_for, digest, file_sha256
-from resources.llm import BlurbLLM
-from resources.store import Store
+from resources.store.cache import blurb_cache_for, digest, file_sha256
+from resources.models.llm import BlurbLLM
+from resources.store.store import Store
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
 STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
@@ -47,10 +50,51 @@ def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name, reasoning
     return key
 
 
-def skipped_records(n: int, reason: str) -> list[BlurbRecord]:
+#: What writes a chunk's context (``SITUATE_CONTEXT``; :class:`resources.models.llm.BlurbLLM`).
+CONTEXT_MODES = ("chunk", "document", "structure")
+
+
+def skipped_records(n: int, reason: str, mode: str = "structure", doc_sha256: str = "") -> list[BlurbRecord]:
     """``n`` records of chunks that get no blurb on purpose (status ``skipped:<reason>``, no model
     call): not a fallback, so the ``fallback_share`` check does not count them."""
-    return [BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1) for _ in range(n)]
+    return [BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1, mode=mode, doc_sha256=doc_sha256)
+            for _ in range(n)]
+
+
+def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
+    """What makes a document's blurbs: the LLM file's sha256, the mode and prompt, the decoding
+    settings.  Blurbs kept across an edit (:mod:`assets.edits`) must have been made the same way."""
+    return digest(file_sha256(llm.model_path), llm.context, llm.prompt, PROMPT_VERSION, CONTEXT_VERSION,
+                  max_tokens or llm.max_tokens, llm.repeat_penalty,
+                  llm.document_tokens if llm.context == "document" else 0)
+
+
+def document_records(text: str, n: int, plan: FitPlan, builder, generate, reasons: list[str | None],
+                     cache=None, cache_key=None, doc_sha256: str = "", given_raw: str | None = None) -> list[BlurbRecord]:
+    """The document mode: one LLM summary of the document (``builder``'s template, e.g.
+    :data:`assets.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
+    ``n`` chunks as their blurb; a chunk with a ``reasons`` entry gets ``skipped:<reason>`` instead,
+    and when every chunk has one, no call is made.  The first chunk's record carries the call's
+    tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:
+    the summary's raw text from a blurb file (:mod:`assets.blurb_files`), no call made."""
+    if all(reasons):
+        return [skipped_records(1, r, doc_sha256=doc_sha256)[0] for r in reasons]
+    if given_raw is not None:
+        rec = record_from_raw(given_raw, "", text)
+    else:
+        rec = contextualize(text, [""], plan, builder, generate, cache=cache, cache_key=cache_key)[0]
+    out, first = [], True
+    for r in reasons:
+        if r:
+            out.append(skipped_records(1, r, doc_sha256=doc_sha256)[0])
+            continue
+        one = dataclasses.replace(rec, mode="document", doc_sha256=doc_sha256, problems=list(rec.problems))
+        if not first:
+            one = dataclasses.replace(one, prompt_tokens=0, evaluated=0, reused=0, generated=0,
+                                      seconds=0.0, window=-1)
+        first = False
+        out.append(one)
+    return out
 
 
 def blurb_summary(records: list) -> dict:
@@ -67,6 +111,9 @@ def blurb_summary(records: list) -> dict:
             "fallbacks": sum(reasons.values()),
             "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
             "skipped": sum(r.status.startswith("skipped:") for r in records),
+            "skipped_reasons": dict(collections.Counter(r.status.split(":", 1)[1] for r in records
+                                                        if r.status.startswith("skipped:"))),
+            "kept_from_earlier_version": sum(getattr(r, "kept", False) for r in records),
             "problems": dict(sorted(problems.items())),
             "model_calls": len(called), "cached": len(records) - len(fresh),
             "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
@@ -92,25 +139,23 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     builder_for = builders_by_kind(llm)
     model_id = llm.resolved_model_id()
     cache = blurb_cache_for(store)
+    settings = settings_id(llm) if llm.context != "structure" else "structure"
+    model_sha = file_sha256(llm.model_path) if llm.context != "structure" else ""
+    from_file = blurb_files.read(llm.blurbs_file) if llm.blurbs_file else {}
+    if llm.blurbs_file:
+        context.log.info(f"blurbs: {len(from_file):,} blurbs in {llm.blurbs_file} (SITUATE_BLURBS_FILE); "
+                         "the model makes those it lacks")
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        builder = builder_for(doc)
-        reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
-        key_fn = blurb_key(llm, llm.prompt, reasoning, bound,
-                           system=builder.frame.head if builder.template.system or builder.template.system_code else "")
-        grammar = builder.template.grammar
-
-        def generate(tokens: list[int]):
-            return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound, grammar=grammar)
-
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         plan = FitPlan.from_json(read_ok(store, key, "preambles"))
         texts = [c["text"] for c in chunk_list]
-        n = len(texts)
+        spans = [(c["start"], c["end"]) for c in chunk_list]
+        n, mode, doc_sha = len(texts), llm.context, doc["sha256"]
 
         def progress(i: int, rec) -> None:
-            how = ("from the cache" if rec.cached else
+            how = ("kept from the earlier version" if rec.kept else "from the cache" if rec.cached else
                    f"{rec.evaluated}/{rec.prompt_tokens} prompt tokens evaluated, {rec.seconds:.1f} s")
             context.log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {how}: {rec.blurb[:100]!r}")
 
@@ -119,19 +164,77 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 context.log.warning(f"blurbs {key}: " + (msg % args))
 
         limit = llm.max_chunks_per_document
-        if limit and n > limit:
+        edit = {}
+        if mode == "structure":
+            records = skipped_records(n, "structure", doc_sha256=doc_sha)
+        elif limit and n > limit:
             context.log.warning(f"blurbs {key}: large document, {n:,} chunks > {limit:,} "
                                 "(SITUATE_MAX_BLURB_CHUNKS): no LLM blurbs, its chunks are indexed with "
                                 "their structural context")
-            records = skipped_records(n, "large-document")
+            records = skipped_records(n, "large-document", doc_sha256=doc_sha)
         else:
-            records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
-                                    cache=cache, cache_key=key_fn,
-                                    generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
+            reasons = chunk_reasons(doc["source"], texts)
+            for why in sorted({r for r in reasons if r}):
+                context.log.info(f"blurbs {key}: {reasons.count(why)} chunk(s) get no LLM call ({why}): "
+                                 "structural context only")
+            given = {}
+            if llm.blurbs_file:
+                wanted = "document" if mode == "document" else f"chunk:{llm.prompt}"
+                for i, x in enumerate(texts):
+                    line = from_file.get((wanted, model_sha, text_sha256(x)))
+                    if line is not None and not reasons[i]:
+                        given[i] = line["raw"]
+            if mode == "document":
+                builder = document_builder(llm)
+                bound = generation_bound(llm, builder)
+                key_fn = blurb_key(llm, builder.template.name, builder.frame.reasoning, bound)
+                records = document_records(
+                    doc["text"], n, plan, builder,
+                    lambda t: llm.generate(t, stop=stops(builder.frame.reasoning), max_tokens=bound),
+                    reasons, cache=cache, cache_key=key_fn, doc_sha256=doc_sha,
+                    given_raw=next(iter(given.values())) if given else None)
+            else:
+                builder = builder_for(doc)
+                reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
+                key_fn = blurb_key(llm, llm.prompt, reasoning, bound,
+                                   system=builder.frame.head if builder.template.system or builder.template.system_code else "")
+                grammar = builder.template.grammar
+
+                def generate(tokens: list[int]):
+                    return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound, grammar=grammar)
+
+                decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
+                kept, edit = kept_blurbs(store.read_stage_if_any(key, "blurbs"),
+                                         [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]}
+                                          for x, c in zip(texts, chunk_list)], doc_sha, settings)
+                if edit["why"] == "" and kept:
+                    context.log.info(f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
+                                     f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept")
+                for i, raw in given.items():
+                    if i not in decided:
+                        decided[i] = dataclasses.replace(
+                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1)
+                for i, prev in kept.items():
+                    if i not in decided:
+                        fields = {f.name for f in dataclasses.fields(BlurbRecord)}
+                        decided[i] = dataclasses.replace(
+                            BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
+                            cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+                records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
+                                        cache=cache, cache_key=key_fn, spans=spans, kept=decided,
+                                        generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
+                for r in records:
+                    if not r.mode:
+                        r.mode = f"chunk:{llm.prompt}" if not r.status.startswith("skipped:") else "structure"
+                    r.doc_sha256 = r.doc_sha256 or doc_sha
+        for r, x in zip(records, texts):
+            r.text_sha256 = text_sha256(x)
         store.write_stage(key, "blurbs", {
-            "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
+            "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt, "context_mode": mode,
+            "doc_sha256": doc_sha, "settings": settings,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
-        return blurb_summary(records)
+        return blurb_summary(records) | ({"edit": edit["why"] or "kept unchanged chunks",
+                                          "changed_share": edit["changed_share"]} if edit else {})
 
     report = for_each_document(context, store, "blurbs", work)
 

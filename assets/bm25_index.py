@@ -1,5 +1,5 @@
 """Asset ``bm25_index``: bm25s indexes over the contextualised text of every row of the table and over
-the same without the blurb (the third ranking of :func:`resources.retrieval.hybrid_search`)."""
+the same without the blurb (the third ranking of :func:`resources.store.retrieval.hybrid_search`)."""
 
 
 import os
@@ -9,8 +9,8 @@ import dagster as dg
 from assets import table_checks
 from assets.per_document import tag_worker
 from assets.partitions import PARTITIONS
-from resources.retrieval import bm25_ids, rebuild_bm25_from_table
-from resources.store import Store
+from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
+from resources.store.store import Store
 
 CHECKS = {
     "ids_match_table": "The BM25 index's row ids equal the table's chunk ids.",

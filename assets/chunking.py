@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from resources.docs import CHUNK_TOKENS, OVERLAP_TOKENS  # noqa: F401  (the Chunking resource's defaults)
+from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS  # noqa: F401  (the Chunking resource's defaults)
 
 Counter = Callable[[str], int]
 

@@ -9,8 +9,8 @@ from assets.chunking import make_chunks
 from assets.code_context import document_contexts
 from assets.per_document import for_each_document, read_ok
 from assets.partitions import BACKFILL, documents
-from resources.docs import Chunking
-from resources.store import Store
+from resources.documents.docs import Chunking
+from resources.store.store import Store
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,8 +22,7 @@ def cl100k():
     RuntimeError
         The cl100k file is not installed (run ``situate models install``).
     """
-    from resources import models
-
+    from resources.models import registry as models
     models.use_offline_tiktoken()
     if not models.is_installed(models.CL100K, verify=False):
         raise RuntimeError(f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: "

@@ -383,14 +383,14 @@ def prose_context(title: str, heading_path: list[str]) -> str:
 
 
 def is_source(doc: dict) -> bool:
-    """A loaded document (``resources.documents_io.Document`` as JSON) is source code: a code file,
+    """A loaded document (``resources.documents.reading.Document`` as JSON) is source code: a code file,
     or a corpus entry that parses as code (:func:`detect_language`)."""
     fmt = doc.get("format")
     return fmt == "code" or (fmt == "corpus" and detect_language(doc["text"]) is not None)
 
 
 def document_contexts(doc: dict, spans: list[tuple[int, int]], heading_paths: list[list[str]]) -> list[str]:
-    """Structural context for each chunk of a loaded document (``resources.documents_io.Document``
+    """Structural context for each chunk of a loaded document (``resources.documents.reading.Document``
     as JSON): code files and corpus entries that parse as code get :func:`chunk_contexts`
     (a code file's name included), everything else :func:`prose_context`."""
     fmt = doc.get("format")

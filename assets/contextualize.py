@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from assets.preambles import FitPlan
-from assets.prompting import ANTHROPIC_2024, PromptTemplate, clean_blurb
+from assets.prompting import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, clean_blurb, first_line
 
 _SENTINEL = "\x00SITUATE-USER-MESSAGE\x00"
 
@@ -74,7 +74,16 @@ class TemplateRefused(ValueError):
 
 @dataclasses.dataclass
 class PromptBuilder:
-    """Token-exact prompts: ``frame.head + document block + chunk block + frame.tail``."""
+    """Token-exact prompts: ``frame.head + document block + chunk block + frame.tail``.
+
+    With a by-reference template (:attr:`assets.prompting.PromptTemplate.by_reference`) the
+    document block carries a mark at each chunk start and the template's instruction, and the
+    chunk block only names the chunk's mark and quotes its first line: the prefix is
+    ``frame.head + <document> + text with marks + </document> + instruction`` and a chunk's
+    suffix ``reference + frame.tail + answer prefix``.  Each piece (document text between marks,
+    each mark) is tokenized on its own and the token lists are joined, so counts are exact and a
+    mark is never merged with the text around it.
+    """
 
     tokenizer: object  # .encode(str) -> list[int], .encode_template(str, bos) -> list[int]
     frame: ChatFrame
@@ -85,6 +94,10 @@ class PromptBuilder:
         self._tail = self.tokenizer.encode_template(self.frame.tail, False)
 
     @property
+    def by_reference(self) -> bool:
+        return self.template.by_reference
+
+    @property
     def scaffolding_tokens(self) -> int:
         """LLM tokens of the chat template around the user message (head + tail) and of the
         answer prefix."""
@@ -92,21 +105,83 @@ class PromptBuilder:
         return len(self._head) + len(self._tail) + answer
 
     def count_block(self, window: str) -> int:
-        """Exact LLM tokens of the document block holding ``window``."""
+        """Exact LLM tokens of the document block holding ``window`` (by reference: without
+        marks, with the instruction; :meth:`window_counter` counts the marks)."""
+        if self.by_reference:
+            return len(self._marked_block(window, []))
         return len(self.tokenizer.encode(self.template.document_block(window)))
 
     def count_chunk_block(self, chunk: str) -> int:
-        """Exact LLM tokens of the chunk block (chunk, tags and instruction)."""
+        """Exact LLM tokens of the chunk block (chunk, tags and instruction); by reference, of the
+        reference to the chunk (a four-digit mark, its first line quoted)."""
+        if self.by_reference:
+            return len(self.tokenizer.encode(self.template.reference_block(9998, first_line(chunk))))
         return len(self.tokenizer.encode(self.template.chunk_block(chunk)))
+
+    def _marked_block(self, window: str, marks: list[tuple[int, int]]) -> list[int]:
+        """Tokens of a by-reference document block: ``marks`` are ``(offset in window, chunk
+        index)``, sorted; each mark is its own token run, on its own line where the chunk starts
+        a line."""
+        enc = self.tokenizer.encode
+        out = enc(self.template.document_head)
+        pos = 0
+        for off, index in marks:
+            out += enc(window[pos:off])
+            at_line_start = off == 0 or window[off - 1] == "\n"
+            out += enc(chunk_mark(index) + ("\n" if at_line_start else " "))
+            pos = off
+        out += enc(window[pos:])
+        return out + enc(self.template.document_tail) + enc(self.template.instruction)
+
+    @staticmethod
+    def marks(spans, a: int, b: int) -> list[tuple[int, int]]:
+        """``(offset in the window, chunk index)`` of the chunks that start in ``[a, b)``."""
+        return [(s - a, i) for i, (s, _) in enumerate(spans) if a <= s < b]
+
+    def window_counter(self, text: str, spans) -> Callable[[int, int], int]:
+        """``(a, b) -> exact LLM tokens of the document block for text[a:b]`` (with its marks,
+        by reference), for :func:`assets.preambles.plan`."""
+        if not self.by_reference:
+            return lambda a, b: self.count_block(text[a:b])
+        return lambda a, b: len(self._marked_block(text[a:b], self.marks(spans, a, b)))
+
+    def window_text(self, text: str, spans, a: int, b: int) -> str:
+        """The document text of window ``[a, b)`` as the prompt carries it (marks included), the
+        blurb cache's key for the window."""
+        if not self.by_reference:
+            return text[a:b]
+        window, out, pos = text[a:b], [], 0
+        for off, index in self.marks(spans, a, b):
+            out += [window[pos:off], "\x00" + chunk_mark(index) + "\x00"]
+            pos = off
+        return "".join(out + [window[pos:]])
 
     def prefix(self, window: str) -> list[int]:
         """Tokens shared by every chunk of a window: template head + document block."""
         return self._head + self.tokenizer.encode(self.template.document_block(window))
 
-    def suffix(self, chunk: str) -> list[int]:
-        """Tokens after the prefix for one chunk: chunk block + template tail (+ the template's
-        answer prefix)."""
+    def window_prefix(self, text: str, spans, a: int, b: int) -> list[int]:
+        """:meth:`prefix` of window ``[a, b)`` of ``text``; by reference with the marks of the
+        chunks that start in it and the instruction."""
+        if not self.by_reference:
+            return self.prefix(text[a:b])
+        return self._head + self._marked_block(text[a:b], self.marks(spans, a, b))
+
+    def chunk_text(self, index: int, chunk: str) -> str:
+        """What the chunk's suffix says of it: the chunk (tags and instruction around it), or by
+        reference the mark and first line."""
+        if self.by_reference:
+            return self.template.reference_block(index, first_line(chunk))
+        return self.template.chunk_block(chunk)
+
+    def suffix(self, chunk: str, index: int | None = None) -> list[int]:
+        """Tokens after the prefix for one chunk: chunk block (by reference: the reference to
+        chunk ``index``) + template tail (+ the template's answer prefix)."""
         answer = self.tokenizer.encode(self.template.answer_prefix) if self.template.answer_prefix else []
+        if self.by_reference:
+            if index is None:
+                raise ValueError("a by-reference suffix needs the chunk's index")
+            return self.tokenizer.encode(self.chunk_text(index, chunk)) + self._tail + answer
         return self.tokenizer.encode(self.template.chunk_block(chunk)) + self._tail + answer
 
 
@@ -132,6 +207,17 @@ class BlurbRecord:
     cached : bool
         The raw text came from the blurb cache (no model call; token counts are the original
         call's, and ``evaluated``/``reused`` are 0).
+    kept : bool
+        Kept from an earlier version of the document whose chunk had the same text
+        (:mod:`assets.edits`): no prompt was built (``cached`` is true as well).
+    doc_sha256 : str
+        sha256 of the document version the blurb was written against.
+    text_sha256 : str
+        sha256 of the chunk's text (how the chunk is recognised in a later version).
+    mode : str
+        What made the context: ``chunk:<prompt name>`` (a blurb per chunk), ``document`` (one
+        summary per document), ``structure`` (no LLM call: the structural context alone; the
+        status says why).
     """
 
     blurb: str
@@ -145,13 +231,32 @@ class BlurbRecord:
     seconds: float
     window: int
     cached: bool = False
+    kept: bool = False
+    doc_sha256: str = ""
+    text_sha256: str = ""
+    mode: str = ""
+
+
+def record_from_raw(raw: str, chunk: str, document: str | None, by_reference: bool = False,
+                    prompt_tokens: int = 0, evaluated: int = 0, reused: int = 0, generated: int = 0,
+                    seconds: float = 0.0, window: int = -1, cached: bool = True) -> BlurbRecord:
+    """The record of what the model wrote for a chunk: chunk marks removed (by reference),
+    cleaned and grounded against ``document`` (:func:`assets.prompting.clean_blurb`); status
+    ``model`` or ``fallback:<reason>``.  Used for fresh, cached and file-given outputs alike."""
+    answer = MARK_RE.sub("", raw) if by_reference else raw
+    cleaned = clean_blurb(answer, chunk, document=document)
+    status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
+    return BlurbRecord(cleaned.text, status, raw, cleaned.problems, prompt_tokens, evaluated, reused, generated,
+                       seconds, window, cached)
 
 
 def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBuilder,
                   generate: Callable, log: logging.Logger | None = None,
                   on_blurb: Callable[[int, BlurbRecord], None] | None = None,
                   cache=None, cache_key: Callable[[str, str], str] | None = None,
-                  ground: bool = True, generate_batch: Callable | None = None) -> list[BlurbRecord]:
+                  ground: bool = True, generate_batch: Callable | None = None,
+                  spans: list[tuple[int, int]] | None = None,
+                  kept: dict[int, BlurbRecord] | None = None) -> list[BlurbRecord]:
     """Blurbs for every chunk of one document, window by window, chunks back to back.
 
     Parameters
@@ -164,46 +269,66 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
         From :func:`assets.preambles.plan`.
     builder : PromptBuilder
     generate : callable
-        ``tokens -> resources.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
+        ``tokens -> resources.models.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
     log : logging.Logger, optional
         Gets a warning for each fallback.
     on_blurb : callable, optional
         Called with ``(chunk index, record)`` after each chunk.
-    cache : resources.cache.BlurbCache, optional
+    cache : resources.store.cache.BlurbCache, optional
         Raw outputs by ``cache_key(window text, chunk prompt text)``: a hit makes no model call.
     ground : bool
         Drop blurb sentences naming things absent from the document
         (:func:`assets.prompting.ground_blurb`).
     generate_batch : callable, optional
         ``(prefix tokens, [suffix tokens]) -> [Generation]`` (a
-        :class:`resources.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
+        :class:`resources.models.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
         together over the shared prefix instead of one ``generate`` call each.  Greedy output is
         the same token for token.
+    spans : list of (start, end), optional
+        The chunks' character spans in ``text``: required by a by-reference builder (the marks
+        go where chunks start).
+    kept : dict, optional
+        ``{chunk index: record}`` of chunks whose blurb is kept from an earlier version of the
+        document (:func:`assets.edits.kept_blurbs`): no prompt is built for them, and a window
+        whose chunks are all kept is not read.
 
     Returns
     -------
     list of BlurbRecord
         One per chunk, in chunk order.  Never raises for a bad blurb: it falls back to the chunk
         alone with status ``fallback:<reason>``.
+
+    Raises
+    ------
+    ValueError
+        A by-reference builder without ``spans``.
     """
-    out: list[BlurbRecord | None] = [None] * len(chunks)
+    kept = kept or {}
+    out: list[BlurbRecord | None] = [kept.get(i) for i in range(len(chunks))]
+    if builder.by_reference and spans is None:
+        raise ValueError("a by-reference prompt needs the chunks' spans")
     if not plan.windows:
         for i, c in enumerate(chunks):
-            out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
+            if out[i] is None:
+                out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
         return out  # type: ignore[return-value]
     for w_index, window in enumerate(plan.windows):
-        window_text = text[window.start:window.end]
-        prefix = builder.prefix(window_text)
-        prompts = {i: chunks[i][:plan.chunk_prompt_ends[i]] for i in window.chunks}
-        keys = {i: cache_key(window_text, prompts[i]) if cache is not None else None for i in window.chunks}
-        entries = {i: cache.get(keys[i]) if keys[i] else None for i in window.chunks}
+        members = [i for i in window.chunks if i not in kept]
+        if not members:
+            continue
+        window_text = builder.window_text(text, spans, window.start, window.end)
+        prefix = builder.window_prefix(text, spans, window.start, window.end)
+        prompts = {i: chunks[i][:plan.chunk_prompt_ends[i]] for i in members}
+        keys = {i: cache_key(window_text, builder.chunk_text(i, prompts[i]) if builder.by_reference else prompts[i])
+                if cache is not None else None for i in members}
+        entries = {i: cache.get(keys[i]) if keys[i] else None for i in members}
         batched: dict[int, object] = {}
         if generate_batch is not None:
-            todo = [i for i in window.chunks if entries[i] is None]
+            todo = [i for i in members if entries[i] is None]
             if todo:
-                gens = generate_batch(prefix, [builder.suffix(prompts[i]) for i in todo])
+                gens = generate_batch(prefix, [builder.suffix(prompts[i], i) for i in todo])
                 batched = dict(zip(todo, gens))
-        for i in window.chunks:
+        for i in members:
             chunk_prompt = prompts[i]
             key, entry = keys[i], entries[i]
             t0 = time.perf_counter()
@@ -211,17 +336,16 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                 raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
                 seconds = time.perf_counter() - t0
             else:
-                gen = batched[i] if i in batched else generate(prefix + builder.suffix(chunk_prompt))
+                gen = batched[i] if i in batched else generate(prefix + builder.suffix(chunk_prompt, i))
                 gen.text = builder.template.answer_prefix + gen.text
                 raw, n_prompt, n_eval, n_reused, n_gen = gen.text, gen.prompt_tokens, gen.evaluated, gen.reused, gen.generated
                 seconds = gen.seconds if i in batched else time.perf_counter() - t0
                 if key:
                     cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
-            cleaned = clean_blurb(raw, chunks[i], document=text if ground else None)
-            status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
-            rec = BlurbRecord(cleaned.text, status, raw, cleaned.problems, n_prompt, n_eval, n_reused, n_gen,
-                              round(seconds, 4), w_index, entry is not None)
-            if not cleaned.usable and log is not None:
+            rec = record_from_raw(raw, chunks[i], text if ground else None, builder.by_reference,
+                                  n_prompt, n_eval, n_reused, n_gen, round(seconds, 4), w_index, entry is not None)
+            cleaned = rec
+            if cleaned.status != "model" and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
                             i, ", ".join(cleaned.problems), raw[:200])
             out[i] = rec

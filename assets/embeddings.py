@@ -12,12 +12,12 @@ import pyarrow as pa
 
 from assets.per_document import for_each_document, read_ok
 from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
-from resources.retrieval import contextualized_text
+from resources.store.retrieval import contextualized_text
 from assets.partitions import BACKFILL, documents
-from resources.cache import embed_with_cache, embedding_cache_for
-from resources.docs import Chunking
-from resources.llm import BlurbLLM, Embedder
-from resources.store import Store, table_schema
+from resources.store.cache import embed_with_cache, embedding_cache_for
+from resources.documents.docs import Chunking
+from resources.models.llm import BlurbLLM, Embedder
+from resources.store.store import Store, table_schema
 
 
 def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
@@ -27,6 +27,8 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
                 "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
                 **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
                 **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
+                **({"context_mode": llm.context} if llm.context != "chunk" else {}),
+                **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
                 "context": CONTEXT_VERSION,
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
@@ -35,7 +37,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
 
 def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dict], vectors: np.ndarray,
                llm_model: str, embed_model: str, fp: str) -> pa.Table:
-    """The document's rows for the ``chunks`` table (schema :func:`resources.store.table_schema`).
+    """The document's rows for the ``chunks`` table (schema :func:`resources.store.store.table_schema`).
 
     Raises
     ------
@@ -62,10 +64,12 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
         "blurb_status": [b["status"] for b in blurb_list],
         "content_sha256": [hashlib.sha256(c["text"].encode()).hexdigest() for c in chunk_list],
         "doc_sha256": [doc["sha256"]] * n,
-        "llm_model": [llm_model] * n,
+        "llm_model": [llm_model if b.get("mode", "") != "structure" else "" for b in blurb_list],
         "embed_model": [embed_model] * n,
         "prompt_version": [PROMPT_VERSION] * n,
         "fingerprint": [fp] * n,
+        "context_mode": [b.get("mode", "") for b in blurb_list],
+        "blurb_doc_sha256": [b.get("doc_sha256", "") for b in blurb_list],
     }
     schema = table_schema(vectors.shape[1])
     arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "vector"]

@@ -196,10 +196,10 @@ def dense_rankings(query_vectors: np.ndarray, doc_vectors: np.ndarray, ids: Sequ
 def bm25_rankings(texts: Sequence[str], ids: Sequence[str], queries: Sequence[str],
                   depth: int = DEPTH) -> list[list[str]]:
     """BM25 top-``depth`` ids per query over ``texts`` (bm25s, in memory, the same tokenizer as
-    the pipeline's index: :func:`resources.retrieval.tokenize`); only ids with a score > 0."""
+    the pipeline's index: :func:`resources.store.retrieval.tokenize`); only ids with a score > 0."""
     import bm25s
 
-    from resources.retrieval import tokenize
+    from resources.store.retrieval import tokenize
 
     retriever = bm25s.BM25()
     retriever.index(tokenize(list(texts)), show_progress=False)

@@ -10,8 +10,8 @@ from assets import preambles
 from assets.contextualize import PromptBuilder, chat_frame
 from assets.per_document import for_each_document, read_ok
 from assets.partitions import BACKFILL, documents
-from resources.llm import BlurbLLM
-from resources.store import Store
+from resources.models.llm import BlurbLLM
+from resources.store.store import Store
 
 
 def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> PromptBuilder:
@@ -29,7 +29,7 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
     if template is None and llm.prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
     from assets.contextualize import TemplateRefused
-    from resources.models import ModelFileError
+    from resources.models.registry import ModelFileError
 
     tok = llm.tokenizer()
     bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
@@ -72,14 +72,31 @@ def generation_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
 
 def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,
                  max_tokens: int) -> preambles.FitPlan:
-    """:func:`assets.preambles.plan` with the builder's exact counts and the document's own token
-    boundaries as cut points."""
+    """:func:`assets.preambles.plan` with the builder's exact counts (by reference: the chunk
+    marks of each window included) and the document's own token boundaries as cut points."""
     tokens = builder.tokenizer.encode(text)
     cuts = preambles.token_cuts(text, builder.tokenizer.pieces(tokens)) if hasattr(builder.tokenizer, "pieces") else None
     return preambles.plan(text, spans, n_ctx=n_ctx, max_tokens=max_tokens,
                           scaffolding_tokens=builder.scaffolding_tokens,
                           count_block=builder.count_block, count_chunk_block=builder.count_chunk_block,
-                          cuts=cuts)
+                          cuts=cuts, count_window=builder.window_counter(text, spans) if builder.by_reference else None)
+
+
+def document_builder(llm: BlurbLLM) -> PromptBuilder:
+    """The document mode's prompt (:data:`assets.prompting.DOCUMENT_SUMMARY`) in the model's chat
+    template."""
+    from assets.prompting import DOCUMENT_SUMMARY
+
+    return prompt_builder(llm, DOCUMENT_SUMMARY)
+
+
+def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.FitPlan:
+    """The document mode's preamble: the document's beginning, at most ``llm.document_tokens``
+    LLM tokens of it (and what ``n_ctx`` leaves), for one summary; its window serves one
+    pseudo-chunk of no text at offset 0 (:func:`assets.blurbs.document_records`)."""
+    room = llm.document_tokens + llm.max_tokens + builder.scaffolding_tokens + builder.count_chunk_block("") \
+        + builder.count_block("")
+    return fit_document(text, [(0, 0)], builder, min(llm.n_ctx, room), llm.max_tokens)
 
 
 @dg.asset(
@@ -97,9 +114,23 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        builder = builder_for(doc)
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         spans = [(c["start"], c["end"]) for c in chunk_list]
+        if llm.context == "structure":  # no LLM prompt at all
+            plan = preambles.FitPlan(llm.n_ctx, llm.max_tokens, 0, 0, 0, 0, [], [b - a for a, b in spans],
+                                     reason="structure mode (SITUATE_CONTEXT=structure): no LLM prompt")
+            store.write_stage(key, "preambles", plan.to_json())
+            return {"document_tokens": 0, "budget_tokens": 0, "windows": 0, "fits_whole": False,
+                    "chunk_allowance": 0, "scaffolding_tokens": 0}
+        if llm.context == "document":
+            builder = document_builder(llm)
+            plan = fit_summary(doc["text"], builder, llm)
+            store.write_stage(key, "preambles", plan.to_json())
+            return {"document_tokens": plan.document_tokens, "budget_tokens": plan.budget,
+                    "windows": len(plan.windows), "fits_whole": bool(plan.windows)
+                    and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
+                    "chunk_allowance": plan.chunk_allowance, "scaffolding_tokens": plan.scaffolding_tokens}
+        builder = builder_for(doc)
         limit = llm.max_chunks_per_document
         if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
             plan = preambles.FitPlan(llm.n_ctx, generation_bound(llm, builder), builder.scaffolding_tokens, 0, 0, 0, [],

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from resources.documents_io import DocumentError
+from resources.documents.reading import DocumentError
 
 
 class UpstreamError(RuntimeError):
@@ -118,7 +118,7 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     :class:`DocumentError` or any other exception is caught: the error is written as the stage file
     (``{"error": ...}``) so later stages skip the document, and logged.  An :class:`UpstreamError`
     marks the document skipped.  A key that is not a valid document key
-    (:func:`resources.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
+    (:func:`resources.documents.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
     nothing is read, written or deleted for it.
     """
     report = StageReport(stage)
@@ -128,7 +128,7 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     except Exception as e:  # a build_asset_context without a run: nothing to tag
         context.log.debug(f"no worker tags: {e}")
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
-    from resources.keys import PartitionKeyError, check_key
+    from resources.documents.keys import PartitionKeyError, check_key
 
     for n, key in enumerate(keys, start=1):
         try:

@@ -116,7 +116,8 @@ def cut_to_tokens(text: str, limit: int, count: Count, cuts: Sequence[int] | Non
 
 
 def fit_windows(text: str, spans: Sequence[tuple[int, int]], count_block: Count, budget: int,
-                cuts: Sequence[int] | None = None) -> list[Window]:
+                cuts: Sequence[int] | None = None,
+                count_window: Callable[[int, int], int] | None = None) -> list[Window]:
     """Windows of ``text`` whose document block (``count_block(window)``) is ``<= budget`` tokens.
 
     Parameters
@@ -132,6 +133,10 @@ def fit_windows(text: str, spans: Sequence[tuple[int, int]], count_block: Count,
     cuts : sequence of int, optional
         Allowed window ends, sorted: character offsets that are token boundaries of the document's
         own tokenization and character boundaries.  Default: every character offset.
+    count_window : callable, optional
+        ``(start, end) -> LLM tokens of the document block for text[start:end]``, exact; used
+        instead of ``count_block`` when the block depends on more than the window's text (the
+        chunk marks of a by-reference prompt).  Must grow with ``end``.
 
     Returns
     -------
@@ -139,14 +144,15 @@ def fit_windows(text: str, spans: Sequence[tuple[int, int]], count_block: Count,
         One window when the whole document fits; else consecutive windows.  Each chunk is in
         exactly one window's ``chunks``.
     """
-    full = count_block(text)
+    count = count_window or (lambda a, b: count_block(text[a:b]))
+    full = count(0, len(text))
     if full <= budget:
         return [Window(0, len(text), full, list(range(len(spans))))]
     cut_list = sorted(set(cuts if cuts is not None else range(1, len(text) + 1)) | {len(text)})
     starts = [0] + cut_list
 
     def fits(a: int, b: int) -> bool:
-        return count_block(text[a:b]) <= budget
+        return count(a, b) <= budget
 
     windows: list[Window] = []
     i = 0
@@ -161,7 +167,7 @@ def fit_windows(text: str, spans: Sequence[tuple[int, int]], count_block: Count,
         contains = bool(members)
         if not members:  # the chunk alone exceeds the budget: give it the window that starts with it
             members, j = [i], i + 1
-        windows.append(Window(a, e, count_block(text[a:e]), members, contains))
+        windows.append(Window(a, e, count(a, e), members, contains))
         i = j
     return windows
 
@@ -193,7 +199,8 @@ def token_cuts(text: str, pieces: Sequence[bytes]) -> list[int] | None:
 
 def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_tokens: int,
          scaffolding_tokens: int, count_block: Count, count_chunk_block: Count,
-         cuts: Sequence[int] | None = None) -> FitPlan:
+         cuts: Sequence[int] | None = None,
+         count_window: Callable[[int, int], int] | None = None) -> FitPlan:
     """Fit one document's prompts into ``n_ctx`` (see the module docstring).
 
     Parameters
@@ -209,7 +216,7 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
     count_block, count_chunk_block : callable
         Exact LLM token counts of the document block for a window, and of the chunk block for a
         chunk's text.
-    cuts : sequence of int, optional
+    cuts, count_window : optional
         As :func:`fit_windows`.
 
     Returns
@@ -219,13 +226,14 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
         ``reason`` says why.
     """
     available = n_ctx - max_tokens - scaffolding_tokens
+    whole = (lambda: count_window(0, len(text))) if count_window else (lambda: count_block(text))
     chunks = [text[a:b] for a, b in chunk_spans]
     sizes = [count_chunk_block(c) for c in chunks]
     empty_doc = count_block("")
     allowance = max(sizes, default=0)
     ends = [len(c) for c in chunks]
     if available - empty_doc - count_chunk_block("") <= 0:
-        return FitPlan(n_ctx, max_tokens, scaffolding_tokens, 0, 0, count_block(text), [], ends,
+        return FitPlan(n_ctx, max_tokens, scaffolding_tokens, 0, 0, whole(), [], ends,
                        reason=(f"n_ctx {n_ctx} leaves no room for a prompt: {max_tokens} tokens "
                                f"reserved for the blurb, {scaffolding_tokens} for the chat template"))
     if allowance > (available - empty_doc) // 2:
@@ -236,7 +244,7 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
             if sizes[n] > allowance:
                 ends[n] = cut_to_tokens(c, allowance - wrap, lambda s: count_chunk_block(s) - wrap)
     budget = available - allowance
-    windows = fit_windows(text, chunk_spans, count_block, budget, cuts)
+    windows = fit_windows(text, chunk_spans, count_block, budget, cuts, count_window)
     return FitPlan(n_ctx, max_tokens, scaffolding_tokens, allowance, budget,
                    windows[0].n_tokens if len(windows) == 1 and windows[0].end == len(text)
-                   else count_block(text), windows, ends)
+                   else whole(), windows, ends)

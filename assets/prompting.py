@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from resources.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
+from resources.store.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
 
 #: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
 PROMPT_VERSION = "anthropic-2024-09/v1"
 #: Bump when the cleaning, the grounding, the structural context or the composition of the
 #: contextualised text changes: rows carry it in their fingerprint, and a change rebuilds them from
 #: the blurb and embedding caches (no model call for what is unchanged).
-CONTEXT_VERSION = "structural-v2+grounded-v2+clean-v3"
+CONTEXT_VERSION = "structural-v2+grounded-v2+clean-v3+skip-v1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,18 @@ class PromptTemplate:
     system_code: str = ""
     #: A GBNF grammar the generation must follow (llama.cpp ``LlamaGrammar``); empty for none.
     grammar: str = ""
+    #: Chunks by reference: the document block carries a mark (:func:`chunk_mark`) where each
+    #: chunk starts, ``instruction`` follows it inside the shared prefix, and a chunk's own
+    #: suffix only names its mark and quotes its first line (:meth:`reference_block`) instead
+    #: of repeating the chunk, so each chunk goes through the model once, inside the document.
+    by_reference: bool = False
+    #: With ``by_reference``: the instruction after the document block (in the shared prefix).
+    instruction: str = ""
+
+    def reference_block(self, index: int, first_line: str) -> str:
+        """The per-chunk text of a by-reference prompt: ``chunk_head``, the chunk's mark and its
+        quoted first line (:func:`first_line`), ``chunk_tail``."""
+        return f"{self.chunk_head}{chunk_mark(index)}, which begins\n<chunk>\n{first_line}\n</chunk>{self.chunk_tail}"
 
     def document_block(self, window: str) -> str:
         return f"{self.document_head}{window}{self.document_tail}"
@@ -87,6 +99,31 @@ DOCUMENT_SUMMARY = PromptTemplate(
     ),
 )
 
+#: The mark that starts chunk ``index`` (0-based) in a by-reference prompt's document block.
+#: Plain words and digits, so the model can name it and a tokenizer splits it into a few common
+#: tokens; it is tokenized on its own (never merged with the document's text around it).
+MARK_FORMAT = "[chunk {n}]"
+#: Any mark in a model's answer: removed before cleaning, so a mark never reaches a blurb.
+MARK_RE = re.compile(r"\s*\[\s*chunk\s+\d+\s*\]", re.I)
+#: Most characters of a chunk quoted in its by-reference suffix (about 40 tokens of code or
+#: prose: the issue's bound on the quote).
+QUOTE_CHARS = 160
+
+
+def chunk_mark(index: int) -> str:
+    """``[chunk N]`` with ``N = index + 1``."""
+    return MARK_FORMAT.format(n=index + 1)
+
+
+def first_line(chunk: str, limit: int = QUOTE_CHARS) -> str:
+    """The chunk's first non-blank line, cut to ``limit`` characters at a word end (``…`` marks a
+    cut); what a by-reference prompt quotes so the model finds the mark it names."""
+    line = next((x.strip() for x in chunk.splitlines() if x.strip()), "")
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0].rstrip() + "…"
+
+
 #: The published prompt with the answer started for the model ("This chunk"), so a small model
 #: continues a description instead of restating the instruction.  Written for situate.
 ANTHROPIC_2024_PRIMED = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed",
@@ -119,6 +156,25 @@ char ::= [^.!?<>\n] | [.!?] [^ .!?<>\n]
 #: search retrieval" (a sample of docs and code chunks, 2026-12-01).  Written for situate.
 ANTHROPIC_2024_PRIMED_ABOUT = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed-about",
                                                   answer_prefix="This chunk is about")
+#: Chunks by reference (issue 23): the document is read once, with ``[chunk N]`` marks at chunk
+#: starts; the published instruction follows the document in the shared prefix (its words
+#: verbatim, "this chunk" naming the chunk given after it), and each chunk's own suffix names
+#: its mark and quotes its first line.  The answer is started as in
+#: :data:`ANTHROPIC_2024_PRIMED_ABOUT`.  Written for situate.
+BY_REFERENCE = PromptTemplate(
+    name="by-reference",
+    document_head="<document>\n",
+    document_tail="\n</document>\n",
+    instruction=(
+        "The document marks where each chunk starts, as [chunk 1], [chunk 2] and so on. "
+        "Please give a short succinct context to situate this chunk within the overall document "
+        "for the purposes of improving search retrieval of the chunk. Answer only with the "
+        "succinct context and nothing else.\n"),
+    chunk_head="Here is the chunk we want to situate within the whole document: the chunk marked ",
+    chunk_tail="",
+    answer_prefix="This chunk is about",
+    by_reference=True,
+)
 ANTHROPIC_2024_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+system", system=SITUATING_SYSTEM)
 ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed",
                                                    answer_prefix="This chunk")
@@ -134,7 +190,8 @@ DEFAULT_PROMPT = "anthropic-2024-primed-about"
 #: and adds one lever: a primed answer, a system line (for every document or for source files
 #: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
 PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED, ANTHROPIC_2024_PRIMED_ABOUT, ANTHROPIC_2024_SYSTEM,
-                               ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR)}
+                               ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR,
+                               BY_REFERENCE)}
 
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480

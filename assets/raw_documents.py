@@ -3,11 +3,11 @@
 
 import dagster as dg
 
-from resources.documents_io import DocumentError, load
+from resources.documents.reading import DocumentError, load
 from assets.per_document import for_each_document
 from assets.partitions import BACKFILL, documents
-from resources.docs import DocsFolder
-from resources.store import Store
+from resources.documents.docs import DocsFolder
+from resources.store.store import Store
 
 
 @dg.asset(

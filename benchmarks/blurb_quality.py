@@ -57,7 +57,7 @@ def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_d
     from assets.fitted_preambles import fit_document, prompt_builder
     from assets.prompting import PROMPTS
     from pipelines.settings import resources_from_env
-    from resources.cache import BlurbCache
+    from resources.store.cache import BlurbCache
 
     base = resources_from_env(plain=True)["llm"]
     llm = base.model_copy(update={"repeat_penalty": repeat_penalty or base.repeat_penalty, "max_tokens": max_tokens,
@@ -105,8 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", help="a blurb cache folder to reuse (e.g. an eval data folder's cache/blurbs)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "blurb_quality"))
     args = ap.parse_args(argv)
-    from resources import models
-
+    from resources.models import registry as models
     models.use_offline_tiktoken()
     docs = sample(Path(args.corpus), args.docs, args.chunks)
     names = list(VARIANTS)

@@ -6,6 +6,13 @@ Usage::
 
 Sections (each a function below, each returning a dict that goes into the report):
 
+``cost``
+    Issue 23's measure: LLM seconds a chunk for today's prompt, chunks by reference and the
+    document mode on the same documents in one run, each mode's prompt tokens evaluated and tokens
+    generated a chunk, and its ratio to the floor (:mod:`benchmarks.cost`).
+``skipping``
+    The chunks the no-model tests flag on the two labelled corpora and on installed packages'
+    folders (minified JavaScript, numpy's data), by reason (:mod:`benchmarks.skipping`).
 ``llm``
     Prefix reuse on codebase documents of 2k-7k LLM tokens with 10+ chunks (llama.cpp's own
     counters: prompt tokens evaluated / reused); time per blurb with the KV cache kept vs the same
@@ -197,7 +204,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
         f"blurbs {measured_s:.1f} s against a limit of {limit_s:.1f} s")
 
     # 5. shared-prefix batching against the sequential run of the same document
-    from resources.batching import SharedPrefixBatcher
+    from resources.models.batching import SharedPrefixBatcher
 
     n_batch_chunks = 8 if quick else len(sufs)  # quick: one batch of 8, the first 8 chunks
     seq = seq_runs[doc_id][:n_batch_chunks]
@@ -245,8 +252,8 @@ def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
 def models_section(corpus: list[dict], quick: bool) -> dict:
     from assets.fitted_preambles import prompt_builder
     from pipelines.settings import resources_from_env
-    from resources import models
-    from resources.llm import _CACHE, BlurbLLM
+    from resources.models import registry as models
+    from resources.models.llm import _CACHE, BlurbLLM
 
     base = resources_from_env(plain=True)["llm"]
     n = 4 if quick else 8
@@ -311,8 +318,8 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     import numpy as np
 
     from pipelines.settings import resources_from_env
-    from resources.llm import _CACHE, Embedder
-    from resources.models import sha256_of
+    from resources.models.llm import _CACHE, Embedder
+    from resources.models.registry import sha256_of
 
     base = resources_from_env(plain=True)["embedder"]
     q8 = work / "nomic-embed-text-v1.5.Q8_0.gguf"
@@ -344,7 +351,7 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
 # -- embeddings --------------------------------------------------------------------------------
 def embed_section(corpus: list[dict], quick: bool) -> dict:
     from pipelines.settings import resources_from_env
-    from resources.llm import Embedder
+    from resources.models.llm import Embedder
 
     base = resources_from_env(plain=True)["embedder"]
     texts = [c["content"] for d in corpus for c in d["chunks"]][: (16 if quick else 64)]
@@ -387,7 +394,7 @@ def rerank_section(corpus: list[dict], quick: bool) -> dict:
     import random
 
     from pipelines.settings import reranker_from_env
-    from resources.reranker import MAX_PAIR_TOKENS, RERANK_DEPTH
+    from resources.models.reranker import MAX_PAIR_TOKENS, RERANK_DEPTH
 
     queries_path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS)).with_name("queries_dev.jsonl")
     queries = ([json.loads(line)["query"] for line in queries_path.read_text().splitlines() if line.strip()]
@@ -426,7 +433,7 @@ def rerank_section(corpus: list[dict], quick: bool) -> dict:
 def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     from pipelines.cli import ingest
     from pipelines.settings import restored_env
-    from resources.llm import CALLS
+    from resources.models.llm import CALLS
 
     n = 6 if quick else 20
     small = sorted((d for d in corpus if len(d["chunks"]) >= 2), key=lambda d: len(d["content"]))[:n]
@@ -486,10 +493,11 @@ def partitions_section(work: Path, n: int = 10_000) -> dict:
 
 
 # -- report ------------------------------------------------------------------------------------
-KEYS = ["prefix_reuse_ratio", "cache_speedup", "blurb_time_vs_limit", "batched_speedup", "embed_tokens_per_s",
+KEYS = ["cost_default_over_today", "cost_default_over_floor", "prefix_reuse_ratio", "cache_speedup", "blurb_time_vs_limit", "batched_speedup", "embed_tokens_per_s",
         "search_p50_ms_100k", "search_p95_ms_100k", "indexed_recall_at_10", "rerank_s_per_query", "rerank_s_per_query_full_pairs", "reingest_llm_calls",
         "reingest_embed_calls", "partitions_10k_register_s"]
-TARGETS = {"prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time_vs_limit": "<= 1.25",
+TARGETS = {"cost_default_over_today": "<= 0.4 (or <= 1.15 x floor)", "cost_default_over_floor": "<= 1.15",
+           "prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time_vs_limit": "<= 1.25",
            "batched_speedup": ">= 1.5 (identical output)", "search_p95_ms_100k": "<= 100",
            "indexed_recall_at_10": ">= 0.95", "reingest_llm_calls": "0", "reingest_embed_calls": "0"}
 
@@ -504,6 +512,14 @@ def markdown(report: dict) -> str:
     for k in KEYS:
         lines.append(f"| {k} | {report.get(k, 'n/a')} | {TARGETS.get(k, '')} |")
     s = report.get("sections", {})
+    if "cost" in s:
+        import cost
+
+        lines += cost.markdown(s["cost"])
+    if "skipping" in s:
+        import skipping
+
+        lines += skipping.markdown(s["skipping"])
     if "llm" in s:
         llm = s["llm"]
         r = llm["rates"]
@@ -603,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
-    ap.add_argument("--only", default="llm,embed,search,rerank,reingest,partitions",
+    ap.add_argument("--only", default="cost,skipping,llm,embed,search,rerank,reingest,partitions",
                     help="comma-separated sections (also: models, embedq, service, scale_out)")
     ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
     args = ap.parse_args(argv)
@@ -623,7 +639,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in sections:
             log(f"section {name}")
-            if name == "llm":
+            if name == "cost":
+                import cost
+
+                r = cost.cost_section(args.quick, log)
+            elif name == "skipping":
+                import skipping
+
+                cost_r = report["sections"].get("cost", {}).get("modes", {})
+                default = report["sections"].get("cost", {}).get("default_mode")
+                r = skipping.skipping_section(cost_r.get(default, {}).get("s_per_chunk"), log)
+            elif name == "llm":
                 r = llm_section(corpus, args.quick)
             elif name == "models":
                 r = models_section(corpus, args.quick)

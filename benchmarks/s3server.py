@@ -82,7 +82,7 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
     proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        from resources.objects import ObjectFolder, StoreUnavailable
+        from resources.store.objects import ObjectFolder, StoreUnavailable
 
         from pipelines.settings import restored_env
 

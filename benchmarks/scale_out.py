@@ -1,7 +1,7 @@
 """Scaling out: search on an object store against local disk, and documents per hour with one
 and two parallel ingest runs.
 
-* ``search``: the product's hybrid search (:func:`resources.retrieval.hybrid_search`, dense
+* ``search``: the product's hybrid search (:func:`resources.store.retrieval.hybrid_search`, dense
   top-150 + BM25 top-150, RRF, top 10; no rerank) over the same 10,000 synthetic rows
   (:mod:`benchmarks.search_scale`: real-shaped vectors, texts cut from the cookbook corpus) in a
   local data folder and in ``s3://`` on SeaweedFS on this machine (:mod:`benchmarks.s3server`).

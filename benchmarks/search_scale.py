@@ -6,7 +6,7 @@ centre per 50 rows (a corpus's embeddings cluster by topic and document, not uni
 sphere; the cookbook codebase set has 8 chunks a document), and
 texts cut from the cookbook codebase corpus, so BM25 sees a real vocabulary.  Queries are
 perturbed copies of row vectors and word windows from the same texts.  The search timed is
-:func:`resources.retrieval.hybrid_search` (dense top-150 + BM25 top-150, RRF, top 10), no rerank.
+:func:`resources.store.retrieval.hybrid_search` (dense top-150 + BM25 top-150, RRF, top 10), no rerank.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ def synthetic_rows(n: int, texts: list[str], seed: int = 0) -> tuple[np.ndarray,
 
 
 def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
-    """A :class:`resources.store.Store` at ``root`` (a folder, or an object store URI) whose
+    """A :class:`resources.store.store.Store` at ``root`` (a folder, or an object store URI) whose
     table holds the rows (no model), with the BM25 index published from the same texts."""
     import pyarrow as pa
 
-    from resources.retrieval import publish_bm25
-    from resources.store import TABLE, Store, table_schema
+    from resources.store.retrieval import publish_bm25
+    from resources.store.store import TABLE, Store, table_schema
 
     store = Store(home=str(root))
     n = len(texts)
@@ -63,7 +63,7 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
 
 def measure(store, queries: list[tuple[np.ndarray, str]], k: int = 10) -> dict:
     """p50/p95/mean ms of ``hybrid_search`` over ``queries`` (after one warm-up query)."""
-    from resources.retrieval import hybrid_search
+    from resources.store.retrieval import hybrid_search
 
     hybrid_search(store, queries[0][0], queries[0][1], k=k)
     times = []
@@ -77,7 +77,7 @@ def measure(store, queries: list[tuple[np.ndarray, str]], k: int = 10) -> dict:
 
 
 def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
-    from resources.store import NPROBES
+    from resources.store.store import NPROBES
 
     q = store.table().search(vec, vector_column_name="vector").distance_type("cosine").limit(k)
     if indexed:
@@ -89,7 +89,7 @@ def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
 
 def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print) -> dict:
     """Figures for each size: exact and (where built) indexed latency, index build time, recall@10."""
-    from resources.store import VECTOR_INDEX_MIN_ROWS
+    from resources.store.store import VECTOR_INDEX_MIN_ROWS
 
     out: dict = {}
     rng = np.random.default_rng(1)

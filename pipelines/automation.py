@@ -8,10 +8,10 @@ from pipelines.jobs import index_job, ingest_job
 from assets.partitions import documents
 from pipelines.settings import int_from_env
 from pipelines.sync import ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
-from resources.docs import Chunking, DocsFolder
-from resources.llm import BlurbLLM, Embedder
-from resources.retrieval import rebuild_bm25_from_table
-from resources.store import Store
+from resources.documents.docs import Chunking, DocsFolder
+from resources.models.llm import BlurbLLM, Embedder
+from resources.store.retrieval import rebuild_bm25_from_table
+from resources.store.store import Store
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"

@@ -81,6 +81,9 @@ def _main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--home", help="data folder (default $SITUATE_HOME/eval/<corpus name>)")
     p_eval.add_argument("--json", metavar="OUT", help="write the figures and each query's golden ranks to OUT")
     p_eval.add_argument("--markdown", metavar="OUT", help="write the table as Markdown to OUT")
+    p_eval.add_argument("--blurbs", metavar="FILE", help="take blurbs from this blurb file (.jsonl.gz) where it "
+                        "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)")
+    p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
     p_serve = sub.add_parser("serve", help="the search service (HTTP JSON API and a search page), models loaded once")
     p_serve.add_argument("--host", default="127.0.0.1",
                          help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)")
@@ -91,7 +94,7 @@ def _main(argv: list[str] | None = None) -> int:
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
     args = parser.parse_args(argv)
     from pipelines.preflight import StartupError
-    from resources.models import ModelFileError
+    from resources.models.registry import ModelFileError
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
@@ -108,8 +111,7 @@ def _run(args) -> int:
     """Carry out a parsed ``situate`` command; returns the exit status."""
 
     if args.command == "models":
-        from resources import models
-
+        from resources.models import registry as models
         if args.action == "install":
             try:
                 models.install(names=args.names)
@@ -152,7 +154,8 @@ def _run(args) -> int:
             report = run_eval(args.corpus, args.queries,
                               [c.strip() for c in args.configs.split(",")] if args.configs else None,
                               args.home, [f.strip() for f in args.fusion.split(",")],
-                              args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH)
+                              args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
+                              blurbs=args.blurbs, save_blurbs=args.save_blurbs)
         except (FileNotFoundError, ValueError) as e:
             print(f"situate eval: error: {e}", file=sys.stderr)
             return 2

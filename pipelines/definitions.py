@@ -14,8 +14,7 @@ from assets.retrieval_eval import retrieval_eval
 from pipelines.automation import documents_sensor, nightly_reingest
 from pipelines.jobs import index_job, ingest_job
 from pipelines.settings import resources_from_env
-from resources import models
-
+from resources.models import registry as models
 models.use_offline_tiktoken()
 
 ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index, retrieval_eval]

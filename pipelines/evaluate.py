@@ -39,7 +39,7 @@ from pathlib import Path
 
 from assets import evaluation as ev
 
-from resources.reranker import RERANK_DEPTH  # candidates reranked; settable per run
+from resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
 
 #: The configurations that rerank ``contextual``'s top ``rerank_depth``.
 RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank-blurb")
@@ -69,7 +69,7 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
     from assets.contextualize import contextualize
     from assets.fitted_preambles import fit_document, prompt_builder
     from assets.prompting import DOCUMENT_SUMMARY
-    from resources.cache import blurb_cache_for
+    from resources.store.cache import blurb_cache_for
 
     builder = prompt_builder(llm, DOCUMENT_SUMMARY)
     cache = blurb_cache_for(store)
@@ -87,6 +87,22 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
         if not rec.cached:
             echo(f"situate eval: document summary {n + 1}/{len(keys)} {key}: {rec.blurb[:90]!r}")
     return out, calls
+
+
+def write_blurb_file(store, llm, path: str) -> int:
+    """Every document's blurbs in ``store`` as a blurb file (:func:`assets.blurb_files.write`);
+    returns the number of lines."""
+    from assets import blurb_files
+    from resources.store.cache import file_sha256
+
+    keys = sorted({r["document_key"] for r in store.columns(["document_key"]).to_pylist()})
+    sha = file_sha256(llm.model_path)
+    lines = []
+    for key in keys:
+        stage, doc = store.read_stage_if_any(key, "blurbs"), store.read_stage_if_any(key, "document")
+        if isinstance(stage, dict) and isinstance(doc, dict) and not stage.get("error"):
+            lines += blurb_files.stage_lines(stage, doc.get("doc_id", key), sha)
+    return blurb_files.write(path, lines)
 
 
 def blurb_quality(store, keys: list[str]) -> dict:
@@ -114,15 +130,16 @@ def blurb_quality(store, keys: list[str]) -> dict:
 def run_eval(*args, **kwargs) -> dict:
     """:func:`evaluate` with the caller's environment restored afterwards (the evaluation points
     ``SITUATE_HOME``, ``SITUATE_DOCS`` and ``DAGSTER_HOME`` at its own data folder while it runs)."""
-    from pipelines.settings import restored_env
+    from pipelines.settings import DATA_ENV, restored_env
 
-    with restored_env():
+    with restored_env(DATA_ENV + ("SITUATE_BLURBS_FILE",)):
         return evaluate(*args, **kwargs)
 
 
 def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None = None,
              home: str | None = None, fusions: list[str] | None = None,
-             rerank_depth: int = RERANK_DEPTH, echo=print) -> dict:
+             rerank_depth: int = RERANK_DEPTH, echo=print, blurbs: str | None = None,
+             save_blurbs: str | None = None) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
     Parameters
@@ -140,6 +157,11 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         other than the first is reported as ``"<config> (<method>)"``.
     rerank_depth : int
         Candidates the cross-encoder reorders for ``contextual+rerank``.
+    blurbs : str, optional
+        A blurb file (:mod:`assets.blurb_files`): chunks it has blurbs for (same model file, same
+        mode and prompt) take them from it with no LLM call; the model makes the rest.
+    save_blurbs : str, optional
+        Write the corpus's blurbs to this blurb file after the ingest.
 
     Returns
     -------
@@ -156,11 +178,11 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         An unknown configuration or fusion, a malformed query line, or queries missing for a
         cookbook-form corpus.
     """
-    from resources.retrieval import contextualized_text
+    from resources.store.retrieval import contextualized_text
     from pipelines.operations import ingest, prepare_env
     from pipelines.settings import resources_from_env
-    from resources.cache import embed_with_cache, embedding_cache_for
-    from resources.retrieval import FUSIONS, fuse, hybrid_search
+    from resources.store.cache import embed_with_cache, embedding_cache_for
+    from resources.store.retrieval import FUSIONS, fuse, hybrid_search
 
     t_all = time.perf_counter()
     configs = list(configs or ev.CONFIGS)
@@ -176,7 +198,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         raise FileNotFoundError(f"{corpus} does not exist")
     from pipelines.preflight import check_data_folder
 
-    from resources.objects import is_uri
+    from resources.store.objects import is_uri
 
     if is_uri(home) or (not home and is_uri(os.environ.get("SITUATE_HOME"))):
         raise ValueError("situate eval keeps its datasets in a local data folder: give --home a local path "
@@ -207,12 +229,20 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
     # the evaluation's own Dagster instance, never the user's
     os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
+    if blurbs:
+        if not Path(blurbs).expanduser().is_file():
+            raise FileNotFoundError(f"blurb file {blurbs} does not exist")
+        os.environ["SITUATE_BLURBS_FILE"] = str(Path(blurbs).expanduser().resolve())
+        echo(f"situate eval: blurbs from {blurbs} where it has them (no LLM call for those)")
     summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
     for line in summary.lines():
         echo(f"situate eval: ingest: {line}")
     prepare_env(str(home_path))
     res = resources_from_env(plain=True)
     store, embedder = res["store"], res["embedder"]
+    if save_blurbs:
+        n_saved = write_blurb_file(store, res["llm"], save_blurbs)
+        echo(f"situate eval: {n_saved} blurbs written to {save_blurbs}")
     rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()
     if not rows:
         raise ValueError(f"the table of {home_path} has no rows: every document failed "
@@ -322,7 +352,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                 record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
     if reranked:
         from pipelines.settings import reranker_from_env
-        from resources.reranker import rerank_order, rerank_passage
+        from resources.models.reranker import rerank_order, rerank_passage
 
         reranker = reranker_from_env()
         score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
@@ -354,7 +384,11 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                    "failed": summary.failed, "llm_calls": ingest_calls,
                    "prompt_tokens_evaluated": summary.prompt_tokens_evaluated,
                    "prompt_tokens_reused": summary.prompt_tokens_reused,
+                   "llm_seconds": round(summary.llm_seconds, 1),
+                   "blurbs_from_cache": summary.blurbs_from_cache,
                    "seconds": round(summary.seconds, 1)},
+        "context_mode": res["llm"].context, "prompt": res["llm"].prompt,
+        "llm_model": res["llm"].resolved_model_id(),
         "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
         "blurb_quality": blurb_quality(store, sorted({r["document_key"] for r in rows})),
         "seconds": round(time.perf_counter() - t_all, 1),
@@ -369,9 +403,9 @@ class RerankCache:
     model quantises activations per batch: a pair's logit moves slightly with its batch-mates."""
 
     def __init__(self, path: Path, reranker):
-        from resources.cache import file_sha256
+        from resources.store.cache import file_sha256
 
-        from resources.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
+        from resources.models.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
 
         self.path = Path(path)
         self.reranker = reranker
@@ -384,7 +418,7 @@ class RerankCache:
         self.computed = 0
 
     def scores(self, query: str, passages: list[str]) -> list[float]:
-        from resources.cache import digest
+        from resources.store.cache import digest
 
         keys = [digest(self.model, query, p) for p in passages]
         todo = [j for j, k in enumerate(keys) if k not in self.data]
@@ -396,6 +430,6 @@ class RerankCache:
         return [self.data[k] for k in keys]
 
     def save(self) -> None:
-        from resources.store import write_json_atomic
+        from resources.store.store import write_json_atomic
 
         write_json_atomic(self.path, self.data)

@@ -14,14 +14,13 @@ def prepare_env(home: str | None, docs: str | None = None) -> None:
     """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
     ``SITUATE_DOCS``), a Dagster instance and the offline cl100k_base tokenizer."""
     if home:
-        from resources.objects import normalize_home
+        from resources.store.objects import normalize_home
 
         os.environ["SITUATE_HOME"] = normalize_home(home)
     if docs:
         os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
     from pipelines.settings import ensure_dagster_home
-    from resources import models
-
+    from resources.models import registry as models
     ensure_dagster_home()
     models.use_offline_tiktoken()
 
@@ -37,8 +36,8 @@ def check_readable_home(home: str) -> None:
         unreachable, refuses the credentials or lacks the bucket.
     """
     from pipelines.preflight import StartupError
-    from resources.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
-    from resources.store import DATA_MARKER
+    from resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
+    from resources.store.store import DATA_MARKER
 
     if is_uri(home):
         uri = normalize_home(home)
@@ -73,6 +72,10 @@ class IngestSummary:
     blurbs_from_cache: int = 0
     blurb_fallbacks: int = 0
     blurbs_skipped: int = 0
+    #: chunks with no LLM call, by reason (``skipped:<reason>``: structure mode, lock file, ...)
+    skipped_reasons: dict = dataclasses.field(default_factory=dict)
+    #: blurbs kept from a document's earlier version (an edit re-situates only what changed)
+    blurbs_kept: int = 0
     table_rows: int = 0
     prompt_tokens_evaluated: int = 0
     prompt_tokens_reused: int = 0
@@ -86,7 +89,10 @@ class IngestSummary:
                f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
                f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
                f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
-               + (f", skipped (large documents): {self.blurbs_skipped}" if self.blurbs_skipped else ""),
+               + (f", no LLM call: {self.blurbs_skipped} ("
+                  + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped_reasons.items())) + ")"
+                  if self.blurbs_skipped else "")
+               + (f", kept from an earlier version: {self.blurbs_kept}" if self.blurbs_kept else ""),
                f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
                f"{self.prompt_tokens_reused:,}",
                f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
@@ -124,7 +130,7 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     from assets.blurbs import blurb_summary
     from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
-    from resources.retrieval import STRUCTURAL
+    from resources.store.retrieval import STRUCTURAL
     from pipelines.automation import (RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for,
                                       reap_dead_runs)
     from pipelines.definitions import build_definitions
@@ -210,6 +216,9 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
         summary.blurbs_from_cache += s["cached"]
         summary.blurb_fallbacks += s["fallbacks"]
         summary.blurbs_skipped += s.get("skipped", 0)
+        summary.blurbs_kept += s.get("kept_from_earlier_version", 0)
+        for why, n in s.get("skipped_reasons", {}).items():
+            summary.skipped_reasons[why] = summary.skipped_reasons.get(why, 0) + n
         summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
         summary.prompt_tokens_reused += s["prompt_tokens_reused"]
         summary.llm_seconds += s["llm_seconds"]
@@ -228,15 +237,15 @@ MAX_K = 1_000_000
 
 
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
-    """Hybrid search of the data folder (see :func:`resources.retrieval.hybrid_search`), then the
+    """Hybrid search of the data folder (see :func:`resources.store.retrieval.hybrid_search`), then the
     first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
-    first stage's (:func:`resources.reranker.rerank_hits`).
+    first stage's (:func:`resources.models.reranker.rerank_hits`).
 
     Parameters
     ----------
     rerank : int or None
         Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 0
-        (:data:`resources.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
+        (:data:`resources.models.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
         CPU cores (``benchmarks/run.py --only rerank``).
 
     Returns
@@ -253,11 +262,11 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     pipelines.preflight.StartupError
         The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
         whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
-        another embedder is under way, :meth:`resources.store.Store.migration`).
+        another embedder is under way, :meth:`resources.store.store.Store.migration`).
     """
     from pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
-    from resources.reranker import rerank_hits
-    from resources.retrieval import hybrid_search
+    from resources.models.reranker import rerank_hits
+    from resources.store.retrieval import hybrid_search
 
     if not query or not query.strip():
         raise QueryError("empty query: give the words to search for")

@@ -54,8 +54,8 @@ def check_docs(path: str | os.PathLike) -> Path:
 def check_data_folder(home: str | os.PathLike) -> Path | str:
     """Create the data folder if needed and prove it is writable (a file is created and removed).
 
-    The folder gets the marker file :data:`resources.store.DATA_MARKER`.  An object store URI
-    (``s3://bucket/prefix``: :mod:`resources.objects`) is probed the same way, with one try per
+    The folder gets the marker file :data:`resources.store.store.DATA_MARKER`.  An object store URI
+    (``s3://bucket/prefix``: :mod:`resources.store.objects`) is probed the same way, with one try per
     request, so a wrong endpoint, refused credentials or a missing bucket are named within
     seconds, before any work.
 
@@ -72,8 +72,8 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
         folder that is not a situate data folder (a folder of the user's: its files must not be
         touched).
     """
-    from resources.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
-    from resources.store import DATA_MARKER
+    from resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
+    from resources.store.store import DATA_MARKER
 
     if is_uri(home):
         uri = normalize_home(home)
@@ -125,7 +125,7 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
     StartupError
         The data folder's recorded docs folder is another one and ``replace`` is false.
     """
-    from resources.store import Store
+    from resources.store.store import Store
 
     if replace:
         return
@@ -137,14 +137,14 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
 
 
 def check_models(llm_path: str, embed_path: str | None) -> None:
-    """The LLM (and the embedder, when given) exist and are sound (:func:`resources.models.check_model_file`).
+    """The LLM (and the embedder, when given) exist and are sound (:func:`resources.models.registry.check_model_file`).
 
     Raises
     ------
     StartupError
         The first model file that is missing, corrupt or not a GGUF.
     """
-    from resources.models import ModelFileError, check_model_file
+    from resources.models.registry import ModelFileError, check_model_file
 
     try:
         check_model_file(llm_path, "SITUATE_LLM_MODEL")
@@ -182,11 +182,18 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     Raises
     ------
     StartupError
-        As :func:`check_docs`, :func:`check_data_folder`, :func:`check_models`.
+        As :func:`check_docs`, :func:`check_data_folder`, :func:`check_models`; an unknown
+        ``SITUATE_CONTEXT``.
     """
     if docs_path is not None:
         check_docs(docs_path)
     check_data_folder(home)
+    from assets.blurbs import CONTEXT_MODES
+
+    if res["llm"].context not in CONTEXT_MODES:
+        raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
     check_models(res["llm"].model_path, res["embedder"].model_path)
+    if res["llm"].context == "structure":  # no LLM prompt to fit
+        return []
     warning = context_warning(res["llm"])
     return [warning] if warning else []

@@ -18,6 +18,9 @@ SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
 SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      0 (``--rerank 30`` turns it on)
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024-primed-about``
+SITUATE_CONTEXT          what writes the context: chunk, document, structure  ``chunk``
+SITUATE_DOCUMENT_TOKENS  document mode: LLM tokens of the document read  2048
+SITUATE_BLURBS_FILE      blurbs taken from a file (no LLM call for them)  none
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
 SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
 SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16
@@ -40,11 +43,11 @@ from pathlib import Path
 import dagster as dg
 
 from assets.prompting import DEFAULT_PROMPT
-from resources import models
-from resources.docs import Chunking, DocsFolder
-from resources.llm import BlurbLLM, Embedder
-from resources.reranker import Reranker
-from resources.store import Store
+from resources.models import registry as models
+from resources.documents.docs import Chunking, DocsFolder
+from resources.models.llm import BlurbLLM, Embedder
+from resources.models.reranker import Reranker
+from resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
 #: several copies of the models (each run loads its own).
@@ -94,7 +97,7 @@ def restored_env(names=DATA_ENV) -> Iterator[None]:
 
 def situate_home() -> Path | str:
     """``$SITUATE_HOME`` (default ``./.situate``): an absolute path, or an object store URI."""
-    from resources.objects import is_uri, normalize_home
+    from resources.store.objects import is_uri, normalize_home
 
     home = os.environ.get("SITUATE_HOME") or ".situate"
     return normalize_home(home) if is_uri(home) else Path(normalize_home(home))
@@ -104,7 +107,7 @@ def ensure_dagster_home() -> Path:
     """Set ``DAGSTER_HOME`` to ``$SITUATE_HOME/dagster`` when unset, creating it with a
     ``dagster.yaml``; with the data folder on an object store the instance is local:
     ``~/.cache/situate/instance/<hash of the URI>`` (``SITUATE_CACHE``).  Returns the folder."""
-    from resources.objects import cache_dir_for
+    from resources.store.objects import cache_dir_for
 
     home = os.environ.get("DAGSTER_HOME")
     data = situate_home()
@@ -134,7 +137,7 @@ def record_docs_root(path: str) -> None:
 
 
 #: Smallest accepted value of each whole-number setting (others: 0).
-INT_MINIMUMS = {"SITUATE_N_CTX": 1, "SITUATE_MAX_TOKENS": 1, "SITUATE_CHUNK_TOKENS": 1, "SITUATE_BATCH": 1,
+INT_MINIMUMS = {"SITUATE_DOCUMENT_TOKENS": 64, "SITUATE_N_CTX": 1, "SITUATE_MAX_TOKENS": 1, "SITUATE_CHUNK_TOKENS": 1, "SITUATE_BATCH": 1,
                 "SITUATE_N_GPU_LAYERS": -1}
 
 
@@ -193,6 +196,9 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
                         batch=val("SITUATE_BATCH", 1, int),
                         max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
+                        context=val("SITUATE_CONTEXT", "chunk"),
+                        document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
+                        blurbs_file=val("SITUATE_BLURBS_FILE", ""),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
                         kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
                         repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),
@@ -207,7 +213,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
 def reranker_from_env() -> Reranker:
     """The local cross-encoder: ``SITUATE_RERANK_MODEL`` (an ONNX file with ``tokenizer.json``
-    in its folder) or the installed default (:data:`resources.models.RERANKER`)."""
+    in its folder) or the installed default (:data:`resources.models.registry.RERANKER`)."""
     path = os.environ.get("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
     return Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
@@ -215,13 +221,13 @@ def reranker_from_env() -> Reranker:
 
 def rerank_depth_from_env() -> int:
     """Search candidates the cross-encoder reranks: ``SITUATE_RERANK_DEPTH``, default
-    :data:`resources.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
+    :data:`resources.models.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
 
     Raises
     ------
     pipelines.preflight.StartupError
         Not a whole number, or negative.
     """
-    from resources.reranker import SEARCH_RERANK_DEPTH
+    from resources.models.reranker import SEARCH_RERANK_DEPTH
 
     return int_from_env("SITUATE_RERANK_DEPTH", SEARCH_RERANK_DEPTH)

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from assets.partitions import PARTITIONS  # noqa: F401  (re-exported for the wiring)
-from resources.documents_io import SourceRef
+from resources.documents.reading import SourceRef
 
 #: Keys are added to the instance in batches of at most this many (one unbatched SQL ``IN (...)``
 #: on SQLite otherwise: shared/DAGSTER.md).
@@ -37,7 +37,7 @@ class SyncPlan:
     known_bad : dict of key → reason
         Unchanged documents that failed as bad input last time (not retried until they change).
     invalid : dict of key → reason
-        Registered keys that are not valid document keys (:func:`resources.keys.check_key`:
+        Registered keys that are not valid document keys (:func:`resources.documents.keys.check_key`:
         added by hand, e.g. ``../x`` in the UI): reported, never deleted through, never run.
     """
 
@@ -57,11 +57,11 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
     Parameters
     ----------
     refs : iterable of SourceRef
-        From :func:`resources.documents_io.discover`.
+        From :func:`resources.documents.reading.discover`.
     registered : sequence of str
         Partition keys on the instance, in insertion order.
     states : dict
-        :meth:`resources.store.Store.document_states`.
+        :meth:`resources.store.store.Store.document_states`.
     fingerprint : str
         Current settings fingerprint (:func:`assets.embeddings.fingerprint`).
     bad_inputs : dict of key → (sha256, reason), optional
@@ -71,7 +71,7 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
     -------
     SyncPlan
     """
-    from resources.keys import PartitionKeyError, check_key
+    from resources.documents.keys import PartitionKeyError, check_key
 
     refs = {r.key: r for r in refs}
     bad_inputs = bad_inputs or {}

@@ -28,7 +28,7 @@ def create_server(home: str | None = None):
 
     from pipelines.operations import QueryError, search as run_search
     from pipelines.preflight import StartupError
-    from resources.objects import normalize_home
+    from resources.store.objects import normalize_home
 
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     server = MCPServer("situate", instructions=(

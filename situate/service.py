@@ -88,7 +88,7 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
     """
     from pipelines.operations import QueryError, search
     from pipelines.preflight import StartupError
-    from resources.objects import normalize_home
+    from resources.store.objects import normalize_home
 
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     lock = threading.Lock()  # one llama.cpp context for the query embeddings: one search at a time
@@ -161,9 +161,9 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
 def health_report(home: str) -> dict:
     """``GET /health``: ``{"status", "home", "table_rows", "table_version", "bm25_rows",
     "bm25_version", "embed_model", "llm_model"}`` (status ``"empty"`` before the first ingest)."""
-    from resources.objects import is_uri
-    from resources.retrieval import bm25_ids, bm25_version
-    from resources.store import Store
+    from resources.store.objects import is_uri
+    from resources.store.retrieval import bm25_ids, bm25_version
+    from resources.store.store import Store
 
     if not is_uri(home) and not Path(home).is_dir():
         return {"status": "no data folder", "home": home}

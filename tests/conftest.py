@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from resources import models
-
+from resources.models import registry as models
 REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = REPO.parent / "shared" / "eval" / "codebase"
 

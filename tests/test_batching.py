@@ -62,7 +62,7 @@ class FakeBatch:
         self.calls: list[int] = []
 
     def __call__(self, prefix, suffixes):
-        from resources.llm import Generation
+        from resources.models.llm import Generation
 
         self.calls.append(len(suffixes))
         return [Generation(f"This part lists the wörd items, number {n}.", len(prefix) + len(s), len(s),
@@ -72,7 +72,7 @@ class FakeBatch:
 def test_contextualize_batches_only_uncached_chunks_in_order(fake_tokenizer, tmp_path):
     from assets.contextualize import contextualize
     from assets.fitted_preambles import fit_document
-    from resources.cache import BlurbCache, digest
+    from resources.store.cache import BlurbCache, digest
 
     text, spans = doc_and_spans(5)
     b = builder(fake_tokenizer)

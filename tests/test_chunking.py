@@ -4,7 +4,7 @@ import pytest
 
 from assets.chunking import chunk_id, chunk_text, heading_path_at, locate, make_chunks
 from assets.chunks import count_cl100k
-from resources.documents_io import markdown_headings
+from resources.documents.reading import markdown_headings
 
 
 def words(text: str) -> int:

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from resources.documents_io import DocumentError, discover, load, rst_headings
+from resources.documents.reading import DocumentError, discover, load, rst_headings
 from assets.partitions import decode_key
 
 
@@ -133,7 +133,7 @@ def test_real_cookbook_corpus_has_90_documents_and_737_chunks():
 
 
 def test_huge_file_gets_a_named_error(tmp_path, monkeypatch):
-    import resources.documents_io as dio
+    import resources.documents.reading as dio
 
     monkeypatch.setattr(dio, "MAX_FILE_BYTES", 1000)
     (tmp_path / "big.txt").write_text("x" * 1001)
@@ -168,8 +168,7 @@ def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypa
 
     for name in ("good.md", "locked.md", "gone.md"):
         (tmp_path / name).write_text(f"# {name}\n\nSome text.\n")
-    from resources import documents_io
-
+    from resources.documents import reading as documents_io
     real_read, real_stat = documents_io.read_under, Path.stat
 
     def read_under(root, parts, limit=None):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from assets import evaluation as ev
-from resources.retrieval import fuse, rrf, weighted_fusion
+from resources.store.retrieval import fuse, rrf, weighted_fusion
 
 
 def test_pass_at_k_by_hand():

@@ -23,7 +23,21 @@ def _imports(path: Path) -> set[str]:
 
 
 def _package(name: str) -> dict[str, set[str]]:
-    return {f"{name}.{p.stem}": _imports(p) for p in sorted((REPO / name).glob("*.py"))}
+    """Every module of package ``name``, subpackages included: ``{dotted name: imports}``."""
+    out = {}
+    for p in sorted((REPO / name).rglob("*.py")):
+        parts = p.relative_to(REPO).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = _imports(p)
+    return out
+
+
+def test_resources_are_grouped_by_what_they_keep():
+    """``resources/`` holds three subpackages (the store, the models, document reading) and no
+    flat module besides its ``__init__``."""
+    flat = sorted(p.name for p in (REPO / "resources").glob("*.py") if p.name != "__init__.py")
+    assert flat == []
+    assert {p.name for p in (REPO / "resources").iterdir() if (p / "__init__.py").exists()} == \
+        {"store", "models", "documents"}
 
 
 def test_resources_import_no_asset_and_no_wiring():

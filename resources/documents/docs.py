@@ -6,10 +6,10 @@ from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
-from resources.documents_io import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
+from resources.documents.reading import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
                                  corpus_index, discover)
-from resources.files import TooLarge, read_under
-from resources.keys import PartitionKeyError, check_key, encode_key
+from resources.documents.files import TooLarge, read_under
+from resources.documents.keys import PartitionKeyError, check_key, encode_key
 
 
 #: Default chunk size and overlap, in tiktoken ``cl100k_base`` tokens: the Contextual Retrieval
@@ -41,7 +41,7 @@ class DocsFolder(dg.ConfigurableResource):
         return self.root.parent if self.root.is_file() else self.root
 
     def discover(self) -> list[SourceRef]:
-        """Every document now present (see :func:`resources.documents_io.discover`)."""
+        """Every document now present (see :func:`resources.documents.reading.discover`)."""
         return discover(self.root)
 
     def resolve(self, key: str) -> SourceRef:
@@ -50,7 +50,7 @@ class DocsFolder(dg.ConfigurableResource):
         Raises
         ------
         DocumentError
-            The key is malformed or not canonical (:func:`resources.keys.check_key`), its path
+            The key is malformed or not canonical (:func:`resources.documents.keys.check_key`), its path
             resolves outside the docs folder, or its file (or corpus entry) no longer exists.
         """
         try:
