@@ -106,6 +106,8 @@ def blurb_summary(records: list) -> dict:
     seconds = sum(r.seconds for r in fresh)
     problems = collections.Counter(p for r in records for p in r.problems)
     reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status.startswith("fallback:"))
+    one_gen = collections.Counter(p.split(":", 1)[1] for r in records for p in r.problems
+                                  if p.startswith("one-generation-fallback:"))
     called = [r for r in fresh if r.window >= 0]  # no window: no prompt was sent
     return {"chunks": len(records), "blurbs_from_model": sum(r.status == "model" for r in records),
             "fallbacks": sum(reasons.values()),
@@ -114,6 +116,8 @@ def blurb_summary(records: list) -> dict:
             "skipped_reasons": dict(collections.Counter(r.status.split(":", 1)[1] for r in records
                                                         if r.status.startswith("skipped:"))),
             "kept_from_earlier_version": sum(getattr(r, "kept", False) for r in records),
+            "one_generation_lines": sum("one-generation" in r.problems for r in records),
+            "one_generation_fallbacks": dict(one_gen),
             "problems": dict(sorted(problems.items())),
             "model_calls": len(called), "cached": len(records) - len(fresh),
             "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
@@ -220,8 +224,13 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                         decided[i] = dataclasses.replace(
                             BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
                             cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+                def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
+                    return llm.generate_lines(tokens, starts, stop=stops(reasoning), max_tokens=max_tokens,
+                                              grammar=grammar)
+
                 records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
                                         cache=cache, cache_key=key_fn, spans=spans, kept=decided,
+                                        generate_window=generate_window if builder.template.one_generation else None,
                                         generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
                 for r in records:
                     if not r.mode:

@@ -174,6 +174,12 @@ class PromptBuilder:
             return self.template.reference_block(index, first_line(chunk))
         return self.template.chunk_block(chunk)
 
+    def window_suffix(self, indexes: list[int]) -> list[int]:
+        """One-generation suffix: the window's request (the marks of ``indexes``) + template tail
+        + the first line's start, ``[chunk N]`` and the answer prefix."""
+        start = f"{chunk_mark(indexes[0])} {self.template.answer_prefix}".rstrip()
+        return self.tokenizer.encode(self.template.window_block(indexes)) + self._tail + self.tokenizer.encode(start)
+
     def suffix(self, chunk: str, index: int | None = None) -> list[int]:
         """Tokens after the prefix for one chunk: chunk block (by reference: the reference to
         chunk ``index``) + template tail (+ the template's answer prefix)."""
@@ -237,6 +243,49 @@ class BlurbRecord:
     mode: str = ""
 
 
+_LINE_MARK = re.compile(r"^\s*[-*]?\s*\[\s*chunk\s+(\d+)\s*\]\s*[:.\-–]?\s*", re.I)
+
+
+def parse_window_lines(text: str, indexes: list[int]) -> dict[int, tuple[str, str]]:
+    r"""Each chunk's line of a one-generation answer: ``{index: (line, "")}``, or ``("", why)``
+    with ``why`` ``missing`` (no line starts with its mark), ``repeated`` (more than one does, or
+    its line says word for word what an earlier chunk's said: a loop) or ``garbled`` (its line
+    says nothing).  A line without a mark continues the line before it;
+    a mark of a chunk not asked for is ignored.
+
+    Examples
+    --------
+    >>> parse_window_lines("[chunk 1] This chunk is about A.\n[chunk 3] This chunk is about C.", [0, 1, 2])
+    {0: ('This chunk is about A.', ''), 1: ('', 'missing'), 2: ('This chunk is about C.', '')}
+    """
+    found: dict[int, list[str]] = {i: [] for i in indexes}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        m = _LINE_MARK.match(line)
+        if m:
+            i = int(m.group(1)) - 1
+            current = found[i] if i in found else None
+            if current is not None:
+                current.append(line[m.end():].strip())
+        elif current is not None and current and line.strip():
+            current[-1] = f"{current[-1]} {line.strip()}"
+    out = {}
+    seen: set[str] = set()
+    for i in indexes:
+        lines = found[i]
+        said = re.sub(r"\W+", " ", lines[0]).strip().lower() if len(lines) == 1 else ""
+        if not lines:
+            out[i] = ("", "missing")
+        elif len(lines) > 1 or (said and said in seen):  # twice, or another chunk's line again (a loop)
+            out[i] = ("", "repeated")
+        elif len(re.findall(r"\w+", lines[0])) < 2:
+            out[i] = ("", "garbled")
+        else:
+            out[i] = (lines[0], "")
+        seen.add(said)
+    return out
+
+
 def record_from_raw(raw: str, chunk: str, document: str | None, by_reference: bool = False,
                     prompt_tokens: int = 0, evaluated: int = 0, reused: int = 0, generated: int = 0,
                     seconds: float = 0.0, window: int = -1, cached: bool = True) -> BlurbRecord:
@@ -256,7 +305,8 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                   cache=None, cache_key: Callable[[str, str], str] | None = None,
                   ground: bool = True, generate_batch: Callable | None = None,
                   spans: list[tuple[int, int]] | None = None,
-                  kept: dict[int, BlurbRecord] | None = None) -> list[BlurbRecord]:
+                  kept: dict[int, BlurbRecord] | None = None,
+                  generate_window: Callable | None = None) -> list[BlurbRecord]:
     """Blurbs for every chunk of one document, window by window, chunks back to back.
 
     Parameters
@@ -291,6 +341,15 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
         ``{chunk index: record}`` of chunks whose blurb is kept from an earlier version of the
         document (:func:`assets.edits.kept_blurbs`): no prompt is built for them, and a window
         whose chunks are all kept is not read.
+    generate_window : callable, optional
+        ``(tokens, line starts, max_tokens a line) -> Generation``
+        (:meth:`resources.models.llm.BlurbLLM.generate_lines`): with a one-generation template
+        (:attr:`assets.prompting.PromptTemplate.one_generation`), one sequence writes the lines of
+        every uncached chunk of a window, each line started with its chunk's mark and the answer
+        prefix (a 0.5B model asked for several lines at once wrote one and stopped); the lines are
+        parsed back to their chunks (:func:`parse_window_lines`), and a chunk whose line is
+        missing, repeated, garbled or unusable gets its own call through ``generate`` (problem tag
+        ``one-generation-fallback:<why>``), over the same cached prefix.
 
     Returns
     -------
@@ -313,6 +372,8 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                 out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
         return out  # type: ignore[return-value]
     for w_index, window in enumerate(plan.windows):
+        fell_back: dict[int, str] = {}
+        unpaid: dict = {}
         members = [i for i in window.chunks if i not in kept]
         if not members:
             continue
@@ -323,6 +384,19 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                 if cache is not None else None for i in members}
         entries = {i: cache.get(keys[i]) if keys[i] else None for i in members}
         batched: dict[int, object] = {}
+        if builder.template.one_generation and generate_window is not None:
+            todo = [i for i in members if entries[i] is None]
+            if todo:
+                done, fell_back, unpaid = _one_generation(text, chunks, todo, prefix, builder, generate_window,
+                                                          plan.n_ctx, plan.max_tokens, w_index, window_text,
+                                                          cache, cache_key, ground)
+                for i, rec in done.items():
+                    out[i] = rec
+                    if on_blurb:
+                        on_blurb(i, rec)
+                members = [i for i in members if i not in done]
+                if not members:
+                    continue
         if generate_batch is not None:
             todo = [i for i in members if entries[i] is None]
             if todo:
@@ -348,7 +422,58 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
             if cleaned.status != "model" and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
                             i, ", ".join(cleaned.problems), raw[:200])
+            if i in fell_back:
+                rec.problems = rec.problems + [f"one-generation-fallback:{fell_back[i]}"]
+                if unpaid:  # the window's call made no usable line: its figures go here
+                    for k in ("prompt_tokens", "evaluated", "reused", "generated", "seconds"):
+                        setattr(rec, k, getattr(rec, k) + unpaid[k])
+                    unpaid = {}
             out[i] = rec
             if on_blurb:
                 on_blurb(i, rec)
     return out  # type: ignore[return-value]
+
+
+def _one_generation(text, chunks, todo, prefix, builder, generate_window, n_ctx, max_tokens, w_index,
+                    window_text, cache, cache_key, ground) -> tuple[dict[int, BlurbRecord], dict[int, str], dict]:
+    """A window's one generation (see :func:`contextualize`).
+
+    Returns
+    -------
+    (records, fallbacks, call)
+        The usable records it gives; ``{index: why}`` of the chunks it leaves to their own call
+        (``missing``, ``repeated``, ``garbled``, or the cleaning's reason); the call's figures when
+        no record carries them (no line was usable), else ``{}``.
+    """
+    suffix = builder.window_suffix(todo)
+    key = cache_key(window_text, "one-generation:" + ",".join(map(str, todo))) if cache is not None else None
+    entry = cache.get(key) if key else None
+    t0 = time.perf_counter()
+    if entry is not None:
+        raw, n_prompt, n_eval, n_gen, seconds = entry["raw"], entry["prompt_tokens"], 0, entry["generated"], 0.0
+    else:
+        starts = [f"\n{chunk_mark(i)} {builder.template.answer_prefix}".rstrip() for i in todo[1:]]
+        gen = generate_window(prefix + suffix, starts, max_tokens)
+        raw = f"{chunk_mark(todo[0])} {builder.template.answer_prefix}".rstrip() + gen.text
+        n_prompt, n_eval, n_gen, seconds = gen.prompt_tokens, gen.evaluated, gen.generated, time.perf_counter() - t0
+        if key:
+            cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
+    call = {"prompt_tokens": n_prompt, "evaluated": n_eval, "reused": n_prompt - n_eval, "generated": n_gen,
+            "seconds": round(seconds, 4), "window": w_index}
+    out: dict[int, BlurbRecord] = {}
+    fallbacks: dict[int, str] = {}
+    for i, (line, why) in parse_window_lines(raw, todo).items():
+        if why:
+            fallbacks[i] = why
+            continue
+        rec = record_from_raw(line, chunks[i], text if ground else None, True, cached=entry is not None)
+        if rec.status != "model":
+            fallbacks[i] = rec.problems[-1]  # unusable (ungrounded, restated, ...): its own call
+            continue
+        rec.raw = line
+        rec.problems = rec.problems + ["one-generation"]
+        if not out:  # the one call's figures go to the first chunk it served
+            for k, v in call.items():
+                setattr(rec, k, v)
+        out[i] = rec
+    return out, fallbacks, ({} if out else call)

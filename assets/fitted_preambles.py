@@ -70,6 +70,18 @@ def generation_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
     return max(llm.max_tokens, REASONING_MAX_TOKENS) if builder.frame.reasoning else llm.max_tokens
 
 
+#: A one-generation prompt (``by-reference-window``) reserves this many blurbs' generation bound
+#: in each window for its lines: 8 × 80 tokens holds about 20 of the 25-40-token lines the default
+#: model writes; a window's chunks past that fall back to their own calls.  Chosen, not measured.
+ONE_GENERATION_RESERVE = 8
+
+
+def fit_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
+    """Generated tokens a window's prompt reserves: :func:`generation_bound`, times
+    :data:`ONE_GENERATION_RESERVE` for a one-generation prompt."""
+    return generation_bound(llm, builder) * (ONE_GENERATION_RESERVE if builder.template.one_generation else 1)
+
+
 def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,
                  max_tokens: int) -> preambles.FitPlan:
     """:func:`assets.preambles.plan` with the builder's exact counts (by reference: the chunk
@@ -138,7 +150,7 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
                                      reason=f"large document: {len(spans):,} chunks > {limit:,} "
                                             "(SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs")
         else:
-            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, generation_bound(llm, builder))
+            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, fit_bound(llm, builder))
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason:
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")

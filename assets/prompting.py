@@ -57,6 +57,17 @@ class PromptTemplate:
     by_reference: bool = False
     #: With ``by_reference``: the instruction after the document block (in the shared prefix).
     instruction: str = ""
+    #: With ``by_reference``: one generation per window writes every chunk's blurb, one line a
+    #: chunk starting with its mark (:meth:`window_block`); a chunk whose line is missing,
+    #: repeated, garbled or unusable is situated by its own call over the same prefix.
+    one_generation: bool = False
+
+    def window_block(self, indexes: list[int]) -> str:
+        """The per-window text of a one-generation prompt: the marks of the chunks to situate and
+        how to answer."""
+        marks = ", ".join(chunk_mark(i) for i in indexes)
+        return (f"Here are the chunks we want to situate within the whole document: {marks}. Answer with one "
+                "line per chunk, in this order, each line starting with the chunk's mark.")
 
     def reference_block(self, index: int, first_line: str) -> str:
         """The per-chunk text of a by-reference prompt: ``chunk_head``, the chunk's mark and its
@@ -175,6 +186,10 @@ BY_REFERENCE = PromptTemplate(
     answer_prefix="This chunk is about",
     by_reference=True,
 )
+#: A window's blurbs in one generation (issue 23, item 2): the prefix of :data:`BY_REFERENCE`
+#: (so a chunk that falls back to its own call reuses the cached window), then one request for
+#: every chunk of the window, answered one line a chunk.  Written for situate.
+BY_REFERENCE_WINDOW = dataclasses.replace(BY_REFERENCE, name="by-reference-window", one_generation=True)
 ANTHROPIC_2024_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+system", system=SITUATING_SYSTEM)
 ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed",
                                                    answer_prefix="This chunk")
@@ -191,7 +206,7 @@ DEFAULT_PROMPT = "anthropic-2024-primed-about"
 #: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
 PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED, ANTHROPIC_2024_PRIMED_ABOUT, ANTHROPIC_2024_SYSTEM,
                                ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR,
-                               BY_REFERENCE)}
+                               BY_REFERENCE, BY_REFERENCE_WINDOW)}
 
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480

@@ -150,3 +150,65 @@ def test_search_works_in_each_mode(modes):
         _ingest(docs, home, SITUATE_CONTEXT=mode)
         hits = situate.search("where is the .env file found?", k=3, home=str(home))
         assert hits and hits[0].source == "main.py"
+
+
+def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
+    """A window's blurbs in one generation by the real model; then the same answer garbled (a
+    line dropped, one repeated, one emptied): those chunks fall back to their own calls, whose
+    blurbs are exactly what chunks by reference give them, and no chunk is left without one."""
+    from assets.blurbs import stops
+    from assets.chunking import make_chunks
+    from assets.chunks import count_cl100k
+    from assets.contextualize import contextualize
+    from assets.fitted_preambles import fit_bound, prompt_builder
+    from assets.fitted_preambles import fit_document
+    from assets.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
+    from pipelines.settings import resources_from_env
+
+    text = "".join(DOTENV.read_text().splitlines(keepends=True)[:140])
+    chunks = make_chunks("k", text, [], count_cl100k, 160, 0)
+    spans, texts = [(c.start, c.end) for c in chunks], [c.text for c in chunks]
+    assert len(texts) >= 5
+    llm = resources_from_env(plain=True)["llm"]
+
+    def generate(tokens):
+        return llm.generate(tokens, stop=stops(False))
+
+    def generate_window(tokens, starts, max_tokens):
+        return llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=max_tokens)
+
+    window_b = prompt_builder(llm, BY_REFERENCE_WINDOW, source=True)
+    single_b = prompt_builder(llm, BY_REFERENCE, source=True)
+    plan = fit_document(text, spans, window_b, llm.n_ctx, fit_bound(llm, window_b))
+    assert len(plan.windows) == 1
+    one = contextualize(text, texts, plan, window_b, generate, spans=spans, generate_window=generate_window)
+    assert all(r.status == "model" and "[chunk" not in r.blurb for r in one)
+    served = [i for i, r in enumerate(one) if "one-generation" in r.problems]
+    assert len(served) >= 2  # the one generation wrote usable lines, not only fallbacks
+    single = contextualize(text, texts, fit_document(text, spans, single_b, llm.n_ctx, llm.max_tokens),
+                           single_b, generate, spans=spans)
+    for i, r in enumerate(one):  # a fallback's blurb is the by-reference blurb of that chunk
+        if "one-generation" not in r.problems:
+            assert r.blurb == single[i].blurb
+
+    a, b, c = served[0], served[1], len(texts) - 1
+
+    def garbled(tokens, starts, max_tokens):
+        g = generate_window(tokens, starts, max_tokens)
+        lines = g.text.split("\n")
+        out = []
+        for line in lines:
+            if line.startswith(f"[chunk {b + 1}]"):
+                continue  # dropped
+            out.append(line)
+            if line.startswith(f"[chunk {c + 1}]"):
+                out.append(line)  # repeated
+        g.text = "\n".join(out)
+        return g
+
+    again = contextualize(text, texts, plan, window_b, generate, spans=spans, generate_window=garbled)
+    assert len(again) == len(texts) and all(r.blurb for r in again)
+    assert "one-generation-fallback:missing" in again[b].problems and again[b].blurb == single[b].blurb
+    assert "one-generation-fallback:repeated" in again[c].problems and again[c].blurb == single[c].blurb
+    if a != 0:  # the first line's start is in the prompt, so chunk 1 cannot be dropped by garbling
+        assert again[a].blurb == one[a].blurb

@@ -243,3 +243,84 @@ def test_blurb_file_round_trip_is_byte_stable(tmp_path):
 
     with pytest.raises(ValueError, match="bad.jsonl.gz, line 1"):
         blurb_files.read(bad)
+
+
+# -- a window's blurbs in one generation ----------------------------------------------------------
+def test_window_lines_are_parsed_back_to_their_chunks():
+    from assets.contextualize import parse_window_lines
+
+    text = ("[chunk 3] This chunk is about C.\n[chunk 4]: This chunk is about D,\ncontinued here.\n"
+            "[chunk 4] This chunk is about D again.\n[chunk 9] not asked for\n- [chunk 6] ok\n[chunk 7] two words\n"
+            "[chunk 8] This chunk is about C!")
+    got = parse_window_lines(text, [2, 3, 4, 5, 6, 7])
+    assert got == {2: ("This chunk is about C.", ""), 3: ("", "repeated"), 4: ("", "missing"),
+                   5: ("", "garbled"), 6: ("two words", ""), 7: ("", "repeated")}
+
+
+class FakeWindowGenerate:
+    """FAKE one generation: a line per chunk asked for, in order, each naming its own section;
+    ``garble`` maps a chunk index to what happens to its line (``drop``, ``twice``, ``empty``,
+    ``invented``: a name absent from the document)."""
+
+    def __init__(self, garble=None):
+        self.garble = garble or {}
+        self.calls = 0
+
+    def __call__(self, tokens, starts, max_tokens):
+        self.calls += 1
+        prompt = decoded(tokens)
+        asked = [int(n) - 1 for n in prompt.rsplit("Here are the chunks", 1)[1].split(". Answer")[0]
+                 .replace("[chunk ", "").replace("]", "").split(":")[1].split(",")]
+        lines = []
+        for i in asked:
+            how = self.garble.get(i)
+            line = f"[chunk {i + 1}] This chunk is about the entries of Section {i}."
+            if how == "drop":
+                continue
+            if how == "empty":
+                line = f"[chunk {i + 1}]"
+            if how == "invented":
+                line = f"[chunk {i + 1}] This chunk is about the FrobnicatorFactory class."
+            lines += [line, line] if how == "twice" else [line]
+        text = "\n".join(lines)
+        first = f"[chunk {asked[0] + 1}] This chunk is about"
+        assert prompt.endswith(first)
+        return Generation(text[len(first):] if text.startswith(first) else "\n" + text, len(tokens), len(tokens), 0,
+                          30 * len(asked), 0.0)
+
+
+def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fake_tokenizer):
+    from assets.blurbs import blurb_summary
+    from assets.prompting import BY_REFERENCE_WINDOW
+
+    text, spans = doc_and_spans(6)
+    chunks = [text[a:z] for a, z in spans]
+    b = PromptBuilder(fake_tokenizer, FRAME, BY_REFERENCE_WINDOW)
+    p = fit_document(text, spans, b, n_ctx=4096, max_tokens=32)
+    window = FakeWindowGenerate({1: "drop", 2: "twice", 3: "empty", 4: "invented"})
+    single = FakeGenerate()
+    recs = contextualize(text, chunks, p, b, single, spans=spans, generate_window=window)
+    assert window.calls == 1 and len(single.prompts) == 4
+    # every chunk has a blurb naming its own section, none lost, none given to another chunk
+    assert [f"Section {i} " in r.blurb or f"Section {i}." in r.blurb for i, r in enumerate(recs)] == [True] * 6
+    tags = [[x for x in r.problems if x.startswith("one-generation")] for r in recs]
+    assert tags == [["one-generation"], ["one-generation-fallback:missing"], ["one-generation-fallback:repeated"],
+                    ["one-generation-fallback:garbled"], ["one-generation-fallback:ungrounded"], ["one-generation"]]
+    # the single calls reuse the window's prefix: the same tokens up to the chunk's own request
+    prefix = decoded(b.window_prefix(text, spans, 0, len(text)))
+    assert all(pr.startswith(prefix) for pr in single.prompts)
+    s = blurb_summary(recs)
+    assert s["model_calls"] == 5 and s["one_generation_lines"] == 2
+    assert s["one_generation_fallbacks"] == {"missing": 1, "repeated": 1, "garbled": 1, "ungrounded": 1}
+
+
+def test_the_examples_in_the_new_modules_hold():
+    import doctest
+
+    import assets.blurb_files
+    import assets.contextualize
+    import assets.edits
+    import assets.skipping
+
+    for m in (assets.skipping, assets.edits, assets.contextualize, assets.blurb_files):
+        assert doctest.testmod(m).failed == 0, m.__name__

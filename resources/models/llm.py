@@ -304,6 +304,54 @@ class BlurbLLM(dg.ConfigurableResource):
                           (p1.t_eval_ms - p0.t_eval_ms) / 1000 if perf else 0.0)
 
 
+    def generate_lines(self, tokens: list[int], starts: list[str], stop: list[str] | None = None,
+                       max_tokens: int | None = None, grammar: str = "") -> Generation:
+        """One sequence of lines: the completion of ``tokens`` up to a line break, then for each
+        of ``starts`` that text (the next line's start, given) and its completion, each
+        continuing the same KV cache (only the given start is evaluated between lines).
+
+        Parameters
+        ----------
+        tokens : list of int
+            The prompt, in this model's tokens.
+        starts : list of str
+            The start of each line after the first (e.g. ``"\n[chunk 4] This chunk is about"``).
+        stop : list of str, optional
+            Stop strings besides the line break.
+        max_tokens : int, optional
+            Bound on each line's generated tokens (default ``self.max_tokens``).
+
+        Returns
+        -------
+        Generation
+            ``text`` is the first line's completion, then each start and its completion;
+            token counts and seconds are summed over the lines (``prompt_tokens`` is the last
+            call's prompt).
+        """
+        llm = self.load()
+        stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
+
+        def enc(s: str) -> list[int]:
+            return llm.tokenize(s.encode("utf-8"), add_bos=False, special=False) if s else []
+
+        seq, text, total = list(tokens), "", None
+        for n in range(len(starts) + 1):
+            if n:
+                text += starts[n - 1]
+                seq += enc(starts[n - 1])
+            g = self.generate(seq, stop=stops, max_tokens=max_tokens, grammar=grammar)
+            text += g.text
+            seq += enc(g.text)
+            if total is None:
+                total = g
+            else:
+                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds"):
+                    setattr(total, f, getattr(total, f) + getattr(g, f))
+                total.prompt_tokens = g.prompt_tokens
+        total.reused = total.prompt_tokens - total.evaluated
+        total.text = text
+        return total
+
     def batcher(self, stop: list[str] | None = None, max_tokens: int | None = None):
         """The process-wide :class:`resources.models.batching.SharedPrefixBatcher` for these settings
         (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights;
