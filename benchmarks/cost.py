@@ -27,10 +27,12 @@ DOCS_CORPUS = ROOT.parent / "shared" / "eval" / "docs" / "docs_chunks.json"
 #: (label, context mode, prompt name) measured; today's prompt first, as the reference.
 MODES = (("today (anthropic-2024-primed-about)", "chunk", "anthropic-2024-primed-about"),
          ("by-reference", "chunk", "by-reference"),
+         ("one generation (by-reference-window)", "chunk", "by-reference-window"),
          ("document", "document", ""))
 
 
-def _spans(doc: dict) -> list[tuple[int, int]]:
+def corpus_spans(doc: dict) -> list[tuple[int, int]]:
+    """Character spans of a cookbook-form document's chunks in its ``content``, in order."""
     text, out, pos = doc["content"], [], 0
     for c in doc["chunks"]:
         s = text.find(c["content"], pos)
@@ -58,7 +60,7 @@ def cost_section(quick: bool, log=print) -> dict:
     from assets.blurbs import document_records, stops
     from assets.code_context import is_source
     from assets.contextualize import contextualize
-    from assets.fitted_preambles import document_builder, fit_document, fit_summary, generation_bound, prompt_builder
+    from assets.fitted_preambles import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
     from assets.prompting import PROMPTS
     from pipelines.settings import resources_from_env
     from resources.models.llm import BlurbLLM
@@ -71,12 +73,17 @@ def cost_section(quick: bool, log=print) -> dict:
     for label, mode, prompt in MODES:
         llm = BlurbLLM(**{**base.model_dump(), "context": mode, "prompt": prompt or base.prompt})
         for corpus, d in docs:
-            text, spans = d["content"], _spans(d)
+            text, spans = d["content"], corpus_spans(d)
             chunks = [c["content"] for c in d["chunks"]]
             gens = []
 
             def generate(tokens, reasoning=False):
                 g = llm.generate(tokens, stop=stops(reasoning), max_tokens=llm.max_tokens)
+                gens.append(g)
+                return g
+
+            def generate_window(tokens, starts, max_tokens):
+                g = llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=max_tokens)
                 gens.append(g)
                 return g
 
@@ -87,8 +94,9 @@ def cost_section(quick: bool, log=print) -> dict:
                 recs = document_records(text, len(chunks), plan, builder, generate, [None] * len(chunks))
             else:
                 builder = prompt_builder(llm, PROMPTS[prompt], source=is_source({"format": "corpus", "text": text}))
-                plan = fit_document(text, spans, builder, llm.n_ctx, generation_bound(llm, builder))
-                recs = contextualize(text, chunks, plan, builder, generate, spans=spans)
+                plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
+                recs = contextualize(text, chunks, plan, builder, generate, spans=spans,
+                                     generate_window=generate_window if builder.template.one_generation else None)
             doc_tokens = len(builder.tokenizer.encode(text))
             calls += [(label, g, n == 0) for n, g in enumerate(gens)]
             rows.append({"mode": label, "corpus": corpus, "doc_id": d["doc_id"], "chunks": len(chunks),
@@ -96,6 +104,8 @@ def cost_section(quick: bool, log=print) -> dict:
                          "llm_seconds": round(sum(g.seconds for g in gens), 3),
                          "evaluated": sum(g.evaluated for g in gens), "generated": sum(g.generated for g in gens),
                          "usable": sum(r.status == "model" for r in recs),
+                         "one_generation_fallbacks": sum(any(x.startswith("one-generation-fallback")
+                                                             for x in r.problems) for r in recs),
                          "blurbs": [r.blurb for r in recs][:3]})
             log(f"cost {label} {d['doc_id']}: {len(chunks)} chunks, {rows[-1]['llm_seconds']:.1f} s, "
                 f"{rows[-1]['evaluated']} evaluated, {rows[-1]['generated']} generated")
@@ -115,6 +125,7 @@ def cost_section(quick: bool, log=print) -> dict:
                                "evaluated_per_chunk": round(sum(r["evaluated"] for r in mine) / n, 1),
                                "generated_per_chunk": round(sum(r["generated"] for r in mine) / n, 1),
                                "usable": round(sum(r["usable"] for r in mine) / n, 3),
+                               "one_generation_fallbacks": sum(r["one_generation_fallbacks"] for r in mine),
                                "floor_s": round(floor, 2), "over_floor": round(secs / floor, 3)}
     today = out["modes"][MODES[0][0]]["s_per_chunk"]
     for m in out["modes"].values():
@@ -140,9 +151,9 @@ def markdown(c: dict) -> list[str]:
              f"{c['prefill_tokens_per_s']} tokens/s, generation {c['generated_tokens_per_s']} tokens/s; "
              f"load average at the end {c['load_average']}.", "",
              "| mode | chunks | LLM s a chunk | × today's | prompt tokens evaluated a chunk | tokens generated a chunk "
-             "| floor s | × floor | usable |", "|---|---|---|---|---|---|---|---|---|"]
+             "| floor s | × floor | usable | one-generation fallbacks |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in c["modes"].items():
         lines.append(f"| {name} | {m['chunks']} | {m['s_per_chunk']} | {m['over_today']} | {m['evaluated_per_chunk']} | "
                      f"{m['generated_per_chunk']} | {m['floor_s']} | {m['over_floor'] if m['over_floor'] is not None else '—'} | "
-                     f"{m['usable']} |")
+                     f"{m['usable']} | {m.get('one_generation_fallbacks', '—')} |")
     return lines

@@ -94,6 +94,17 @@ def load_corpus() -> list[dict]:
 
 
 # -- LLM ---------------------------------------------------------------------------------------
+def _doc_prompts(builder, d: dict, k: int | None = None) -> tuple[list[int], list[list[int]]]:
+    """The prefix (the whole document as one window) and the first ``k`` chunks' suffixes of a
+    corpus document, with the builder's prompt (chunks by reference included)."""
+    from cost import corpus_spans
+
+    text, spans = d["content"], corpus_spans(d)
+    chunks = d["chunks"][:k] if k else d["chunks"]
+    return (builder.window_prefix(text, spans, 0, len(text)),
+            [builder.suffix(c["content"], i) for i, c in enumerate(chunks)])
+
+
 def _rates_at_depth(L, depth: int, probe: list[int], tries: int, steps: int) -> tuple[float, float]:
     """The loaded model's prompt-eval and generation rates (tokens/s) after ``depth`` cached tokens:
     the best of ``tries`` (a limit is the machine's best).  The first ``depth`` tokens must be in
@@ -123,9 +134,9 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     for d in corpus:
         if len(d["chunks"]) < 10:
             continue
-        prefix = builder.prefix(d["content"])
+        prefix, sufs = _doc_prompts(builder, d)
         if 2000 <= len(prefix) <= 7000:
-            docs.append((d["doc_id"], prefix, [builder.suffix(c["content"]) for c in d["chunks"]]))
+            docs.append((d["doc_id"], prefix, sufs))
     if not docs:
         raise ValueError("no document of 2k-7k LLM tokens with 10+ chunks in the corpus")
     # quick: the document with the most chunks among those of at most 3,300 prefix tokens
@@ -172,7 +183,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     pair = sorted((d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= 4000),
                   key=lambda d: len(d["content"]))[:2]
     (a_id, a_pre, a_suf), (b_id, b_pre, b_suf) = [
-        (d["doc_id"], builder.prefix(d["content"]), [builder.suffix(c["content"]) for c in d["chunks"][:2]])
+        (d["doc_id"], *_doc_prompts(builder, d, 2))
         for d in pair]
     orders = {"AABB": [(a_pre, a_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[0]), (b_pre, b_suf[1])],
               "ABAB": [(a_pre, a_suf[0]), (b_pre, b_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[1])]}
@@ -264,7 +275,7 @@ def models_section(corpus: list[dict], quick: bool) -> dict:
 
     def run(llm: BlurbLLM, d: dict = doc, k: int = n) -> dict:
         builder = prompt_builder(llm, source=True)
-        r = _blurb_run(llm, builder, builder.prefix(d["content"]), [builder.suffix(c["content"]) for c in d["chunks"][:k]])
+        r = _blurb_run(llm, builder, *_doc_prompts(builder, d, k))
         _CACHE.clear()  # one model in memory at a time
         return r
 
@@ -299,9 +310,9 @@ def models_section(corpus: list[dict], quick: bool) -> dict:
         L.reset()
         k = 0
         for w in plan.windows[:2]:  # the first two windows, every chunk in them
-            window = long_doc["content"][w.start:w.end]
+            prefix = builder.window_prefix(long_doc["content"], spans, w.start, w.end)
             for i in w.chunks[: (3 if quick else 6)]:
-                llm.generate(builder.prefix(window) + builder.suffix(long_doc["chunks"][i]["content"]))
+                llm.generate(prefix + builder.suffix(long_doc["chunks"][i]["content"], i))
                 k += 1
         secs = time.perf_counter() - t0
         _CACHE.clear()

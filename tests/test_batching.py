@@ -33,8 +33,9 @@ def test_batched_greedy_output_equals_sequential_token_for_token():
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"batch": 3})
     b = prompt_builder(llm)
     text, chunks = _real_document()
-    prefix = b.prefix(text)
-    suffixes = [b.suffix(c) for c in chunks]
+    spans = [(text.index(c), text.index(c) + len(c)) for c in chunks]
+    prefix = b.window_prefix(text, spans, 0, len(text))  # the default prompt's, by reference or not
+    suffixes = [b.suffix(c, i) for i, c in enumerate(chunks)]
     L = llm.load()
     L.reset()
     sequential = [llm.generate(prefix + s, stop=STOP) for s in suffixes]
@@ -49,7 +50,7 @@ def test_batched_greedy_output_equals_sequential_token_for_token():
     assert [g.evaluated for g in batched[1:]] == [len(s) for s in suffixes[1:]]
     assert all(g.prompt_tokens == len(prefix) + len(s) for g, s in zip(batched, suffixes))
     # another document afterwards: its prefix replaces the old one
-    other = b.prefix(chunks[2] + chunks[1])
+    other = b.window_prefix(chunks[2] + chunks[1], [(0, len(chunks[2]))], 0, len(chunks[2] + chunks[1]))
     again = batcher.generate(other, suffixes[:1])
     L.reset()
     assert again[0].text == llm.generate(other + suffixes[0], stop=STOP).text
