@@ -3,8 +3,8 @@ LLM call.
 
 ``situate eval --save-blurbs FILE`` writes one line per chunk after an evaluation; ``situate eval
 --blurbs FILE`` (``SITUATE_BLURBS_FILE`` for any ingest) takes each chunk's blurb from the file
-when the file has one for the chunk's text, made by the same model file in the same mode, and
-lets the model make the rest.  What the model wrote (``raw``) is kept, and cleaning and grounding
+when the file has one for the chunk's text in the same version of its document, made by the same
+model file in the same mode, and lets the model make the rest.  What the model wrote (``raw``) is kept, and cleaning and grounding
 run again on it, exactly as on a blurb-cache hit.
 
 Line format (one JSON object a line, gzip)::
@@ -36,8 +36,10 @@ def write(path: str | Path, lines: list[dict]) -> int:
     return len(lines)
 
 
-def read(path: str | Path) -> dict[tuple[str, str, str], dict]:
-    """``{(mode, model sha256, text sha256): line}`` of a blurb file.
+def read(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
+    """``{(mode, model sha256, document sha256, text sha256): line}`` of a blurb file: a chunk's
+    blurb is found by its own document's version and its text (the same text in two documents,
+    a licence header say, has a blurb for each).
 
     Raises
     ------
@@ -46,14 +48,14 @@ def read(path: str | Path) -> dict[tuple[str, str, str], dict]:
     ValueError
         A line is not JSON or lacks a field (the message names the file and line).
     """
-    out: dict[tuple[str, str, str], dict] = {}
+    out: dict[tuple[str, str, str, str], dict] = {}
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
                 d = json.loads(line)
-                out.setdefault((d["mode"], d["model_sha256"], d["text_sha256"]), d)
+                out.setdefault((d["mode"], d["model_sha256"], d["doc_sha256"], d["text_sha256"]), d)
             except (ValueError, KeyError, TypeError) as e:
                 raise ValueError(f"{path}, line {n}: not a blurb line ({type(e).__name__}: {e})") from None
     return out

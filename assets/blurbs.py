@@ -135,9 +135,12 @@ def blurb_summary(records: list) -> dict:
     deps=["fitted_preambles"],
     kinds={"python", "file"},
     group_name="ingest",
-    description="For each chunk, Anthropic's published prompt (document window first, then the "
-                "chunk and the instruction) through the in-process llama-cpp-python model; the "
-                "blurb is cleaned, and an unusable one falls back to the chunk alone.",
+    description="A situating context for each chunk, as SITUATE_CONTEXT says: chunk (a blurb per chunk: "
+                "Anthropic's published prompt, or chunks by reference in the cached document, through the "
+                "in-process llama-cpp-python model), document (one summary per document) or structure (no "
+                "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
+                "files, minified, encoded, numeric and degenerate chunks get no LLM call; an edited "
+                "document keeps the blurbs of its unchanged chunks.",
 )
 def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
     builder_for = builders_by_kind(llm)
@@ -185,7 +188,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             if llm.blurbs_file:
                 wanted = "document" if mode == "document" else f"chunk:{llm.prompt}"
                 for i, x in enumerate(texts):
-                    line = from_file.get((wanted, model_sha, text_sha256(x)))
+                    line = from_file.get((wanted, model_sha, doc_sha, text_sha256(x)))
                     if line is not None and not reasons[i]:
                         given[i] = line["raw"]
             if mode == "document":
@@ -254,10 +257,14 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         n = sum(v["chunks"] for v in ok.values())
         return {"blurbs_total": n, "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
                 "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
+                "kept_from_earlier_version_total": sum(v.get("kept_from_earlier_version", 0) for v in ok.values()),
+                "one_generation_fallbacks_total": sum(sum(v.get("one_generation_fallbacks", {}).values())
+                                                      for v in ok.values()),
                 "model_calls_total": sum(v["model_calls"] for v in ok.values()),
                 "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
                 "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,
                 "blurbs_per_second": round(n / secs, 3) if secs else 0.0}
 
     return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
+                                          "context_mode": llm.context,
                                           **report.metadata(totals)})

@@ -232,8 +232,8 @@ def test_blurb_file_round_trip_is_byte_stable(tmp_path):
     assert blurb_files.write(a, lines) == 2 and blurb_files.write(b, list(reversed(lines))) == 2
     assert a.read_bytes() == b.read_bytes()
     got = blurb_files.read(a)
-    assert got[("chunk:by-reference", "sha", "t1")]["raw"] == "This chunk is about A."
-    assert got[("structure", "", "t0")]["status"] == "skipped:structure"
+    assert got[("chunk:by-reference", "sha", "v1", "t1")]["raw"] == "This chunk is about A."
+    assert got[("structure", "", "v1", "t0")]["status"] == "skipped:structure"
     first = json.loads(gzip.open(a, "rt").readline())
     assert first["chunk_id"] == "d:0:y" and set(first) == set(blurb_files.FIELDS)
     bad = tmp_path / "bad.jsonl.gz"
