@@ -227,6 +227,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                         decided[i] = dataclasses.replace(
                             BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
                             cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+
                 def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
                     return llm.generate_lines(tokens, starts, stop=stops(reasoning), max_tokens=max_tokens,
                                               grammar=grammar)
