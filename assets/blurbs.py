@@ -221,9 +221,9 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                     if i not in decided:
                         decided[i] = dataclasses.replace(
                             record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1)
+                fields = {f.name for f in dataclasses.fields(BlurbRecord)}
                 for i, prev in kept.items():
                     if i not in decided:
-                        fields = {f.name for f in dataclasses.fields(BlurbRecord)}
                         decided[i] = dataclasses.replace(
                             BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
                             cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)

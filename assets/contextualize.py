@@ -418,10 +418,9 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
                     cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
             rec = record_from_raw(raw, chunks[i], text if ground else None, builder.by_reference,
                                   n_prompt, n_eval, n_reused, n_gen, round(seconds, 4), w_index, entry is not None)
-            cleaned = rec
-            if cleaned.status != "model" and log is not None:
+            if rec.status != "model" and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
-                            i, ", ".join(cleaned.problems), raw[:200])
+                            i, ", ".join(rec.problems), raw[:200])
             if i in fell_back:
                 rec.problems = rec.problems + [f"one-generation-fallback:{fell_back[i]}"]
                 if unpaid:  # the window's call made no usable line: its figures go here
