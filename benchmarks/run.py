@@ -10,6 +10,10 @@ Sections (each a function below, each returning a dict that goes into the report
     Issue 23's measure: LLM seconds a chunk for today's prompt, chunks by reference and the
     document mode on the same documents in one run, each mode's prompt tokens evaluated and tokens
     generated a chunk, and its ratio to the floor (:mod:`benchmarks.cost`).
+``threads``
+    The default blurb model's prefill and generation rates idle and beside one busy core, for
+    2 and 1 threads, OpenMP's passive waiting and situate's default (threads follow the free
+    cores) (:mod:`benchmarks.threads`).
 ``skipping``
     The chunks the no-model tests flag on the two labelled corpora and on installed packages'
     folders (minified JavaScript, numpy's data), by reason (:mod:`benchmarks.skipping`).
@@ -527,6 +531,10 @@ def markdown(report: dict) -> str:
         import cost
 
         lines += cost.markdown(s["cost"])
+    if "threads" in s:
+        import threads
+
+        lines += threads.markdown(s["threads"])
     if "skipping" in s:
         import skipping
 
@@ -630,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
-    ap.add_argument("--only", default="cost,skipping,llm,embed,search,rerank,reingest,partitions",
+    ap.add_argument("--only", default="cost,threads,skipping,llm,embed,search,rerank,reingest,partitions",
                     help="comma-separated sections (also: models, embedq, service, scale_out)")
     ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
     args = ap.parse_args(argv)
@@ -654,6 +662,10 @@ def main(argv: list[str] | None = None) -> int:
                 import cost
 
                 r = cost.cost_section(args.quick, log)
+            elif name == "threads":
+                import threads
+
+                r = threads.threads_section(log)
             elif name == "skipping":
                 import skipping
 

@@ -18,7 +18,7 @@ SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
 SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
 SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      0 (``--rerank 30`` turns it on)
 SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024-primed-about``
-SITUATE_CONTEXT          what writes the context: chunk, document, structure  ``chunk``
+SITUATE_CONTEXT          what writes the context: chunk, document, structure ``document``
 SITUATE_DOCUMENT_TOKENS  document mode: LLM tokens of the document read  2048
 SITUATE_BLURBS_FILE      blurbs taken from a file (no LLM call for them)  none
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
@@ -196,7 +196,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
                         batch=val("SITUATE_BATCH", 1, int),
                         max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
-                        context=val("SITUATE_CONTEXT", "chunk"),
+                        context=val("SITUATE_CONTEXT", "document"),
                         document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
                         blurbs_file=val("SITUATE_BLURBS_FILE", ""),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),

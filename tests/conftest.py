@@ -43,13 +43,17 @@ needs_models = pytest.mark.skipif(
     reason="default models not installed: run `make setup` (in CI they are required)")
 
 
-def small_settings(docs, home) -> dict:
+def small_settings(docs, home, context: str | None = "chunk") -> dict:
     """The end-to-end tests' small settings (``n_ctx`` 768, 120-token chunks, 24-token blurbs, no
     overlap), so a document needs more than one window and the suite stays quick on 2 cores; with
-    the docs folder, data folder and Dagster instance of one test module."""
+    the docs folder, data folder and Dagster instance of one test module.
+
+    ``context`` is ``SITUATE_CONTEXT``: ``chunk`` by default here, because these tests exercise the
+    per-chunk path (windows, the reused document prefix, a blurb a chunk); ``None`` leaves
+    situate's default (``document``), which ``test_cost_e2e`` and the demo's test run."""
     return {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
             "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
-            "DAGSTER_HOME": str(home / "dagster")}
+            "DAGSTER_HOME": str(home / "dagster"), **({"SITUATE_CONTEXT": context} if context else {})}
 
 
 

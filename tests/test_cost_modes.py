@@ -328,3 +328,18 @@ def test_the_examples_in_the_new_modules_hold():
 
     for m in (assets.skipping, assets.edits, assets.contextualize, assets.blurb_files):
         assert doctest.testmod(m).failed == 0, m.__name__
+
+
+def test_the_default_mode_is_the_document_mode(monkeypatch):
+    """Issue 23's choice: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; ``chunk`` (a blurb
+    a chunk, today's prompt) stays one setting away."""
+    from pipelines.settings import DEFAULT_PROMPT, resources_from_env
+    from resources.models.llm import BlurbLLM
+
+    monkeypatch.delenv("SITUATE_CONTEXT", raising=False)
+    monkeypatch.delenv("SITUATE_PROMPT", raising=False)
+    assert BlurbLLM(model_path="unused.gguf").context == "document"
+    assert resources_from_env(plain=True)["llm"].context == "document"
+    monkeypatch.setenv("SITUATE_CONTEXT", "chunk")
+    llm = resources_from_env(plain=True)["llm"]
+    assert (llm.context, llm.prompt) == ("chunk", DEFAULT_PROMPT) == ("chunk", "anthropic-2024-primed-about")

@@ -54,6 +54,7 @@ def report(tmp_path_factory):
     before = {k: os.environ.get(k) for k in ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_MAX_TOKENS", "24")
+        mp.setenv("SITUATE_CONTEXT", "chunk")  # a blurb a chunk: the configurations that rank blurbs
         first = run_eval(**kwargs)
         second = run_eval(**kwargs)
     # run_eval gives the caller's environment back

@@ -23,7 +23,7 @@ def demo_home(tmp_path_factory):
 
     docs, home = tmp_path_factory.mktemp("demo-docs"), tmp_path_factory.mktemp("demo-home")
     build_demo_corpus(docs)
-    settings = small_settings(docs, home)
+    settings = small_settings(docs, home, context=None)  # situate's default mode, as make demo runs
     with restored_env(tuple(settings)):
         os.environ.update(settings)
         summary = ingest(str(docs), str(home), echo=lambda *_: None)

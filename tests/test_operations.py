@@ -313,8 +313,9 @@ def _small_docs(folder: Path) -> None:
 
 
 def _small_settings(home: Path, **extra: str) -> dict:
-    """The e2e suite's small settings (n_ctx 768, 120-token chunks, 24-token blurbs) on ``home``."""
-    return {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
+    """The e2e suite's small settings (n_ctx 768, 120-token chunks, 24-token blurbs, a blurb a
+    chunk: ``SITUATE_CONTEXT=chunk``, so a run makes several LLM calls a document) on ``home``."""
+    return {"SITUATE_CONTEXT": "chunk", "SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
             "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
             **extra}
 
