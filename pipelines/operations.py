@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -123,6 +124,22 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
         holds another docs folder's documents and ``replace`` is false, a model file is missing or
         corrupt (one line each; see :mod:`pipelines.preflight`).
     """
+    from pipelines.settings import restored_env
+
+    # Dagster's in-process runs read the data folder from the environment (its resources are
+    # EnvVars): the variables are set for this call only and put back after, and ingests in one
+    # process take turns, so a concurrent search (which never reads them) or another ingest in
+    # another thread is never pointed at this call's folder (issue 24).
+    with _INGEST_LOCK, restored_env():
+        return _ingest(path, home, echo, replace)
+
+
+#: One in-process ingest at a time (see :func:`ingest`).
+_INGEST_LOCK = threading.RLock()
+
+
+def _ingest(path: str, home: str | None, echo, replace: bool) -> IngestSummary:
+    """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg
 
     from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
@@ -234,6 +251,10 @@ class QueryError(ValueError):
 #: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger
 #: number was a traceback.
 MAX_K = 1_000_000
+#: Longest query a search takes, in characters: the embedder reads 2,048 tokens of it at most
+#: (about 8,000 characters of English) and BM25 every word; a 1 MB query is refused, not tokenized
+#: (the service, the MCP tool, ``import situate`` and the command line alike).
+MAX_QUERY_CHARS = 8000
 
 
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
@@ -258,7 +279,8 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     Raises
     ------
     QueryError
-        The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
+        The query is empty or whitespace or longer than :data:`MAX_QUERY_CHARS`, ``k`` < 1 or
+        ``rerank`` < 0.
     pipelines.preflight.StartupError
         The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
         whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
@@ -270,6 +292,8 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
 
     if not query or not query.strip():
         raise QueryError("empty query: give the words to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(query):,} characters: at most {MAX_QUERY_CHARS:,} characters")
     if k < 1:
         raise QueryError(f"-k must be at least 1, got {k}")
     if k > MAX_K:
@@ -283,9 +307,13 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     if rerank is None:
         rerank = rerank_depth_from_env()
 
-    check_readable_home(home or os.environ.get("SITUATE_HOME") or ".situate")
-    prepare_env(home)
-    res = resources_from_env(plain=True)
+    from resources.store.objects import normalize_home
+
+    # this call's data folder, passed down: a search never changes the process environment, so
+    # threads searching different folders never see each other's (issue 24)
+    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
+    check_readable_home(home)
+    res = resources_from_env(plain=True, home=home)
     store = res["store"]
     rows = store.count_rows()
     if rows == 0:

@@ -125,9 +125,10 @@ def ensure_dagster_home() -> Path:
     return path
 
 
-def recorded_docs_root() -> str | None:
-    """The docs folder recorded in ``$SITUATE_HOME`` by the last ``situate ingest``, if any."""
-    raw = Store(home=str(situate_home())).read_file(DOCS_ROOT_FILE)
+def recorded_docs_root(home: str | None = None) -> str | None:
+    """The docs folder recorded in data folder ``home`` (default ``$SITUATE_HOME``) by the last
+    ``situate ingest``, if any."""
+    raw = Store(home=home or str(situate_home())).read_file(DOCS_ROOT_FILE)
     return (raw.decode("utf-8", "replace").strip() or None) if raw is not None else None
 
 
@@ -185,7 +186,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
             raise StartupError(f"SITUATE_REPEAT_PENALTY={os.environ['SITUATE_REPEAT_PENALTY']!r} is not a number") from None
     return {
-        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root() or "docs")),
+        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(home=home or val("SITUATE_HOME", ".situate"),
                        vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int)),
         # a model name is resolved here (the path is what the UI shows), a path is taken as it is

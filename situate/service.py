@@ -43,9 +43,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-#: Longest query accepted, in characters: the embedder reads 2,048 tokens of it at most (about
-#: 8,000 characters of English) and BM25 every word; a 1 MB query is refused, not tokenized.
-MAX_QUERY_CHARS = 8000
+from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
 #: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
 #: takes up to 1,000,000 for a dump).
 MAX_SERVICE_K = 1000

@@ -70,6 +70,21 @@ def _weight_repacking(on: bool):
         lc.llama_model_default_params = default
 
 
+def model_lock(llm) -> threading.RLock:
+    """The lock of one loaded llama.cpp model (``Llama``): a llama.cpp context holds one KV cache
+    and one batch, and two threads decoding in it at once corrupt both (the service's, the MCP
+    server's and an application's threads all reach the same process-wide model), so every call
+    into it (:meth:`BlurbLLM.generate`, :meth:`BlurbLLM.generate_lines`, :meth:`Embedder.embed`)
+    holds this lock.  Re-entrant: ``generate_lines`` calls ``generate``."""
+    lock = getattr(llm, "_situate_lock", None)
+    if lock is None:
+        with _LOCK:
+            lock = getattr(llm, "_situate_lock", None)
+            if lock is None:
+                lock = llm._situate_lock = threading.RLock()
+    return lock
+
+
 def _load(key: tuple, repack: bool = True, **kwargs):
     from llama_cpp import Llama
 
@@ -289,9 +304,15 @@ class BlurbLLM(dg.ConfigurableResource):
         -------
         Generation
         """
+        llm = self.load()
+        with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
+            return self._generate(llm, tokens, stop, max_tokens, grammar)
+
+    def _generate(self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
+                  grammar: str) -> Generation:
+        """:meth:`generate` on the loaded ``llm``, its lock held."""
         import llama_cpp
 
-        llm = self.load()
         fit_threads(llm, self.n_threads)
         CALLS["llm_generate"] += 1
         perf = getattr(llama_cpp, "llama_perf_context", None)
@@ -337,7 +358,12 @@ class BlurbLLM(dg.ConfigurableResource):
             call's prompt).
         """
         llm = self.load()
-        fit_threads(llm, self.n_threads)
+        with model_lock(llm):  # the lines continue one KV cache: no other caller in between
+            return self._generate_lines(llm, tokens, starts, stop, max_tokens, grammar)
+
+    def _generate_lines(self, llm, tokens: list[int], starts: list[str], stop: list[str] | None,
+                        max_tokens: int | None, grammar: str) -> Generation:
+        """:meth:`generate_lines` on the loaded ``llm``, its lock held."""
         stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
 
         def enc(s: str) -> list[int]:
@@ -510,6 +536,11 @@ class Embedder(dg.ConfigurableResource):
             ``float32[len(texts), dim]``, and how many inputs were cut to ``n_ctx`` tokens.
         """
         llm = self.load()
+        with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
+            return self._embed(llm, texts, prefix)
+
+    def _embed(self, llm, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
+        """:meth:`embed` on the loaded ``llm``, its lock held."""
         fit_threads(llm, self.n_threads)
         CALLS["embed_texts"] += len(texts)
         inputs, n_cut = [], 0
