@@ -20,6 +20,9 @@ CHECKS = {
     "vectors_sound": "Every vector has the embedder's dimension, finite values and unit L2 norm.",
     "fallback_share": "The share of blurbs that fell back to the chunk alone is under the threshold "
                       "(SITUATE_MAX_FALLBACK_SHARE, default 0.9).",
+    "no_removal_held": "No sync is holding back the removal of most (or all) documents: an unmounted or "
+                       "emptied docs folder removes nothing until SITUATE_ALLOW_MASS_REMOVAL=1 or "
+                       "`situate ingest --allow-removal`.",
 }
 
 
@@ -75,7 +78,8 @@ def table_check_results(store: Store, keys: list[str], max_fallback_share: float
     runs = {"rows_match_chunks": lambda: table_checks.rows_match_chunks(store, keys),
             "unique_chunk_ids": lambda: table_checks.unique_chunk_ids(store),
             "vectors_sound": lambda: table_checks.vectors_sound(store),
-            "fallback_share": lambda: table_checks.fallback_share(store, max_fallback_share)}
+            "fallback_share": lambda: table_checks.fallback_share(store, max_fallback_share),
+            "no_removal_held": lambda: table_checks.no_removal_held(store)}
     out = []
     for name, fn in runs.items():
         passed, md = fn()

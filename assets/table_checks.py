@@ -97,3 +97,33 @@ def fallback_share(store, max_share: float = MAX_FALLBACK_SHARE) -> tuple[bool, 
                                 "share": round(share, 4),
                                 "max_share": max_share,
                                 "reasons": ", ".join(f"{k}: {v}" for k, v in reasons.most_common()) or "none"}
+
+
+#: The data folder's record of a held removal (:func:`pipelines.sync.removal_held`): JSON
+#: ``{"reason", "documents", "keys"}`` written by the sync that held it, empty once a sync removes
+#: nothing it would hold.
+REMOVAL_HELD_FILE = "removal-held.json"
+
+
+def record_removal_hold(store, reason: str, keys: list[str]) -> None:
+    """Write (``reason`` non-empty) or clear the data folder's :data:`REMOVAL_HELD_FILE`."""
+    import json
+
+    if reason:
+        store.write_file(REMOVAL_HELD_FILE, json.dumps({"reason": reason, "documents": len(keys),
+                                                        "keys": keys[:20]}).encode())
+    elif store.read_file(REMOVAL_HELD_FILE):
+        store.write_file(REMOVAL_HELD_FILE, b"")
+
+
+def no_removal_held(store) -> tuple[bool, dict]:
+    """No sync is holding back a mass removal (an unmounted docs folder?): fails, with the reason
+    and the documents, while one is."""
+    import json
+
+    raw = store.read_file(REMOVAL_HELD_FILE)
+    if not raw:
+        return True, {"held": "none"}
+    held = json.loads(raw)
+    return False, {"held": held["reason"], "documents": held["documents"],
+                   "examples": ", ".join(held["keys"][:5])}

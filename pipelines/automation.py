@@ -1,13 +1,17 @@
 """The sensor that follows the docs folder and the schedule that re-ingests periodically."""
 
 
+import hashlib
+import os
+
 import dagster as dg
 
 from assets.embeddings import fingerprint
 from pipelines.jobs import index_job, ingest_job
 from assets.partitions import documents
+from assets.table_checks import record_removal_hold
 from pipelines.settings import int_from_env
-from pipelines.sync import ADD_BATCH, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
+from pipelines.sync import ADD_BATCH, ALLOW_REMOVAL_ENV, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
 from resources.documents.docs import Chunking, DocsFolder
 from resources.models.llm import BlurbLLM, Embedder
 from resources.store.retrieval import rebuild_bm25_from_table
@@ -18,13 +22,19 @@ RANGE_END = "dagster/asset_partition_range_end"
 
 
 def plan_for(instance: dg.DagsterInstance, docs: DocsFolder, store: Store, llm: BlurbLLM,
-             embedder: Embedder, chunking: Chunking) -> tuple[SyncPlan, str]:
-    """Plan a sync of ``docs`` against the instance's partitions and the store's table."""
+             embedder: Embedder, chunking: Chunking, allow_removal: bool = False) -> tuple[SyncPlan, str]:
+    """Plan a sync of ``docs`` against the instance's partitions and the store's table.  A mass
+    removal (:func:`pipelines.sync.removal_held`) is held unless ``allow_removal`` or
+    ``SITUATE_ALLOW_MASS_REMOVAL=1``; the data folder records the hold (the ``no_removal_held``
+    check of ``bm25_index`` fails while it lasts)."""
     fp = fingerprint(llm, embedder, chunking)
     registered = instance.get_dynamic_partitions(PARTITIONS)
     refs = docs.discover()
-    return plan_sync(refs, registered, store.document_states(), fp,
-                     bad_inputs_from_store(store, [r.key for r in refs])), fp
+    plan = plan_sync(refs, registered, store.document_states(), fp,
+                     bad_inputs_from_store(store, [r.key for r in refs]),
+                     allow_mass_removal=allow_removal or os.environ.get(ALLOW_REMOVAL_ENV, "") == "1")
+    record_removal_hold(store, plan.held, plan.held_keys)
+    return plan, fp
 
 
 def remove_documents(store: Store, keys: list[str]) -> None:
@@ -165,6 +175,10 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
         requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
                                       job_name="bm25"))
+    if plan.held:  # one warning; one index run, so the failing check shows in the UI
+        context.log.warning(f"sync: {plan.held}")
+        requests.append(dg.RunRequest(run_key="held-" + hashlib.sha256(plan.held.encode()).hexdigest()[:16],
+                                      job_name="bm25"))
     context.log.info(f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
                      f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad")
     for key, why in plan.invalid.items():
@@ -186,6 +200,8 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
     order = apply_to_instance(context.instance, store, plan)
+    if plan.held:
+        context.log.warning(f"sync: {plan.held}")
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     busy = in_flight_keys(context.instance, order)

@@ -56,6 +56,9 @@ def _main(argv: list[str] | None = None) -> int:
                           "(exit status 1 when any document failed)")
     p_ingest.add_argument("--replace", action="store_true",
                           help="the data folder holds another docs folder's documents: replace them")
+    p_ingest.add_argument("--allow-removal", action="store_true",
+                          help="remove the rows of documents gone from the folder even when most (or all) "
+                               "are gone (held otherwise, exit status 2: an unmounted share?)")
     p_search = sub.add_parser("search", help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "
                               "the local cross-encoder")
     p_search.add_argument("query")
@@ -131,12 +134,12 @@ def _run(args) -> int:
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
         return 1 if bad else 0
     if args.command == "ingest":
-        summary = ingest(args.path, args.home, replace=args.replace)
+        summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal)
         for line in summary.lines():
             print(f"situate: {line}")
         if args.json:
             Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
-        return 1 if summary.failed else 0
+        return 2 if summary.removal_held else 1 if summary.failed else 0
     if args.command == "search":
         try:
             hits, warnings = search(args.query, args.k, args.home, args.rerank)

@@ -83,6 +83,8 @@ class IngestSummary:
     llm_seconds: float = 0.0
     seconds: float = 0.0
     per_document: dict = dataclasses.field(default_factory=dict)
+    #: why a mass removal was held (:func:`pipelines.sync.removal_held`), else empty
+    removal_held: str = ""
 
     def lines(self) -> list[str]:
         out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
@@ -101,6 +103,8 @@ class IngestSummary:
                + f"; wall time {self.seconds:.1f} s"]
         for key, reason in self.failed.items():
             out.append(f"FAILED {key}: {reason}")
+        if self.removal_held:
+            out.append(f"HELD removal: {self.removal_held}")
         return out
 
 
@@ -111,7 +115,8 @@ def was_interrupted(result) -> bool:
                ("DagsterExecutionInterruptedError", "KeyboardInterrupt") for ev in result.all_events)
 
 
-def ingest(path: str, home: str | None = None, echo=print, replace: bool = False) -> IngestSummary:
+def ingest(path: str, home: str | None = None, echo=print, replace: bool = False,
+           allow_removal: bool = False) -> IngestSummary:
     """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
     documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
 
@@ -131,14 +136,14 @@ def ingest(path: str, home: str | None = None, echo=print, replace: bool = False
     # process take turns, so a concurrent search (which never reads them) or another ingest in
     # another thread is never pointed at this call's folder (issue 24).
     with _INGEST_LOCK, restored_env():
-        return _ingest(path, home, echo, replace)
+        return _ingest(path, home, echo, replace, allow_removal)
 
 
 #: One in-process ingest at a time (see :func:`ingest`).
 _INGEST_LOCK = threading.RLock()
 
 
-def _ingest(path: str, home: str | None, echo, replace: bool) -> IngestSummary:
+def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: bool = False) -> IngestSummary:
     """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg
 
@@ -169,8 +174,12 @@ def _ingest(path: str, home: str | None, echo, replace: bool) -> IngestSummary:
     defs = build_definitions(plain=True)
     instance = dg.DagsterInstance.get()
     reap_dead_runs(instance, log=lambda m: echo(f"situate: {m}"))
-    plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
-    summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed))
+    plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"],
+                        allow_removal=allow_removal)
+    summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed),
+                            removal_held=plan.held)
+    if plan.held:
+        echo(f"situate: {plan.held}")
     echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
          f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
          + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else ""))

@@ -21,6 +21,8 @@ SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthro
 SITUATE_CONTEXT          what writes the context: chunk, document, structure ``document``
 SITUATE_DOCUMENT_TOKENS  document mode: LLM tokens of the document read  2048
 SITUATE_BLURBS_FILE      blurbs taken from a file (no LLM call for them)  none
+SITUATE_ALLOW_MASS_REMOVAL  1: remove most/all documents when gone (held) unset
+SITUATE_ALLOWED_HOSTS    situate serve: Host names besides loopback     none
 SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
 SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
 SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16

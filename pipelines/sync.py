@@ -16,6 +16,18 @@ from resources.documents.reading import SourceRef
 #: Keys are added to the instance in batches of at most this many (one unbatched SQL ``IN (...)``
 #: on SQLite otherwise: shared/DAGSTER.md).
 ADD_BATCH = 1000
+#: A sync removes nothing when it would remove more than this share of the registered documents
+#: (and at least :data:`MIN_HELD_REMOVAL` of them), or every one: an unmounted network share or
+#: a folder emptied by mistake reads as "every document removed", and the rows, stage files and
+#: index of each would go (issue 24).  Half: a real clean-up rarely deletes most of a folder in
+#: one go, and a mount that is half there is broken too.
+MAX_REMOVED_SHARE = 0.5
+#: Removing fewer documents than this is never held (a 4-document folder loses 2), unless it is
+#: every document.
+MIN_HELD_REMOVAL = 3
+#: The setting that lets a held removal go on (``1``); ``situate ingest --allow-removal`` sets it
+#: for one run.
+ALLOW_REMOVAL_ENV = "SITUATE_ALLOW_MASS_REMOVAL"
 
 
 @dataclasses.dataclass
@@ -39,6 +51,11 @@ class SyncPlan:
     invalid : dict of key → reason
         Registered keys that are not valid document keys (:func:`resources.documents.keys.check_key`:
         added by hand, e.g. ``../x`` in the UI): reported, never deleted through, never run.
+    held : str
+        Why removals were held (:func:`removal_held`; ``removed`` is then empty and ``held_keys``
+        names them), else empty.
+    held_keys : list of str
+        The documents a held removal would have removed.
     """
 
     refs: dict[str, SourceRef]
@@ -48,10 +65,37 @@ class SyncPlan:
     fresh: list[str]
     known_bad: dict[str, str]
     invalid: dict[str, str] = dataclasses.field(default_factory=dict)
+    held: str = ""
+    held_keys: list[str] = dataclasses.field(default_factory=list)
+
+
+def removal_held(n_removed: int, n_registered: int, n_present: int) -> str:
+    """Why a sync that would remove ``n_removed`` of ``n_registered`` documents (``n_present``
+    found in the docs folder now) removes nothing, in one line; empty when it may go on.
+
+    Examples
+    --------
+    >>> removal_held(40, 40, 0)[:38]
+    'the docs folder holds no document now'
+    >>> removal_held(2, 4, 2)
+    ''
+    """
+    if n_removed == 0:
+        return ""
+    if n_present == 0:
+        why = "the docs folder holds no document now"
+    elif n_removed > MAX_REMOVED_SHARE * n_registered and n_removed >= MIN_HELD_REMOVAL:
+        why = f"{n_removed} of {n_registered} documents are gone from the docs folder"
+    else:
+        return ""
+    return (f"{why} (an unmounted share or an emptied folder?): nothing removed; to remove "
+            f"{n_removed} documents' rows, run `situate ingest PATH --allow-removal` or set "
+            f"{ALLOW_REMOVAL_ENV}=1")
 
 
 def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict[str, dict],
-              fingerprint: str, bad_inputs: dict[str, tuple[str, str]] | None = None) -> SyncPlan:
+              fingerprint: str, bad_inputs: dict[str, tuple[str, str]] | None = None,
+              allow_mass_removal: bool = False) -> SyncPlan:
     """Compare the documents present with the registered partitions and the table.
 
     Parameters
@@ -66,6 +110,8 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
         Current settings fingerprint (:func:`assets.embeddings.fingerprint`).
     bad_inputs : dict of key → (sha256, reason), optional
         Documents whose last read failed as bad input.
+    allow_mass_removal : bool
+        Remove documents even when :func:`removal_held` would hold them.
 
     Returns
     -------
@@ -94,7 +140,9 @@ def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict
             known_bad[key] = bad_inputs[key][1]
         else:
             stale.append(key)
-    return SyncPlan(refs, added, removed, stale, fresh, known_bad, invalid)
+    held = "" if allow_mass_removal else removal_held(len(removed), len(registered) - len(invalid), len(refs))
+    held_keys = removed if held else []
+    return SyncPlan(refs, added, [] if held else removed, stale, fresh, known_bad, invalid, held, held_keys)
 
 
 def contiguous_ranges(order: Sequence[str], wanted: Iterable[str]) -> list[tuple[str, str]]:

@@ -86,7 +86,7 @@ def search(query: str, k: int = 10, rerank: int | None = None, home: str | None 
 
 
 def ingest(path: str, home: str | None = None, replace: bool = False,
-           progress: Callable[[str], None] | None = print) -> IngestSummary:
+           progress: Callable[[str], None] | None = print, allow_removal: bool = False) -> IngestSummary:
     """Ingest a folder (or one file, such as a corpus JSON) into a data folder: new and changed
     documents go through the whole chain (chunks, fitted preambles, blurbs, embeddings, BM25
     index) as Dagster runs in this process; unchanged ones cost nothing; removed ones lose their
@@ -104,6 +104,10 @@ def ingest(path: str, home: str | None = None, replace: bool = False,
     progress : callable or None
         Receives one line per step (default ``print``); None for silence.  Dagster's own log
         lines go to its loggers as usual.
+    allow_removal : bool
+        Remove the rows of documents gone from the folder even when more than half of them (at
+        least 3) or all are gone; otherwise such a removal is held and
+        ``IngestSummary.removal_held`` says why (an unmounted share?).
 
     Returns
     -------
@@ -124,4 +128,5 @@ def ingest(path: str, home: str | None = None, replace: bool = False,
     >>> s.documents, s.chunks, s.failed                  # doctest: +SKIP
     (3, 9, {})
     """
-    return _ingest(path, home, echo=progress or (lambda _line: None), replace=replace)
+    return _ingest(path, home, echo=progress or (lambda _line: None), replace=replace,
+                   allow_removal=allow_removal)

@@ -21,6 +21,16 @@ Bad input gets a 4xx answer with a ``detail`` message, never a traceback: a quer
 or longer than :data:`MAX_QUERY_CHARS`, ``k`` outside 1..:data:`MAX_SERVICE_K`, malformed JSON
 (422); no table yet (404); a data folder whose vectors are not the embedder's width (503).
 
+Other origins and floods (issue 24): a request whose ``Host`` is not one the service answers for
+(loopback names and addresses, plus ``SITUATE_ALLOWED_HOSTS``; any host when a bearer token is
+required and no list is given) gets 400, so a web page whose name is rebound to 127.0.0.1 (DNS
+rebinding) reads nothing; a browser request from another site (an ``Origin`` that is not the
+service's own, ``Sec-Fetch-Site: cross-site`` or ``same-site``) gets 403; a body over
+:data:`MAX_BODY_BYTES` gets 413 before more of it is read; a search that would wait behind
+:data:`MAX_WAITING` others, or longer than :data:`MAX_WAIT_S`, gets 503 with ``Retry-After``.
+Without a bearer token every caller is anonymous, so ``/health`` and error details name the data
+folder by its last path component, never its absolute path.
+
 Examples
 --------
 >>> from fastapi.testclient import TestClient             # doctest: +SKIP
@@ -37,11 +47,14 @@ import ipaddress
 import os
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
 #: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
@@ -52,6 +65,20 @@ MAX_SERVICE_K = 1000
 MAX_SERVICE_RERANK = 200
 #: Environment variable of the bearer token; required when the service binds a non-loopback address.
 TOKEN_ENV = "SITUATE_API_TOKEN"
+#: Environment variable of the other ``Host`` names the service answers for (comma-separated;
+#: ``*.example.com`` patterns as Starlette's ``TrustedHostMiddleware`` takes them).
+HOSTS_ENV = "SITUATE_ALLOWED_HOSTS"
+#: ``Host`` names a service always answers for: the loopback names and addresses.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+#: Largest request body, in bytes: ``POST /search`` carries a query of at most
+#: :data:`MAX_QUERY_CHARS` characters (48 KB if every one were a JSON ``\uXXXX`` escape) and two
+#: numbers.  A longer body is refused (413) before more of it is read.
+MAX_BODY_BYTES = 64 * 1024
+#: Searches that may wait for the one in progress (one llama.cpp embedder, one search at a time;
+#: a rerank holds it for seconds): one more is answered 503 with ``Retry-After``.
+MAX_WAITING = 8
+#: Seconds a search waits for its turn before a 503.
+MAX_WAIT_S = 30.0
 
 
 class SearchRequest(BaseModel):
@@ -74,7 +101,69 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
+class _SameOrigin:
+    """ASGI middleware: 403 for a browser request another site made (its ``Origin`` is not this
+    request's own scheme-less ``Host``, or ``null``; or ``Sec-Fetch-Site`` says ``cross-site`` or
+    ``same-site``).  Requests with neither header (curl, applications) pass."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            h = Headers(scope=scope)
+            origin, site = h.get("origin"), (h.get("sec-fetch-site") or "").lower()
+            foreign = site in ("cross-site", "same-site") or (
+                origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != h.get("host", "").lower()))
+            if foreign:
+                await JSONResponse({"detail": "cross-site request refused: the service answers its own page "
+                                              "and clients that are not browsers"}, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _BodyLimit:
+    """ASGI middleware: 413 for a body over ``limit`` bytes, from ``Content-Length`` before any
+    of it is read, or as soon as a body without one (chunked) passes the limit."""
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"request body over {self.limit:,} bytes: a search needs a query of at most {MAX_QUERY_CHARS:,} characters"
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await JSONResponse({"detail": message}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded():
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(status_code=413, detail=message)
+            return msg
+
+        await self.app(scope, bounded, send)
+
+
+def allowed_hosts(token: str | None, extra: list[str] | None = None) -> list[str]:
+    """``Host`` names the service answers for: :data:`LOOPBACK_HOSTS` and ``extra`` (default
+    ``SITUATE_ALLOWED_HOSTS``); with a bearer token and no list, any (the token is the guard:
+    a page rebound to this address cannot send it)."""
+    if extra is None:
+        extra = [h.strip().lower() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()]
+    if token and not extra:
+        return ["*"]
+    return [*LOOPBACK_HOSTS, *extra]
+
+
+def create_app(home: str | None = None, token: str | None = None, hosts: list[str] | None = None) -> FastAPI:
     """The FastAPI application of ``situate serve`` over data folder ``home``.
 
     Parameters
@@ -83,16 +172,30 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
         The data folder (default ``$SITUATE_HOME``, else ``./.situate``).
     token : str, optional
         When given, every request must carry ``Authorization: Bearer <token>`` (401 otherwise).
+    hosts : list of str, optional
+        ``Host`` names answered besides the loopback ones (default ``SITUATE_ALLOWED_HOSTS``);
+        others get 400 (:func:`allowed_hosts`).
     """
     from pipelines.operations import QueryError, search
     from pipelines.preflight import StartupError
-    from resources.store.objects import normalize_home
+    from resources.store.objects import is_uri, normalize_home
 
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
-    lock = threading.Lock()  # one llama.cpp context for the query embeddings: one search at a time
+    # anonymous callers see the data folder's name, not where it is
+    shown = home if token else (urlsplit(home).path.rstrip("/").rsplit("/", 1)[-1] if is_uri(home)
+                                else Path(home).name) or "the data folder"
+
+    def public(text: str) -> str:
+        return text if token else text.replace(home, shown)
+
+    turn = threading.Lock()  # one search at a time (one llama.cpp embedder; the reranker's seconds)
+    waiting_lock, waiting = threading.Lock(), [0]
     app = FastAPI(title="situate", version=_version(),
                   description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, reciprocal rank fusion, optional rerank) over "
                               "contextualised chunks.", docs_url=None, redoc_url=None)
+    app.add_middleware(_BodyLimit)
+    app.add_middleware(_SameOrigin)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(token, hosts), www_redirect=False)
 
     @app.middleware("http")
     async def bearer_token(request: Request, call_next):
@@ -111,23 +214,39 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception):  # a message, never a traceback
-        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]},
+        return JSONResponse({"detail": public(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])},
                             status_code=500)
+
+    def busy(why: str):
+        return JSONResponse({"detail": f"busy: {why}; try again shortly"}, status_code=503,
+                            headers={"Retry-After": "1"})
 
     def answer(query: str, k: int, rerank: int | None):
         if not query.strip():
             return JSONResponse({"detail": "empty query: give the words to search for"}, status_code=422)
+        with waiting_lock:
+            if waiting[0] >= MAX_WAITING:
+                return busy(f"{waiting[0]} searches are waiting for the one in progress")
+            waiting[0] += 1
         try:
-            with lock:
-                hits, warnings = search(query, k, home, rerank)
+            got = turn.acquire(timeout=MAX_WAIT_S)
+        finally:
+            with waiting_lock:
+                waiting[0] -= 1
+        if not got:
+            return busy(f"no turn within {MAX_WAIT_S:g} s")
+        try:
+            hits, warnings = search(query, k, home, rerank)
         except QueryError as e:
             return JSONResponse({"detail": str(e)}, status_code=422)
         except StartupError as e:
-            return JSONResponse({"detail": str(e)}, status_code=404 if "does not exist" in str(e) else 503)
+            return JSONResponse({"detail": public(str(e))}, status_code=404 if "does not exist" in str(e) else 503)
+        finally:
+            turn.release()
         if any(w.startswith("the table in") and "is empty" in w for w in warnings):
-            return JSONResponse({"detail": f"no table in {home} yet: run `situate ingest PATH --home {home}`"},
+            return JSONResponse({"detail": public(f"no table in {home} yet: run `situate ingest PATH --home {home}`")},
                                 status_code=404)
-        headers = {f"X-Situate-Warning-{i}": w.encode("ascii", "backslashreplace").decode()
+        headers = {f"X-Situate-Warning-{i}": public(w).encode("ascii", "backslashreplace").decode()
                    for i, w in enumerate(warnings, start=1)}
         return JSONResponse([h.to_json() for h in hits], headers=headers)
 
@@ -143,7 +262,7 @@ def create_app(home: str | None = None, token: str | None = None) -> FastAPI:
 
     @app.get("/health", summary="Table, index and models")
     def health():
-        return health_report(home)
+        return {**health_report(home), "home": shown}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page():

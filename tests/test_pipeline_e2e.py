@@ -390,7 +390,7 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
                ("GET", f"/search?q=x&k={10**9}", None, "k: Input should be less than or equal to 1000"),
                ("GET", "/search?q=x&rerank=-1", None, "rerank: Input should be greater than or equal to 0"),
                ("POST", "/search", b"{not json", "malformed JSON body"),
-               ("POST", "/search", json.dumps({"query": "a" * 1_000_000}).encode(), "at most 8000 characters"),
+               ("POST", "/search", json.dumps({"query": "a" * 8001}).encode(), "at most 8000 characters"),
                ("POST", "/search", json.dumps({"query": "   "}).encode(), "empty query")]
         for method, path, body, message in bad:
             code, answer, _ = _http(method, base + path, body)
@@ -410,6 +410,57 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
         assert code == 200 and hits[0]["source"] == "sourdough.md"
         code, health, _ = _http("GET", f"{base}/health")
         assert health["table_rows"] == _store(env).count_rows() > rows
+    finally:
+        child.terminate()
+        child.wait(60)
+
+
+def test_the_service_refuses_other_hosts_other_sites_and_big_bodies(env):
+    """Issue 24: DNS rebinding (a forged ``Host``), a cross-site browser request, a 64 MB body
+    announced and a chunked one, each against `situate serve` as a process; /health names the data
+    folder without its path."""
+    import http.client
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    child = _serve(env, port)
+    try:
+        # a page on evil.example whose name now resolves to 127.0.0.1 sends its own Host
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/search?q=dotenv", headers={"Host": f"evil.example:{port}"})
+        r = conn.getresponse()
+        assert r.status == 400 and r.read() == b"Invalid host header"  # Starlette's TrustedHostMiddleware
+        conn.close()
+        code, hits, _ = _http("GET", f"{base}/search?q=dotenv&k=2", headers={"Host": f"localhost:{port}"})
+        assert code == 200 and len(hits) == 2
+        for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
+                        {"Origin": f"http://127.0.0.1:{port + 1}"}):
+            code, answer, _ = _http("GET", f"{base}/search?q=dotenv", headers=headers)
+            assert code == 403 and "cross-site" in answer["detail"], headers
+        # the service's own page (same origin) is answered
+        code, hits, _ = _http("GET", f"{base}/search?q=dotenv&k=1",
+                              headers={"Origin": base, "Sec-Fetch-Site": "same-origin"})
+        assert code == 200 and len(hits) == 1
+        # 64 MB announced, 1 KB sent: answered 413 without waiting for the rest
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.putrequest("POST", "/search")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(64 * 2**20))
+        conn.endheaders()
+        conn.send(b"{" + b" " * 1023)
+        r = conn.getresponse()
+        assert r.status == 413 and "request body over 65,536 bytes" in json.loads(r.read())["detail"]
+        conn.close()
+        # a chunked body with no length: refused once it passes the limit
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        body = (json.dumps({"query": "x"})[:-1] + " " * 200_000 + "}").encode()
+        conn.request("POST", "/search", body=iter([body[i:i + 8192] for i in range(0, len(body), 8192)]),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        r = conn.getresponse()
+        assert r.status == 413, r.read()
+        conn.close()
+        code, health, _ = _http("GET", f"{base}/health")
+        assert code == 200 and health["home"] == Path(env["home"]).name and str(env["home"]) not in json.dumps(health)
     finally:
         child.terminate()
         child.wait(60)

@@ -500,6 +500,10 @@ class Embedder(dg.ConfigurableResource):
                       n_batch=self.n_ctx, n_ubatch=self.n_ctx,
                       n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
                       verbose=False)
+        # weight repacking off, as for the blurb model: with it on, embedding with a Q4_K GGUF
+        # (Qwen2.5-Coder-0.5B as the embedder) crashed llama.cpp 0.3.36 in its repacked kernel
+        # (a segmentation fault on this project's 2-core machine); the f16 default is unaffected
+        kwargs["repack"] = False
         llm = _load(key, **kwargs)
         if llama_cpp.llama_pooling_type(llm.ctx) == llama_cpp.LLAMA_POOLING_TYPE_NONE:
             # a GGUF without a pooling type (a chat model used as the embedder): one vector per

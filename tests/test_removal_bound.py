@@ -1,0 +1,104 @@
+"""No mass deletion from an empty or unmounted docs folder (issue 24): the rule on FAKE counts,
+then real ingests (structure mode: embeddings, no LLM) of four real documents whose folder is
+emptied: `situate ingest` removes nothing and exits 2 with one line, a sensor tick removes nothing,
+warns and asks for an index run, the table check fails while the hold lasts, and the explicit flag
+goes on."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from conftest import needs_models, small_settings
+
+
+def test_the_rule_holds_most_or_all_and_lets_small_removals_through():
+    from pipelines.sync import removal_held
+
+    assert removal_held(0, 10, 0) == ""          # nothing to remove
+    assert removal_held(1, 1, 0) != ""           # every document gone, even one
+    assert removal_held(2, 4, 2) == ""           # half, and under 3
+    assert removal_held(3, 5, 2) != ""           # 3 of 5
+    assert removal_held(5, 10, 5) == ""          # exactly half goes through
+    assert "6 of 10 documents" in removal_held(6, 10, 4)
+
+
+def test_plan_sync_holds_and_names_the_documents():
+    from pipelines.sync import plan_sync
+
+    registered = ["a.md", "b.md", "c.md", "d.md"]
+    plan = plan_sync([], registered, {}, "fp")
+    assert plan.removed == [] and plan.held_keys == registered and "no document now" in plan.held
+    plan = plan_sync([], registered, {}, "fp", allow_mass_removal=True)
+    assert plan.removed == registered and plan.held == ""
+
+
+def _docs(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.py").write_text(Path(importlib.util.find_spec("dotenv.main").origin).read_text()[:2000])
+    for dist in ("bm25s", "tiktoken", "lancedb"):
+        (folder / f"{dist}-README.md").write_text(importlib.metadata.metadata(dist).get_payload()[:1500])
+
+
+@needs_models
+@pytest.mark.models
+def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
+    from assets import table_checks
+    from pipelines.automation import documents_sensor
+    from pipelines.cli import main
+    from pipelines.definitions import build_definitions
+    from pipelines.settings import resources_from_env, restored_env
+    from resources.store.store import Store
+
+    docs, home = tmp_path / "mount", tmp_path / "home"
+    _docs(docs)
+    settings = small_settings(docs, home, context="structure")
+    with restored_env(tuple(settings) + ("SITUATE_ALLOW_MASS_REMOVAL",)):
+        os.environ.update(settings)
+        os.environ.pop("SITUATE_ALLOW_MASS_REMOVAL", None)
+        assert main(["ingest", str(docs), "--home", str(home)]) == 0
+        store = Store(home=str(home))
+        rows = store.count_rows()
+        assert rows > 0 and len(store.document_states()) == 4
+        capsys.readouterr()
+
+        # the share is unmounted: an empty mount point
+        shutil.rmtree(docs)
+        docs.mkdir()
+        assert main(["ingest", str(docs), "--home", str(home)]) == 2
+        out = capsys.readouterr().out
+        held = [line for line in out.splitlines() if "nothing removed" in line]
+        assert held and "the docs folder holds no document now" in held[0] and "--allow-removal" in held[0]
+        assert store.count_rows() == rows and len(store.document_states()) == 4
+        assert table_checks.no_removal_held(store)[0] is False
+
+        # the sensor's tick: no delete request, a warning, an index run (its check fails in the UI)
+        instance = dg.DagsterInstance.get()
+        registered = list(instance.get_dynamic_partitions("documents"))
+        ctx = dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
+                                      resources=resources_from_env(plain=True))
+        result = documents_sensor(ctx)
+        assert not [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
+        assert [r.job_name for r in result.run_requests] == ["bm25"]
+        assert store.count_rows() == rows and list(instance.get_dynamic_partitions("documents")) == registered
+        passed, md = table_checks.no_removal_held(store)
+        assert not passed and md["documents"] == 4 and "no document now" in md["held"]
+
+        # the share comes back: nothing to hold, the check passes again, nothing re-embedded
+        _docs(docs)
+        assert main(["ingest", str(docs), "--home", str(home)]) == 0
+        assert table_checks.no_removal_held(store)[0] is True and store.count_rows() == rows
+
+        # a real clean-up, said so
+        shutil.rmtree(docs)
+        docs.mkdir()
+        (docs / "kept.md").write_text("# Kept\n\nThe one document left after the clean-up.\n")
+        assert main(["ingest", str(docs), "--home", str(home)]) == 2
+        assert main(["ingest", str(docs), "--home", str(home), "--allow-removal"]) == 0
+        assert set(store.document_states()) == {"kept.md"}
