@@ -98,12 +98,13 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from pipelines.preflight import StartupError
     from resources.models.registry import ModelFileError
+    from resources.store.objects import DataFolderURIError
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
     try:
         return _run(args)
-    except (StartupError, ModelFileError) as e:
+    except (StartupError, ModelFileError, DataFolderURIError) as e:
         print(f"situate: error: {e}", file=sys.stderr)
         return 2
     finally:

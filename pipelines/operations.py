@@ -56,6 +56,18 @@ def check_readable_home(home: str) -> None:
         what = "is not a folder" if root.exists() else "does not exist"
         raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
                            "--home you ingested into")
+    if not is_data_folder(root):  # opening its table would create lancedb/ in a folder of the user's
+        raise StartupError(f"{root} is not a situate data folder (no {DATA_MARKER}): run `situate ingest "
+                           f"PATH --home {root}` first, or give the --home you ingested into")
+
+
+def is_data_folder(root: Path) -> bool:
+    """Whether local folder ``root`` is a situate data folder: its mark (``.situate-data``), or an
+    earlier situate's ``docs-root`` file or table (as :func:`pipelines.preflight.check_data_folder`
+    accepts them).  Reading never creates one."""
+    from resources.store.store import DATA_MARKER
+
+    return (root / DATA_MARKER).is_file() or (root / "docs-root").is_file() or (root / "lancedb").is_dir()
 
 
 @dataclasses.dataclass

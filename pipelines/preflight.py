@@ -167,6 +167,29 @@ def context_warning(llm) -> str | None:
             "chunk is indexed with its structural context only, no LLM blurb")
 
 
+#: GGUF architectures that are encoders (embedding models), never chat models (llama.cpp's names).
+ENCODER_ARCHITECTURES = ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "roberta",
+                         "modern-bert", "neo-bert", "t5encoder")
+
+
+def check_chat_model(llm) -> None:
+    """The blurb model is a chat model: not an embedding GGUF (an encoder architecture, or one
+    whose metadata names a pooling type), which llama.cpp loads and then fails every document with
+    ``AssertionError: Memory is not initialized``.  Reads the vocabulary and metadata only.
+
+    Raises
+    ------
+    StartupError
+        One line naming the file and what it is.
+    """
+    meta = llm.load(vocab_only=True).metadata
+    arch = meta.get("general.architecture", "")
+    if arch in ENCODER_ARCHITECTURES or f"{arch}.pooling_type" in meta:
+        raise StartupError(f"SITUATE_LLM_MODEL={llm.model_path}: an embedding model ({arch}), not a chat "
+                           "model: the blurbs need an instruct model (situate models list), or "
+                           "SITUATE_CONTEXT=structure for none")
+
+
 def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list[str]:
     """Every start-up check for ``situate ingest``; returns the warnings (each said once).
 
@@ -195,5 +218,6 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     check_models(res["llm"].model_path, res["embedder"].model_path)
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
+    check_chat_model(res["llm"])
     warning = context_warning(res["llm"])
     return [warning] if warning else []

@@ -129,8 +129,15 @@ def ensure_dagster_home() -> Path:
 
 def recorded_docs_root(home: str | None = None) -> str | None:
     """The docs folder recorded in data folder ``home`` (default ``$SITUATE_HOME``) by the last
-    ``situate ingest``, if any."""
-    raw = Store(home=home or str(situate_home())).read_file(DOCS_ROOT_FILE)
+    ``situate ingest``, if any; never for a data folder on an object store, whose ``docs-root``
+    anyone with write access to the bucket could point at a local folder of this machine (the
+    docs folder is then ``SITUATE_DOCS``, a local setting)."""
+    from resources.store.objects import is_uri
+
+    home = home or str(situate_home())
+    if is_uri(home):
+        return None
+    raw = Store(home=home).read_file(DOCS_ROOT_FILE)
     return (raw.decode("utf-8", "replace").strip() or None) if raw is not None else None
 
 

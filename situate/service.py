@@ -282,7 +282,11 @@ def health_report(home: str) -> dict:
     from resources.store.retrieval import bm25_ids, bm25_version
     from resources.store.store import Store
 
-    if not is_uri(home) and not Path(home).is_dir():
+    from pipelines.operations import is_data_folder
+
+    # reading never creates a data folder: a folder without situate's mark is not opened (opening
+    # it would create lancedb/ there, which would then pass for a data folder)
+    if not is_uri(home) and not (Path(home).is_dir() and is_data_folder(Path(home))):
         return {"status": "no data folder", "home": home}
     store = Store(home=home)
     table = store.table()

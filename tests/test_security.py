@@ -6,6 +6,8 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from conftest import needs_models
+
 from resources.documents.keys import PartitionKeyError, check_key, encode_key
 
 #: Keys the UI's "Add partition" accepts (Dagster does not validate dynamic partition keys).
@@ -14,8 +16,11 @@ HOSTILE = ["..", ".._.victim", "._2E_.victim", "_.tmp_.victim", "a_._2E_2E_.b", 
 
 
 def test_only_canonical_keys_of_relative_paths_pass():
-    for source in ("a.md", "docs/getting_started.md", "corpus.json#doc_1", "ünï/côde.py", "notes.", ".hidden"):
+    for source in ("a.md", "docs/getting_started.md", "corpus.json#doc_1", "ünï/côde.py", "notes.", "c.json#.doc"):
         assert check_key(encode_key(source)) == source
+    for hidden in (".hidden", "dir/.f"):  # discovery never lists them: never acted on (issue 24)
+        with pytest.raises(PartitionKeyError, match="hidden"):
+            check_key(encode_key(hidden))
     for key in HOSTILE:
         with pytest.raises(PartitionKeyError):
             check_key(key)
@@ -196,10 +201,14 @@ def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
     from resources.documents.reading import discover
     from resources.documents.docs import DocsFolder
 
+    from resources.documents.keys import decode_key
+
     for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
         key = encode_key(source)
         assert not key.startswith(".") and not key.endswith(".") and ".." not in key
-        assert check_key(key) == source
+        assert decode_key(key) == source
+        if not any(p.startswith(".") for p in source.split("#")[0].split("/")):
+            assert check_key(key) == source
     # '#' in a file's own name: found and read
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -369,3 +378,62 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
         load(refs["c.md"])
     # and a new listing does not list any of them
     assert [r.source for r in discover(docs)] == ["sub-moved/b.md"]
+
+
+# -- issue 24, smaller points -----------------------------------------------------------------------
+
+def test_hand_registered_keys_of_hidden_files_are_refused():
+    from resources.documents.keys import PartitionKeyError, check_key, encode_key
+
+    assert check_key(encode_key("docs/a.md")) == "docs/a.md"
+    for hidden in (".env", ".git/config", "docs/.secret/key.md"):
+        with pytest.raises(PartitionKeyError, match="hidden file or folder"):
+            check_key(encode_key(hidden))
+
+
+def test_data_folder_uris_with_fragment_or_query_characters_are_refused(capsys):
+    from pipelines.cli import main
+    from resources.store.objects import DataFolderURIError, normalize_home
+
+    assert normalize_home("s3://bucket/team-a/") == "s3://bucket/team-a"
+    for uri in ("s3://bucket/team#a", "s3://bucket/team?a=1", "s3://bucket/team%2Fa"):
+        with pytest.raises(DataFolderURIError):
+            normalize_home(uri)
+    assert main(["search", "keys", "--home", "s3://bucket/team#a"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'#'" in err[0] and "fragment" in err[0]
+
+
+def test_reading_a_folder_that_is_not_a_data_folder_creates_nothing(tmp_path, capsys):
+    from fastapi.testclient import TestClient
+
+    from pipelines.cli import main
+    from situate.service import create_app
+
+    mine = tmp_path / "my-notes"
+    mine.mkdir()
+    (mine / "bm25").mkdir()  # the user's own folder named like situate's
+    before = sorted(p.name for p in mine.iterdir())
+    assert main(["search", "keys", "--home", str(mine)]) == 2
+    assert "is not a situate data folder" in capsys.readouterr().err
+    h = TestClient(create_app(home=str(mine), hosts=["testserver"])).get("/health").json()
+    assert h["status"] == "no data folder"
+    assert sorted(p.name for p in mine.iterdir()) == before  # no lancedb/, no dagster/
+
+
+def test_an_object_store_data_folder_never_chooses_the_local_docs_folder():
+    from pipelines.settings import recorded_docs_root
+
+    # no store is reached: the URI alone says the docs-root object is not followed
+    assert recorded_docs_root("s3://bucket/shared-team") is None
+
+
+@needs_models
+def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
+    from pipelines.preflight import StartupError, check_chat_model
+    from pipelines.settings import resources_from_env
+
+    res = resources_from_env(plain=True)
+    check_chat_model(res["llm"])  # the default instruct model passes
+    with pytest.raises(StartupError, match=r"an embedding model \(nomic-bert\), not a chat model"):
+        check_chat_model(res["llm"].model_copy(update={"model_path": res["embedder"].model_path}))

@@ -125,7 +125,9 @@ def check_key(key: str) -> str:
     ------
     PartitionKeyError
         Not exactly :func:`encode_key` of its decoding (another spelling of the same path), or the
-        path is absolute, has a ``..``, ``.`` or empty part, a backslash, or a control character.
+        path is absolute, has a ``..``, ``.`` or empty part, a backslash, or a control character,
+        or names a hidden file or folder (a part starting with ``.``: ``.env``, ``.git/config``),
+        which discovery never lists either.
     """
     if not isinstance(key, str) or not key:
         raise PartitionKeyError("empty partition key")
@@ -137,4 +139,7 @@ def check_key(key: str) -> str:
     if (file_part.startswith("/") or "\\" in file_part or any(p in ("", ".", "..") for p in parts)
             or any(ord(c) < 32 or ord(c) == 127 for c in source)):
         raise PartitionKeyError(f"partition key {key!r} names {source!r}, not a relative path inside the docs folder")
+    if any(p.startswith(".") for p in file_part.split("/")):
+        raise PartitionKeyError(f"partition key {key!r} names a hidden file or folder ({file_part!r}), which "
+                                "discovery skips: it is never read")
     return source

@@ -59,14 +59,30 @@ def is_uri(home: str | os.PathLike | None) -> bool:
     return bool(sep) and scheme.lower() in SCHEMES
 
 
+class DataFolderURIError(ValueError):
+    """A data-folder URI the object store layers would read differently (:func:`normalize_home`)."""
+
+
 def normalize_home(home: str | os.PathLike) -> str:
     """A data folder as situate keeps it: an object store URI without a trailing ``/``, or an
     absolute local path.
 
     >>> normalize_home("s3://bucket/situate/")
     's3://bucket/situate'
+
+    Raises
+    ------
+    DataFolderURIError
+        A URI with ``#``, ``?`` or ``%`` in it: the URI layers (LanceDB, obstore, fsspec) read those
+        differently (a fragment, a query, an escape), and every table of such a folder resolved to
+        the same path.
     """
     if is_uri(home):
+        bad = sorted({c for c in str(home).split("://", 1)[1] if c in "#?%"})
+        if bad:
+            raise DataFolderURIError(f"data folder URI {home!r} has {' '.join(repr(c) for c in bad)} in it, which "
+                             "the object store layers read as a fragment, query or escape: choose a prefix "
+                             "without them")
         return str(home).rstrip("/")
     return str(Path(home).expanduser().resolve())
 
