@@ -118,14 +118,23 @@ def test_a_dead_holders_lease_is_taken_over(s3_server, monkeypatch):
     from resources.store import leases
     from resources.store.objects import ObjectFolder
 
+    monkeypatch.setenv("SITUATE_LEASE_STALE_S", "2")
     folder = ObjectFolder(_uri(s3_server, "stale"))
-    dead = json.dumps({"owner": "dead", "host": "gone", "pid": 1, "renewed_at": time.time() - leases.STALE_S - 5})
+    # a holder that died: its lease is never renewed again; its clock said "just now" (a waiter
+    # does not read clocks: it waits until it has seen the same version for the stale time)
+    dead = json.dumps({"owner": "dead", "host": "gone", "pid": 1, "renewed_at": time.time() + 3600})
     folder.put("locks/doc.lease", dead.encode())
-    assert not leases.lease_busy(folder, "locks/doc.lease")
+    t0 = time.monotonic()
     with leases.object_lease(folder, "locks/doc.lease", poll_s=0.05) as owner:
+        assert 2.0 <= time.monotonic() - t0 < 30
         assert json.loads(folder.get("locks/doc.lease"))["owner"] == owner
         assert leases.lease_busy(folder, "locks/doc.lease")
-    assert folder.get("locks/doc.lease") is None  # released
+    assert json.loads(folder.get("locks/doc.lease")) == {"owner": None, "released": True}
+    assert not leases.lease_busy(folder, "locks/doc.lease")
+    # a released lease is taken at once
+    t0 = time.monotonic()
+    with leases.object_lease(folder, "locks/doc.lease", poll_s=0.05):
+        assert time.monotonic() - t0 < 2.0
 
 
 def test_a_live_lease_makes_the_second_holder_wait(s3_server):

@@ -159,6 +159,9 @@ class ObjectFolder:
         ``s3://bucket/prefix`` and the like (:data:`SCHEMES`).
     retries : int
         Retries of a failed request (default :data:`MAX_RETRIES`).
+    timeout_s : float
+        Seconds one request may take (default :data:`TIMEOUT_S`); retries stop after
+        ``timeout_s × retries``.
 
     Raises
     ------
@@ -168,7 +171,7 @@ class ObjectFolder:
         The client cannot be set up from the environment (a credentials file that does not parse).
     """
 
-    def __init__(self, uri: str, retries: int = MAX_RETRIES):
+    def __init__(self, uri: str, retries: int = MAX_RETRIES, timeout_s: float = TIMEOUT_S):
         if not is_uri(uri):
             raise ValueError(f"{uri!r} is not an object store URI ({', '.join(s + '://' for s in SCHEMES)})")
         from obstore.store import from_url
@@ -178,8 +181,8 @@ class ObjectFolder:
         retry = {"max_retries": retries,
                  "backoff": {"init_backoff": _dt.timedelta(seconds=BACKOFF_S),
                              "max_backoff": _dt.timedelta(seconds=5), "base": 2.0},
-                 "retry_timeout": _dt.timedelta(seconds=TIMEOUT_S * max(retries, 1))}
-        client = {"timeout": _dt.timedelta(seconds=TIMEOUT_S),
+                 "retry_timeout": _dt.timedelta(seconds=timeout_s * max(retries, 1))}
+        client = {"timeout": _dt.timedelta(seconds=timeout_s),
                   "connect_timeout": _dt.timedelta(seconds=CONNECT_TIMEOUT_S)}
         if self.allow_http:
             client["allow_http"] = True
@@ -270,6 +273,61 @@ class ObjectFolder:
         except Exception as e:  # noqa: BLE001
             if "already exists" in str(e) or "412" in str(e):
                 return False
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def get_versioned(self, rel: str) -> tuple[bytes, str] | None:
+        """The object's bytes and its ETag (the version a :meth:`replace_if` names), or None when
+        it does not exist.
+
+        Raises
+        ------
+        StoreUnavailable
+        """
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            got = obstore.get(self.store, rel)
+            return bytes(got.bytes()), got.meta["e_tag"] or ""
+        except (ox.NotFoundError, FileNotFoundError) as e:
+            if "NoSuchBucket" in str(e):
+                raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+            return None
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def create_versioned(self, rel: str, data: bytes) -> str | None:
+        """:meth:`create` returning the new object's ETag, or None when it already existed."""
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            return obstore.put(self.store, rel, data, mode="create")["e_tag"] or ""
+        except (ox.AlreadyExistsError, ox.PreconditionError):
+            return None
+        except Exception as e:  # noqa: BLE001
+            if "already exists" in str(e) or "412" in str(e):
+                return None
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def replace_if(self, rel: str, data: bytes, etag: str) -> str | None:
+        """Write the object only if it is still the version ``etag`` (``If-Match``): the new
+        ETag, or None when it was changed or deleted meanwhile (412 / 404).  Never creates it.
+
+        Raises
+        ------
+        StoreUnavailable
+        """
+        import obstore
+        import obstore.exceptions as ox
+
+        try:
+            return obstore.put(self.store, rel, data, mode={"e_tag": etag})["e_tag"] or ""
+        except (ox.PreconditionError, ox.NotFoundError, FileNotFoundError):
+            return None
+        except Exception as e:  # noqa: BLE001
+            if "412" in str(e) or "Precondition" in str(e):
+                return None
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
     def head(self, rel: str) -> dict | None:

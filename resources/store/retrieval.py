@@ -252,8 +252,9 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
     A local data folder: :func:`build_bm25` into ``bm25/`` (a symbolic link swapped atomically).
     An object store: built in a local temporary folder, uploaded to ``bm25/v-<id>/``, then
     published by writing the pointer object ``bm25/CURRENT`` (one PUT: a reader sees the old
-    version or the new one, never half); the version before the previous one is deleted (a
-    reader still downloading the previous one keeps it).
+    version or the new one, never half), under the ``.bm25`` lease (fenced: a publisher that
+    lost it writes no pointer).  Older versions are deleted once they are :data:`BM25_KEEP_S`
+    older than the newest, never the new one, the previous one or the one the pointer names.
 
     Returns
     -------
@@ -272,22 +273,55 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
         return build_bm25(ids, texts, store.bm25_dir, structural_texts)
     import uuid
 
-    from resources.store.store import BM25_POINTER, forget_bm25_pointer
+    from resources.store.leases import check_held
+    from resources.store.store import BM25_POINTER, bm25_version_of, forget_bm25_pointer
 
     with tempfile.TemporaryDirectory(prefix="situate-bm25-") as tmp:
         n = build_bm25(ids, texts, Path(tmp) / "bm25", structural_texts)
         built = (Path(tmp) / "bm25").resolve()
         version = f"v-{uuid.uuid4().hex[:16]}"
         folder.upload_dir(built, f"bm25/{version}")
-    previous = (folder.get(BM25_POINTER) or b"").decode().strip()
+    try:
+        previous = bm25_version_of(folder.get(BM25_POINTER), folder.uri)
+    except ValueError:  # a damaged pointer: replaced below, nothing kept for it
+        previous = None
+    check_held("/.bm25.lease")  # fencing: a publisher that lost the lease leaves the pointer alone
     folder.put(BM25_POINTER, version.encode())
     forget_bm25_pointer(folder.uri)
-    keep = {version, previous}
+    _delete_old_bm25_versions(folder, keep={version, previous})
+    return n
+
+
+#: Seconds a BM25 version stays after a newer one is published: a reader that read the old
+#: pointer just before has this long to download it (a few MB: seconds) before it may go.
+BM25_KEEP_S = 600.0
+
+
+def _delete_old_bm25_versions(folder, keep: set) -> None:
+    """Delete ``bm25/v-*`` versions other than ``keep`` and the one ``bm25/CURRENT`` names now
+    (another publisher may have moved it), and only those uploaded :data:`BM25_KEEP_S` seconds
+    before the newest (both times from the store's own ``Last-Modified``: no machine's clock)."""
+    from resources.store.store import BM25_POINTER, bm25_version_of
+
+    try:
+        keep = keep | {bm25_version_of(folder.get(BM25_POINTER), folder.uri)}
+    except ValueError:
+        pass
+    files: dict[str, list[str]] = {}
     for rel in folder.list("bm25"):
         name = rel.split("/")[1] if rel.count("/") >= 2 else None
-        if name and name.startswith("v-") and name not in keep:
+        if name and name.startswith("v-"):
+            files.setdefault(name, []).append(rel)
+    stamps = {}
+    for name, rels in files.items():
+        meta = folder.head(sorted(rels)[0])
+        stamps[name] = meta["last_modified"].timestamp() if meta else None
+    newest = max((t for t in stamps.values() if t is not None), default=None)
+    for name, rels in files.items():
+        if name in keep or newest is None or stamps[name] is None or newest - stamps[name] < BM25_KEEP_S:
+            continue
+        for rel in rels:
             folder.delete(rel)
-    return n
 
 
 def rebuild_bm25_from_table(store) -> dict:

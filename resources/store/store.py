@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -96,7 +97,27 @@ _FOLDERS: dict[str, object] = {}
 BM25_POINTER_TTL_S = 2.0
 #: Object naming the current BM25 version on an object store.
 BM25_POINTER = "bm25/CURRENT"
+#: What a BM25 version id looks like (``v-`` and 16 hex digits, :func:`resources.store.retrieval.publish_bm25`):
+#: the pointer's content is checked against it before it becomes part of a local path.
+BM25_VERSION_RE = re.compile(r"v-[0-9a-f]{16}")
 _POINTERS: dict[str, tuple[float, str | None]] = {}
+
+
+def bm25_version_of(raw: bytes | None, uri: str = "") -> str | None:
+    """The version id in the BM25 pointer's bytes, None when there is none.
+
+    Raises
+    ------
+    ValueError
+        The pointer holds anything but a version id (``../../x``, a path, a long string): it is
+        never joined to a local path.
+    """
+    if not raw:
+        return None
+    version = raw.decode("utf-8", "replace").strip()
+    if not BM25_VERSION_RE.fullmatch(version):
+        raise ValueError(f"{uri}/{BM25_POINTER} holds {version[:40]!r}, not a BM25 version id (v- and 16 hex digits)")
+    return version
 
 
 def _remote_bm25_dir(folder) -> Path:
@@ -109,8 +130,7 @@ def _remote_bm25_dir(folder) -> Path:
     now = time.monotonic()
     hit = _POINTERS.get(folder.uri)
     if hit is None or now - hit[0] > BM25_POINTER_TTL_S:
-        raw = folder.get(BM25_POINTER)
-        version = raw.decode().strip() if raw else None
+        version = bm25_version_of(folder.get(BM25_POINTER), folder.uri)
         _POINTERS[folder.uri] = hit = (now, version)
     version = hit[1]
     if not version:
@@ -393,6 +413,16 @@ class Store(dg.ConfigurableResource):
         with self.lock(self._lock_name(key), on_wait=on_wait):
             yield
 
+    def check_lease(self, key: str) -> None:
+        """Before a commit for document ``key`` on an object store: raise
+        :class:`resources.store.leases.LeaseLost` when this thread's lease of the document was
+        taken over or not renewed in time (fencing); nothing in a local folder or outside
+        :meth:`document_lock`."""
+        if self.remote is not None:
+            from resources.store.leases import check_held
+
+            check_held(f"/{self._lock_name(key)}.lease")
+
     def document_busy(self, key: str) -> bool:
         """Whether another writer holds document ``key`` now (:meth:`document_lock`)."""
         return self.lock_busy(self._lock_name(key))
@@ -426,6 +456,7 @@ class Store(dg.ConfigurableResource):
         one PUT on an object store); returns where it went."""
         if self.remote is not None:
             rel = self._stage_object(key, stage)
+            self.check_lease(key)
             self.remote.put(rel, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
             return self.remote.child(rel)
         p = self.stage_path(key, stage)
@@ -535,6 +566,7 @@ class Store(dg.ConfigurableResource):
             raise ValueError(f"{key}: duplicate chunk ids in the rows to write")
         if rows.num_rows and set(rows.column("document_key").to_pylist()) != {key}:
             raise ValueError(f"{key}: rows belong to other documents")
+        self.check_lease(key)  # fencing: a holder that lost the document's lease writes nothing
         return retry_commit(lambda: self._replace_document(key, rows))
 
     def _open(self, name: str):
