@@ -20,6 +20,8 @@ CHECKS = {
     "vectors_sound": "Every vector has the embedder's dimension, finite values and unit L2 norm.",
     "fallback_share": "The share of blurbs that fell back to the chunk alone is under the threshold "
                       "(SITUATE_MAX_FALLBACK_SHARE, default 0.9).",
+    "documents_not_stuck": "No document has used its run attempts (MAX_RUN_ATTEMPTS failed runs of the "
+                           "same version): the sensor stopped asking for it; fails naming it and its last error.",
     "no_removal_held": "No sync is holding back the removal of most (or all) documents: an unmounted or "
                        "emptied docs folder removes nothing until SITUATE_ALLOW_MASS_REMOVAL=1 or "
                        "`situate ingest --allow-removal`.",
@@ -79,7 +81,8 @@ def table_check_results(store: Store, keys: list[str], max_fallback_share: float
             "unique_chunk_ids": lambda: table_checks.unique_chunk_ids(store),
             "vectors_sound": lambda: table_checks.vectors_sound(store),
             "fallback_share": lambda: table_checks.fallback_share(store, max_fallback_share),
-            "no_removal_held": lambda: table_checks.no_removal_held(store)}
+            "no_removal_held": lambda: table_checks.no_removal_held(store),
+            "documents_not_stuck": lambda: table_checks.documents_not_stuck(store)}
     out = []
     for name, fn in runs.items():
         passed, md = fn()

@@ -127,3 +127,36 @@ def no_removal_held(store) -> tuple[bool, dict]:
     held = json.loads(raw)
     return False, {"held": held["reason"], "documents": held["documents"],
                    "examples": ", ".join(held["keys"][:5])}
+
+
+#: The data folder's record of documents the sensor stopped asking for (their work failed
+#: ``MAX_RUN_ATTEMPTS`` runs, :func:`pipelines.automation.run_requests`): JSON key → reason.
+STUCK_FILE = "stuck-documents.json"
+
+
+def record_stuck(store, reasons: dict[str, str]) -> None:
+    """Write (non-empty) or clear the data folder's :data:`STUCK_FILE`."""
+    import json
+
+    if reasons:
+        store.write_file(STUCK_FILE, json.dumps(reasons, ensure_ascii=False).encode())
+    elif store.read_file(STUCK_FILE):
+        store.write_file(STUCK_FILE, b"")
+
+
+def stuck_documents(store) -> dict[str, str]:
+    """key → reason for each document in :data:`STUCK_FILE` (empty when none)."""
+    import json
+
+    raw = store.read_file(STUCK_FILE)
+    return json.loads(raw) if raw else {}
+
+
+def documents_not_stuck(store) -> tuple[bool, dict]:
+    """No document has used its run attempts: fails, naming them and their last error, while any has."""
+    stuck = stuck_documents(store)
+    if not stuck:
+        return True, {"stuck": 0}
+    first = sorted(stuck)[:5]
+    return False, {"stuck": len(stuck), "documents": ", ".join(first),
+                   "last_error": stuck[first[0]][:500]}

@@ -2,6 +2,7 @@
 
 
 import hashlib
+import json
 import os
 
 import dagster as dg
@@ -9,7 +10,7 @@ import dagster as dg
 from assets.embeddings import fingerprint
 from pipelines.jobs import index_job, ingest_job
 from assets.partitions import documents
-from assets.table_checks import record_removal_hold
+from assets.table_checks import record_removal_hold, record_stuck
 from pipelines.settings import int_from_env
 from pipelines.sync import ADD_BATCH, ALLOW_REMOVAL_ENV, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
 from resources.documents.docs import Chunking, DocsFolder
@@ -19,6 +20,10 @@ from resources.store.store import Store
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+#: Run tag naming the work a run was asked for (:func:`pipelines.sync.run_key`: its documents'
+#: keys and content hashes and the settings): failed runs are counted per this, so an edited
+#: document (a new hash) starts its attempts again.
+RUN_BASE = "situate/run_base"
 
 
 def plan_for(instance: dg.DagsterInstance, docs: DocsFolder, store: Store, llm: BlurbLLM,
@@ -108,17 +113,33 @@ def _run_keys_of(run: dg.DagsterRun, pos: dict[str, int], order: list[str]) -> l
     return []
 
 
-def failed_attempts(instance: dg.DagsterInstance, order: list[str], limit: int = 1000) -> dict[str, int]:
-    """Documents in ``ingest`` runs that failed or were canceled as a whole (among the last
-    ``limit`` such runs): key → number of those runs."""
-    pos = {k: i for i, k in enumerate(order)}
-    out: dict[str, int] = {}
+def failed_attempts(instance: dg.DagsterInstance, order: list[str] | None = None,
+                    limit: int = 1000) -> dict[str, tuple[int, str]]:
+    """``ingest`` runs that failed or were canceled as a whole (among the last ``limit``), counted
+    per the work they were asked for (their :data:`RUN_BASE` tag: the same documents at the same
+    versions with the same settings): base → (number of those runs, the latest one's id).
+    ``order`` is accepted for the callers of earlier versions and not used."""
+    out: dict[str, tuple[int, str]] = {}
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=[
         dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]), limit=limit)
-    for run in runs:
-        for k in _run_keys_of(run, pos, order):
-            out[k] = out.get(k, 0) + 1
+    for run in runs:  # newest first
+        base = run.tags.get(RUN_BASE)
+        if base:
+            n, last = out.get(base, (0, run.run_id))
+            out[base] = (n + 1, last)
     return out
+
+
+def run_error(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The first line of a failed run's first step failure (or of its run failure), for people."""
+    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
+        for rec in instance.all_logs(run_id, of_type=kind):
+            ev = rec.dagster_event
+            err = getattr(getattr(ev, "event_specific_data", None), "error", None) if ev else None
+            text = (err.message if err else (ev.message if ev else "")) or ""
+            if text.strip():
+                return text.strip().splitlines()[-1][:300]
+    return "the run failed (its worker died?)"
 
 
 def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
@@ -138,23 +159,37 @@ def docs_per_run() -> int:
 
 
 def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None = None,
-                 failures: dict[str, int] | None = None) -> list[dg.RunRequest]:
+                 failures: dict[str, tuple[int, str]] | None = None,
+                 stuck: dict[str, tuple[int, str]] | None = None) -> list[dg.RunRequest]:
     """One ``ingest`` run per contiguous range of stale keys, of at most ``per_run`` documents
-    (default :func:`docs_per_run`; one model load serves the range).
+    (default :func:`docs_per_run`; one model load serves the range), tagged with its work
+    (:data:`RUN_BASE`).
 
-    ``failures`` (:func:`failed_attempts`) salts the run key: a range whose earlier run died is
-    asked for again (Dagster skips a run key it has seen), up to :data:`MAX_RUN_ATTEMPTS` runs."""
+    ``failures`` (:func:`failed_attempts`) salts the run key: work whose earlier run failed is
+    asked for again (Dagster skips a run key it has seen), up to :data:`MAX_RUN_ATTEMPTS` runs;
+    then it is not asked for, and each of its documents goes into ``stuck`` (key → (failed runs,
+    the last run's id)).  An edit changes the work, so an edited document has its attempts again."""
     per_run = docs_per_run() if per_run is None else per_run
     failures = failures or {}
     reqs = []
     for first, last in run_ranges(order, plan.stale, per_run):
         keys = order[order.index(first): order.index(last) + 1]
-        tags = {RANGE_START: first, RANGE_END: last} if first != last else {}
-        attempt = min(max((failures.get(k, 0) for k in keys), default=0), MAX_RUN_ATTEMPTS - 1)
-        key = run_key(keys, plan, fp) + (f"-retry{attempt}" if attempt else "")
-        reqs.append(dg.RunRequest(run_key=key, job_name="ingest",
+        base = run_key(keys, plan, fp)
+        n, last_run = failures.get(base, (0, ""))
+        if n >= MAX_RUN_ATTEMPTS:
+            if stuck is not None:
+                stuck.update({k: (n, last_run) for k in keys if k in plan.refs})
+            continue
+        tags = {RUN_BASE: base, **({RANGE_START: first, RANGE_END: last} if first != last else {})}
+        reqs.append(dg.RunRequest(run_key=base + (f"-retry{n}" if n else ""), job_name="ingest",
                                   partition_key=first if first == last else None, tags=tags))
     return reqs
+
+
+def stuck_reasons(instance: dg.DagsterInstance, stuck: dict[str, tuple[int, str]]) -> dict[str, str]:
+    """key → "N failed runs; last run R: error" for the documents :func:`run_requests` gave up on."""
+    errors = {run: run_error(instance, run) for run in {r for _, r in stuck.values()}}
+    return {k: f"{n} failed runs; last run {run}: {errors[run]}" for k, (n, run) in stuck.items()}
 
 
 @dg.sensor(jobs=[ingest_job, index_job], minimum_interval_seconds=60,
@@ -171,7 +206,16 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     order = registered + plan.added
     busy = in_flight_keys(context.instance, registered)
     plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
-    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance, order))
+    stuck: dict = {}
+    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
+    reasons = stuck_reasons(context.instance, stuck)
+    record_stuck(store, reasons)
+    for key, why in list(reasons.items())[:20]:
+        context.log.warning(f"sync: {key}: not asked for again after {why}")
+    if reasons:  # one index run per stuck set, so the failing check shows in the UI
+        requests.append(dg.RunRequest(
+            run_key="stuck-" + hashlib.sha256(json.dumps(sorted(reasons)).encode()).hexdigest()[:16],
+            job_name="bm25"))
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
         requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
                                       job_name="bm25"))
@@ -206,5 +250,11 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     busy = in_flight_keys(context.instance, order)
     plan.stale = [k for k in plan.stale if k not in busy]
-    return run_requests(plan, order, fp, failures=failed_attempts(context.instance, order)) or \
+    stuck: dict = {}
+    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
+    reasons = stuck_reasons(context.instance, stuck)
+    record_stuck(store, reasons)
+    for key, why in list(reasons.items())[:20]:
+        context.log.warning(f"sync: {key}: not asked for again after {why}")
+    return requests or \
         dg.SkipReason("every document is up to date")

@@ -260,6 +260,20 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
         summary.prompt_tokens_reused += s["prompt_tokens_reused"]
         summary.llm_seconds += s["llm_seconds"]
+    # documents the sensor gave up on (MAX_RUN_ATTEMPTS failed runs): named with their last error
+    # while they still fail; cleared once ingested
+    from assets.table_checks import record_stuck, stuck_documents
+
+    stuck = stuck_documents(store)
+    if stuck:
+        left = {}
+        for key, why in stuck.items():
+            if key in plan.refs and key not in summary.failed and key not in plan.known_bad:
+                continue  # ingested now (or unchanged and whole)
+            left[key] = why
+            if key in summary.failed:
+                summary.failed[key] += f" (the sensor stopped asking for it after {why})"
+        record_stuck(store, left)
     summary.table_rows = store.count_rows()
     summary.seconds = time.perf_counter() - t0
     return summary

@@ -102,3 +102,54 @@ def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
         assert main(["ingest", str(docs), "--home", str(home)]) == 2
         assert main(["ingest", str(docs), "--home", str(home), "--allow-removal"]) == 0
         assert set(store.document_states()) == {"kept.md"}
+
+
+@needs_models
+@pytest.mark.models
+def test_a_document_that_used_its_attempts_is_named_everywhere_and_an_edit_starts_again(tmp_path, capsys):
+    """Documents never silently stuck (issue 24): three failed runs of one document's work (recorded
+    on the real instance as a killed worker leaves them: status FAILURE, the run's work tag), then
+    a real sensor tick: no run asked for, a warning naming the document, the table check failing;
+    an edit is new work and is asked for again."""
+    from dagster._core.test_utils import create_run_for_test
+
+    from assets import table_checks
+    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, documents_sensor, run_key
+    from pipelines.cli import main
+    from pipelines.definitions import build_definitions
+    from pipelines.settings import resources_from_env, restored_env
+    from pipelines.automation import plan_for
+    from resources.store.store import Store
+
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    _docs(docs)
+    settings = small_settings(docs, home, context="structure")
+    with restored_env(tuple(settings)):
+        os.environ.update(settings)
+        assert main(["ingest", str(docs), "--home", str(home)]) == 0
+        store = Store(home=str(home))
+        (docs / "main.py").write_text((docs / "main.py").read_text() + "\n# edited\n")
+        instance = dg.DagsterInstance.get()
+        res = resources_from_env(plain=True)
+        plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"])
+        assert plan.stale == ["main.py"]
+        base = run_key(["main.py"], plan, fp)
+        for _ in range(MAX_RUN_ATTEMPTS):
+            create_run_for_test(instance, job_name="ingest", status=dg.DagsterRunStatus.FAILURE,
+                                tags={RUN_BASE: base, "dagster/partition": "main.py"})
+        ctx = dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
+                                      resources=resources_from_env(plain=True))
+        result = documents_sensor(ctx)
+        assert [r.job_name for r in result.run_requests] == ["bm25"]  # no ingest run: it used its attempts
+        passed, md = table_checks.documents_not_stuck(store)
+        assert not passed and md["documents"] == "main.py" and md["last_error"].startswith("3 failed runs; last run ")
+        # `situate ingest` tries it itself; it works now, so it is no longer stuck
+        capsys.readouterr()
+        assert main(["ingest", str(docs), "--home", str(home)]) == 0
+        assert table_checks.documents_not_stuck(store)[0] is True
+        # a new edit is new work: the sensor asks for it again
+        (docs / "main.py").write_text((docs / "main.py").read_text() + "\n# edited again\n")
+        result = documents_sensor(dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
+                                                          resources=resources_from_env(plain=True)))
+        asked = [r for r in result.run_requests if r.job_name == "ingest"]
+        assert len(asked) == 1 and asked[0].tags[RUN_BASE] != base and asked[0].partition_key == "main.py"

@@ -347,18 +347,28 @@ def test_a_range_whose_run_died_is_asked_for_again_a_bounded_number_of_times():
     """Dagster skips a run key it has seen: a range whose run failed as a whole (its worker killed)
     gets a new key per failure, up to MAX_RUN_ATTEMPTS runs, then keeps the last one (no relaunch
     every minute of a run that keeps dying)."""
-    from pipelines.automation import MAX_RUN_ATTEMPTS, run_requests
+    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, run_requests
     from pipelines.sync import SyncPlan
 
     order = ["d0", "d1", "d2", "d3"]
     refs = {k: SourceRef(k, k, f"/x/{k}", "sha") for k in order}
     plan = SyncPlan(refs=refs, added=[], removed=[], stale=order, fresh=[], known_bad={}, invalid={})
 
-    def keys(failures):
-        return [r.run_key for r in run_requests(plan, order, "fp", per_run=2, failures=failures)]
+    def requests(failures, stuck=None):
+        return run_requests(plan, order, "fp", per_run=2, failures=failures, stuck=stuck)
 
-    first = keys({})
-    after_one = keys({"d1": 1})
-    assert after_one[0] != first[0] and after_one[1] == first[1]  # only the failed range changes
-    seen = {keys({"d1": n})[0] for n in range(MAX_RUN_ATTEMPTS + 3)}
+    first = requests({})
+    base = first[0].tags[RUN_BASE]
+    assert first[0].run_key == base and {r.tags[RUN_BASE] for r in first} == {base, first[1].run_key}
+    after_one = requests({base: (1, "run-1")})
+    assert after_one[0].run_key == base + "-retry1" and after_one[1].run_key == first[1].run_key
+    seen = {r[0].run_key for n in range(MAX_RUN_ATTEMPTS) if (r := requests({base: (n, "run-x")}))}
     assert len(seen) == MAX_RUN_ATTEMPTS
+    # used its attempts: not asked for; its documents named with the last run
+    stuck: dict = {}
+    gave_up = requests({base: (MAX_RUN_ATTEMPTS, "run-9")}, stuck)
+    assert [r.run_key for r in gave_up] == [first[1].run_key] and stuck == {"d0": (3, "run-9"), "d1": (3, "run-9")}
+    # an edit of d1 is other work: its attempts start again
+    plan.refs["d1"] = SourceRef("d1", "d1", "/x/d1", "sha-edited")
+    again = requests({base: (MAX_RUN_ATTEMPTS, "run-9")})
+    assert len(again) == 2 and again[0].tags[RUN_BASE] != base and again[0].run_key == again[0].tags[RUN_BASE]
