@@ -64,8 +64,13 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
           dg.DagsterRunStatus.STARTED]
 
 
+#: Jobs whose STARTED runs :func:`reap_dead_runs` checks: situate's jobs and the asset job of
+#: Dagster's declarative automation (its runs of ``bm25_index`` carry the same worker tags).
+REAPED_JOBS = ("ingest", "bm25", "__ASSET_JOB")
+
+
 def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
-    """Mark FAILURE every ``ingest``/``bm25`` run still STARTED whose worker process, on this host,
+    """Mark FAILURE every ``ingest``/``bm25``/automation (``__ASSET_JOB``) run still STARTED whose worker process, on this host,
     is gone (killed with ``kill -9``, out of memory, the machine restarted).  Its documents are then
     no longer "in flight", so the next sync asks for them again; the blurbs it finished are in the
     blurb cache and are not written again.  Returns the run ids marked.
@@ -80,8 +85,10 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
 
     host = socket.gethostname()
     reaped = []
-    for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=[dg.DagsterRunStatus.STARTED])) + \
-            instance.get_runs(filters=dg.RunsFilter(job_name="bm25", statuses=[dg.DagsterRunStatus.STARTED])):
+    # the jobs' runs and the runs Dagster's automation launches for bm25_index (its eager
+    # condition: job "__ASSET_JOB"), whose killed worker would otherwise block eager() for good
+    for run in [r for job in REAPED_JOBS for r in instance.get_runs(
+            filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.STARTED]))]:
         tags = run.tags
         if tags.get("situate/host") != host or not tags.get("situate/pid", "").isdigit():
             continue

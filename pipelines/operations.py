@@ -225,8 +225,13 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
                 raise KeyboardInterrupt
     if (plan.stale or plan.removed or not ids_match(store)[0]
             or not (store.bm25_dir / STRUCTURAL).exists()):  # an index of an older version
-        defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
-                                                        raise_on_error=False)
+        index = defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
+                                                                raise_on_error=False)
+        if not index.success:  # the search index is behind the table: a failure, not a footnote
+            reason = next((str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+                           for ev in index.all_events if ev.is_step_failure), "see the run's log")
+            summary.failed["(bm25 index)"] = f"run {index.run_id} failed: {reason}"
+            echo(f"situate: the BM25 index was not rebuilt: run {index.run_id} failed: {reason}")
     for key in plan.stale:
         err = None
         for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):

@@ -437,3 +437,15 @@ def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
     check_chat_model(res["llm"])  # the default instruct model passes
     with pytest.raises(StartupError, match=r"an embedding model \(nomic-bert\), not a chat model"):
         check_chat_model(res["llm"].model_copy(update={"model_path": res["embedder"].model_path}))
+
+
+def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):
+    """A `../x` added in the UI used to raise PartitionKeyError inside rows_match_chunks on every
+    bm25_index run, so the index was never rebuilt; it is left alone and named."""
+    from assets.table_checks import rows_match_chunks
+    from resources.store.store import Store
+
+    store = Store(home=str(tmp_path / "home"))
+    store.write_stage(encode_key("a.md"), "chunks", {"chunks": []})
+    ok, md = rows_match_chunks(store, [encode_key("a.md"), "..", ".._.victim"])
+    assert ok and md["documents"] == 1 and "'..'" in md["invalid keys left alone"]

@@ -372,3 +372,26 @@ def test_a_range_whose_run_died_is_asked_for_again_a_bounded_number_of_times():
     plan.refs["d1"] = SourceRef("d1", "d1", "/x/d1", "sha-edited")
     again = requests({base: (MAX_RUN_ATTEMPTS, "run-9")})
     assert len(again) == 2 and again[0].tags[RUN_BASE] != base and again[0].run_key == again[0].tags[RUN_BASE]
+
+
+def test_a_killed_automation_run_of_the_index_is_reaped():
+    """Dagster's automation launches bm25_index as job "__ASSET_JOB"; a run whose worker was killed
+    stayed STARTED and blocked eager() for good (issue 24).  A real process that exited stands for
+    the killed worker; the run is on a real (temporary) instance."""
+    import socket
+    import subprocess
+    import sys
+
+    import dagster as dg
+    from dagster._core.test_utils import create_run_for_test
+
+    from pipelines.automation import reap_dead_runs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with dg.instance_for_test() as instance:
+        run = create_run_for_test(instance, job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED,
+                                  tags={"situate/host": socket.gethostname(), "situate/pid": str(gone.pid),
+                                        "situate/pid_start": "0"})
+        assert reap_dead_runs(instance) == [run.run_id]
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
