@@ -56,7 +56,7 @@ def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) 
         contexts = document_contexts(doc, [(c.start, c.end) for c in out], [c.heading_path for c in out])
         for c, ctx in zip(out, contexts):
             c.context = ctx
-        store.write_stage(key, "chunks", {"chunks": [c.to_json() for c in out]})
+        store.write_stage(key, "chunks", {"doc_sha256": doc["sha256"], "chunks": [c.to_json() for c in out]})
         sizes = [c.n_tokens for c in out]
         return {"chunks": len(out), "tokens_max": max(sizes), "tokens_mean": round(sum(sizes) / len(sizes), 1),
                 "given": doc.get("given_chunks") is not None}

@@ -10,7 +10,7 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
-from assets.per_document import for_each_document, read_ok
+from assets.per_document import UpstreamError, for_each_document, read_ok
 from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
 from resources.store.retrieval import contextualized_text
 from assets.partitions import BACKFILL, documents
@@ -78,6 +78,27 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -> None:
+    """The document, chunks and blurbs stages were made from one version of the document (their
+    ``doc_sha256``; stage files of earlier versions without it pass): two runs of one document
+    that interleave stage by stage (the lock is taken per stage) would otherwise write rows that
+    carry the new version's hash with the old version's text.
+
+    Raises
+    ------
+    UpstreamError
+        The versions differ: nothing is committed; the run that wrote the newest stages commits
+        its own rows, and the next sync sees the document as it is.
+    """
+    versions = {"document": doc.get("sha256"), "chunks": chunk_data.get("doc_sha256"),
+                "blurbs": blurb_data.get("doc_sha256")}
+    seen = {v for v in versions.values() if v}
+    if len(seen) > 1:
+        raise UpstreamError(f"{key}: the document changed while this run worked on it "
+                            f"({', '.join(f'{k} {v[:12]}' for k, v in versions.items() if v)}): "
+                            "not committed; the run of the newer version writes its rows")
+
+
 @dg.asset(
     partitions_def=documents,
     backfill_policy=BACKFILL,
@@ -96,8 +117,10 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        chunk_list = read_ok(store, key, "chunks")["chunks"]
+        chunk_data = read_ok(store, key, "chunks")
+        chunk_list = chunk_data["chunks"]
         blurb_data = read_ok(store, key, "blurbs")
+        check_one_version(key, doc, chunk_data, blurb_data)
         texts = [contextualized_text(b["blurb"], c["text"], c.get("context", ""))
                  for b, c in zip(blurb_data["blurbs"], chunk_list)]
         t0 = time.perf_counter()

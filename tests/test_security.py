@@ -449,3 +449,15 @@ def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):
     store.write_stage(encode_key("a.md"), "chunks", {"chunks": []})
     ok, md = rows_match_chunks(store, [encode_key("a.md"), "..", ".._.victim"])
     assert ok and md["documents"] == 1 and "'..'" in md["invalid keys left alone"]
+
+
+def test_stages_of_two_versions_of_one_document_are_never_committed_together():
+    """Two runs of one document interleaving stage by stage (issue 24): the rows would carry the new
+    version's hash with the old version's text.  The embeddings stage refuses to commit them."""
+    from assets.embeddings import check_one_version
+    from assets.per_document import UpstreamError
+
+    check_one_version("a.md", {"sha256": "new"}, {"doc_sha256": "new"}, {"doc_sha256": "new"})
+    check_one_version("a.md", {"sha256": "new"}, {"chunks": []}, {})  # stage files of an earlier release
+    with pytest.raises(UpstreamError, match="changed while this run worked on it"):
+        check_one_version("a.md", {"sha256": "new"}, {"doc_sha256": "old"}, {"doc_sha256": "new"})
