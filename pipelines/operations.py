@@ -291,9 +291,10 @@ class QueryError(ValueError):
 #: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger
 #: number was a traceback.
 MAX_K = 1_000_000
-#: Longest query a search takes, in characters: the embedder reads 2,048 tokens of it at most
-#: (about 8,000 characters of English) and BM25 every word; a 1 MB query is refused, not tokenized
-#: (the service, the MCP tool, ``import situate`` and the command line alike).
+#: Longest query the service and the MCP tool take, in characters: the embedder reads 2,048
+#: tokens of it at most (about 8,000 characters of English) and BM25 every word; from a network
+#: caller a 1 MB query is refused, not tokenized.  ``import situate`` and the command line take
+#: any length and cut it for the embedder with a warning.
 MAX_QUERY_CHARS = 8000
 
 
@@ -319,8 +320,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     Raises
     ------
     QueryError
-        The query is empty or whitespace or longer than :data:`MAX_QUERY_CHARS`, ``k`` < 1 or
-        ``rerank`` < 0.
+        The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
     pipelines.preflight.StartupError
         The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
         whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
@@ -332,8 +332,6 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
 
     if not query or not query.strip():
         raise QueryError("empty query: give the words to search for")
-    if len(query) > MAX_QUERY_CHARS:
-        raise QueryError(f"the query is {len(query):,} characters: at most {MAX_QUERY_CHARS:,} characters")
     if k < 1:
         raise QueryError(f"-k must be at least 1, got {k}")
     if k > MAX_K:

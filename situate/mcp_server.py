@@ -26,7 +26,7 @@ def create_server(home: str | None = None):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from pipelines.operations import QueryError, search as run_search
+    from pipelines.operations import MAX_QUERY_CHARS, QueryError, search as run_search
     from pipelines.preflight import StartupError
     from resources.store.objects import normalize_home
 
@@ -41,6 +41,8 @@ def create_server(home: str | None = None):
     def search(query: str, k: int = 10) -> list[dict[str, Any]]:
         if not 1 <= k <= MAX_TOOL_K:
             raise ToolError(f"k must be 1..{MAX_TOOL_K}, got {k}")
+        if len(query) > MAX_QUERY_CHARS:  # bounded like the service's
+            raise ToolError(f"the query is {len(query):,} characters: at most {MAX_QUERY_CHARS:,} characters")
         try:
             hits, _warnings = run_search(query, k, home)
         except (QueryError, StartupError) as e:  # the agent reads the reason and can correct the call

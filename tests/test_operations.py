@@ -99,7 +99,7 @@ def test_kill_9_during_table_writes_leaves_every_document_whole(tmp_path):
     home = tmp_path / "home"
     rng = random.Random(7)
     for attempt in range(4):
-        proc = _spawn(tmp_path, WRITER, str(home), "6", "8")
+        proc = _spawn(tmp_path, WRITER, str(home), "500", "8")  # passes enough to be killed inside them
         _wait_for_line(proc, "ready")
         time.sleep(rng.uniform(0.2, 2.5))
         _kill9(proc)
@@ -468,7 +468,8 @@ def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tm
     text = importlib.metadata.metadata("bm25s").get_payload()[:3000]
     (docs / "bm25s.md").write_text(text[:text.rfind("\n") + 1])
     base = {"SITUATE_N_CTX": "2048", "SITUATE_MAX_TOKENS": "24", "SITUATE_OVERLAP_TOKENS": "0",
-            "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
+            "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
+            "SITUATE_CONTEXT": "chunk"}  # a blurb a chunk: the calls follow the chunks
     first, calls1 = _ingest_with({**base, "SITUATE_CHUNK_TOKENS": "120"}, docs, home)
     old = set(Store(home=str(home)).columns(["text"]).column("text").to_pylist())
     assert calls1["llm_generate"] == first.chunks == len(old)

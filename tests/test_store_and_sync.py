@@ -269,7 +269,8 @@ def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path)
         res = dg.materialize([bm25_index], resources={"store": store}, instance=instance)
         checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
         assert checks == {"ids_match_table": True, "rows_match_chunks": True, "unique_chunk_ids": True,
-                          "vectors_sound": True, "fallback_share": True}
+                          "vectors_sound": True, "fallback_share": True, "no_removal_held": True,
+                          "documents_not_stuck": True}
         store.table().delete("document_key = 'b'")
         res = dg.materialize([bm25_index], resources={"store": store}, instance=instance,
                              run_config={"ops": {"bm25_index": {"config": {"max_fallback_share": 0.0}}}})
