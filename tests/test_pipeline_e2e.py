@@ -516,6 +516,42 @@ def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
     assert bad.is_error and "empty query" in bad.content[0].text
 
 
+def test_concurrent_mcp_tool_calls_through_the_client_each_get_their_own_hits(env):
+    """Issue 24: the MCP server runs tool calls in parallel threads; with one llama.cpp embedder
+    behind them, eight searches at once through the `mcp` client (four questions, twice each)
+    get exactly what each gets alone, and an oversized query is refused."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+                                   env={k: v for k, v in (os.environ | env["settings"]).items()}, cwd=str(REPO))
+    questions = ["How do I parse a .env file into a dictionary of variables?", "BM25 scoring of documents",
+                 "masked arrays in numpy", "find the .env file by walking up the directories"]
+
+    async def session_run():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                alone = [await session.call_tool("search", {"query": q, "k": 3}) for q in questions]
+                together = [None] * (2 * len(questions))
+
+                async def one(i):
+                    together[i] = await session.call_tool("search", {"query": questions[i % len(questions)], "k": 3})
+
+                async with anyio.create_task_group() as tg:
+                    for i in range(len(together)):
+                        tg.start_soon(one, i)
+                big = await session.call_tool("search", {"query": "x" * 8001, "k": 3})
+                return alone, together, big
+
+    alone, together, big = anyio.run(session_run)
+    ids = [[h["chunk_id"] for h in r.structured_content["result"]] for r in alone]
+    assert all(len(i) == 3 for i in ids)
+    for n, r in enumerate(together):
+        assert not r.is_error and [h["chunk_id"] for h in r.structured_content["result"]] == ids[n % len(questions)]
+    assert big.is_error and "at most 8,000 characters" in big.content[0].text
+
+
 def test_the_search_page_in_a_real_browser(env):
     """Headless Chromium (Debian's chromium and chromium-driver, installed by `make test`) loads
     the page of `situate serve`, a query is typed, and the hits' sources, blurbs and contexts are
