@@ -199,6 +199,20 @@ def stuck_reasons(instance: dg.DagsterInstance, stuck: dict[str, tuple[int, str]
     return {k: f"{n} failed runs; last run {run}: {errors[run]}" for k, (n, run) in stuck.items()}
 
 
+def ingest_requests(context, store: Store, plan: SyncPlan, order: list[str], fp: str
+                    ) -> tuple[list[dg.RunRequest], dict[str, str]]:
+    """The sensor's and the schedule's ``ingest`` run requests (:func:`run_requests`, failures
+    counted on the instance), and key → reason for the documents given up on: recorded in the
+    data folder (the ``documents_not_stuck`` check) and logged, at most 20 lines."""
+    stuck: dict = {}
+    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
+    reasons = stuck_reasons(context.instance, stuck)
+    record_stuck(store, reasons)
+    for key, why in list(reasons.items())[:20]:
+        context.log.warning(f"sync: {key}: not asked for again after {why}")
+    return requests, reasons
+
+
 @dg.sensor(jobs=[ingest_job, index_job], minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Registers one `documents` partition per document in the docs folder, asks for "
@@ -213,12 +227,7 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     order = registered + plan.added
     busy = in_flight_keys(context.instance, registered)
     plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
-    stuck: dict = {}
-    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
-    reasons = stuck_reasons(context.instance, stuck)
-    record_stuck(store, reasons)
-    for key, why in list(reasons.items())[:20]:
-        context.log.warning(f"sync: {key}: not asked for again after {why}")
+    requests, reasons = ingest_requests(context, store, plan, order, fp)
     if reasons:  # one index run per stuck set, so the failing check shows in the UI
         requests.append(dg.RunRequest(
             run_key="stuck-" + hashlib.sha256(json.dumps(sorted(reasons)).encode()).hexdigest()[:16],
@@ -257,11 +266,6 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     busy = in_flight_keys(context.instance, order)
     plan.stale = [k for k in plan.stale if k not in busy]
-    stuck: dict = {}
-    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
-    reasons = stuck_reasons(context.instance, stuck)
-    record_stuck(store, reasons)
-    for key, why in list(reasons.items())[:20]:
-        context.log.warning(f"sync: {key}: not asked for again after {why}")
+    requests, _ = ingest_requests(context, store, plan, order, fp)
     return requests or \
         dg.SkipReason("every document is up to date")
