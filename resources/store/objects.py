@@ -262,18 +262,7 @@ class ObjectFolder:
         ------
         StoreUnavailable
         """
-        import obstore
-        import obstore.exceptions as ox
-
-        try:
-            obstore.put(self.store, rel, data, mode="create")
-            return True
-        except (ox.AlreadyExistsError, ox.PreconditionError):
-            return False
-        except Exception as e:  # noqa: BLE001
-            if "already exists" in str(e) or "412" in str(e):
-                return False
-            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+        return self.create_versioned(rel, data) is not None
 
     def get_versioned(self, rel: str) -> tuple[bytes, str] | None:
         """The object's bytes and its ETag (the version a :meth:`replace_if` names), or None when
