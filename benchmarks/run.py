@@ -36,6 +36,10 @@ Sections (each a function below, each returning a dict that goes into the report
     on the same chunks, and the cosine between the two vectors of each chunk.
 ``embed``
     Embedding throughput of the default embedder at batch sizes 1..64.
+``embedders``
+    Issue 25: each installed embedder of ``situate models`` on the same chunks (tokens/s, seconds
+    a chunk and its ratio to the default's, a query's ms, the width) and search p50/p95 over
+    100,000 rows of its width (:mod:`benchmarks.embedders`).
 ``search``
     ``hybrid_search`` latency over 10k and 100k rows, exact and with the IVF_FLAT index, and the
     index's recall@10 against exact search (benchmarks/search_scale.py).
@@ -535,6 +539,10 @@ def markdown(report: dict) -> str:
         import threads
 
         lines += threads.markdown(s["threads"])
+    if "embedders" in s:
+        import embedders
+
+        lines += embedders.markdown(s["embedders"])
     if "skipping" in s:
         import skipping
 
@@ -639,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
     ap.add_argument("--only", default="cost,threads,skipping,llm,embed,search,rerank,reingest,partitions",
-                    help="comma-separated sections (also: models, embedq, service, scale_out)")
+                    help="comma-separated sections (also: models, embedq, embedders, service, scale_out)")
     ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
     args = ap.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -680,6 +688,10 @@ def main(argv: list[str] | None = None) -> int:
                 r = embedq_section(corpus, args.quick, work)
             elif name == "embed":
                 r = embed_section(corpus, args.quick)
+            elif name == "embedders":
+                import embedders
+
+                r = embedders.embedders_section(corpus, args.quick, work, log)
             elif name == "search":
                 r = search_section(corpus, args.quick, work)
             elif name == "rerank":

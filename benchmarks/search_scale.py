@@ -20,13 +20,13 @@ import numpy as np
 DIM = 768
 
 
-def synthetic_rows(n: int, texts: list[str], seed: int = 0) -> tuple[np.ndarray, list[str]]:
-    """``(float32[n, 768] unit vectors, n texts)``: vectors around ``n // 50`` centres, 40-word
-    windows of ``texts``."""
+def synthetic_rows(n: int, texts: list[str], seed: int = 0, dim: int = DIM) -> tuple[np.ndarray, list[str]]:
+    """``(float32[n, dim] unit vectors, n texts)``: vectors around ``n // 50`` centres, 40-word
+    windows of ``texts``.  ``dim`` is the embedder's width (768 for nomic v1.5, 384 for bge-small)."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((max(1, n // 50), DIM)).astype(np.float32)
+    centres = rng.standard_normal((max(1, n // 50), dim)).astype(np.float32)
     assign = rng.integers(0, len(centres), n)
-    vecs = centres[assign] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
+    vecs = centres[assign] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     words = [t.split() for t in texts if len(t.split()) > 40]
     out = []
@@ -47,13 +47,14 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
 
     store = Store(home=str(root))
     n = len(texts)
+    dim = int(vecs.shape[1])
     ids = [f"row-{i:07d}" for i in range(n)]
-    schema = table_schema(DIM)
+    schema = table_schema(dim)
     cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
     cols.update(chunk_id=pa.array(ids), document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),
                 doc_id=pa.array([f"doc-{i // 10}" for i in range(n)]), text=pa.array(texts),
                 chunk_index=pa.array([i % 10 for i in range(n)], pa.int32()),
-                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), DIM))
+                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
     table = pa.table({f.name: cols[f.name] for f in schema}, schema=schema)
     db = store.connect()
     db.create_table(TABLE, data=table, schema=schema, mode="overwrite")
@@ -87,24 +88,26 @@ def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
     return [r["chunk_id"] for r in q.select(["chunk_id", "_distance"]).to_list()]
 
 
-def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print) -> dict:
-    """Figures for each size: exact and (where built) indexed latency, index build time, recall@10."""
+def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print,
+        dim: int = DIM) -> dict:
+    """Figures for each size: exact and (where built) indexed latency, index build time, recall@10,
+    and the data folder's bytes on disk (table, vector index, BM25); vectors ``dim`` wide."""
     from resources.store.store import VECTOR_INDEX_MIN_ROWS
 
     out: dict = {}
     rng = np.random.default_rng(1)
     for n in sizes:
-        vecs, row_texts = synthetic_rows(n, texts)
+        vecs, row_texts = synthetic_rows(n, texts, dim=dim)
         t0 = time.perf_counter()
         store = build_store(work / f"search-{n}", vecs, row_texts)
         built_s = time.perf_counter() - t0
         picks = rng.integers(0, n, n_queries)
         queries = []
         for i in picks:
-            v = vecs[i] + 0.05 * rng.standard_normal(DIM).astype(np.float32)
+            v = vecs[i] + 0.05 * rng.standard_normal(dim).astype(np.float32)
             words = row_texts[i].split()
             queries.append((v / np.linalg.norm(v), " ".join(words[5:12])))
-        res = {"rows": n, "write_and_bm25_s": round(built_s, 1), "exact": measure(store, queries)}
+        res = {"rows": n, "dim": dim, "write_and_bm25_s": round(built_s, 1), "exact": measure(store, queries)}
         log(f"search {n:,} rows exact: {res['exact']}")
         t0 = time.perf_counter()
         state = store.ensure_vector_index(min_rows=0)
@@ -118,6 +121,7 @@ def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 
         res["indexed_recall_at_10"] = round(float(np.mean(recalls)), 4)
         res["index"] = state["vector_index"]
         res["index_by_default"] = n >= VECTOR_INDEX_MIN_ROWS
+        res["folder_bytes"] = sum(f.stat().st_size for f in (work / f"search-{n}").rglob("*") if f.is_file())
         log(f"search {n:,} rows indexed ({res['index_build_s']} s to build): {res['indexed']}, "
             f"recall@10 {res['indexed_recall_at_10']}")
         out[n] = res

@@ -48,7 +48,7 @@ def _main(argv: list[str] | None = None) -> int:
     p_models = sub.add_parser("models", help="install, list or check the local models")
     p_models.add_argument("action", choices=["install", "list", "check"])
     p_models.add_argument("names", nargs="*", metavar="NAME",
-                          help="blurb models to install besides the defaults (see `situate models list`)")
+                          help="blurb models or embedders to install besides the defaults (see `situate models list`)")
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
     p_ingest.add_argument("path")
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")

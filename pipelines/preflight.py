@@ -136,8 +136,9 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
                            "replace them (add --replace to do so, or give another --home)")
 
 
-def check_models(llm_path: str, embed_path: str | None) -> None:
-    """The LLM (and the embedder, when given) exist and are sound (:func:`resources.models.registry.check_model_file`).
+def check_models(llm_path: str, embed_path: str | None, embed_tokenizer: str = "") -> None:
+    """The LLM (and the embedder, with an ONNX embedder's tokenizer, when given) exist and are
+    sound (:func:`resources.models.registry.check_model_file`).
 
     Raises
     ------
@@ -150,6 +151,8 @@ def check_models(llm_path: str, embed_path: str | None) -> None:
         check_model_file(llm_path, "SITUATE_LLM_MODEL")
         if embed_path:
             check_model_file(embed_path, "SITUATE_EMBED_MODEL")
+        if embed_tokenizer:
+            check_model_file(embed_tokenizer, "SITUATE_EMBED_MODEL")
     except ModelFileError as e:
         raise StartupError(str(e)) from None
 
@@ -215,7 +218,7 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
 
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
-    check_models(res["llm"].model_path, res["embedder"].model_path)
+    check_models(res["llm"].model_path, res["embedder"].model_path, res["embedder"].tokenizer_path)
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     check_chat_model(res["llm"])

