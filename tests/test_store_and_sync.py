@@ -148,9 +148,9 @@ def test_a_search_at_another_width_gets_one_line(tmp_path, capsys, monkeypatch):
     from pipelines.preflight import StartupError
 
     store = Store(home=str(tmp_path))
-    store.replace_document("a", rows("a", ["x"]))  # FAKE 4-d vectors: the embedder writes 768
+    store.replace_document("a", rows("a", ["x"]))  # FAKE 4-d vectors: the embedder writes 384
     monkeypatch.setenv("SITUATE_HOME", str(tmp_path))
-    with pytest.raises(StartupError, match=r"holds 4-wide vectors and the embedder .* writes 768-wide"):
+    with pytest.raises(StartupError, match=r"holds 4-wide vectors and the embedder .* writes 384-wide"):
         cli.search("x", k=3, home=str(tmp_path))
 
 

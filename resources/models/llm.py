@@ -451,16 +451,19 @@ class LlmTokenizer:
 
 
 class Embedder(dg.ConfigurableResource):
-    """The embedding model (llama-cpp-python, in process, mean pooling as the GGUF says).
+    """The embedding model, in process: a GGUF with llama-cpp-python (pooling as the GGUF says) or
+    an ONNX encoder with onnxruntime (:mod:`resources.models.encoder`).
 
     Attributes
     ----------
     model_path : str
-        An embedding GGUF; default nomic-embed-text-v1.5 f16 (``SITUATE_EMBED_MODEL``).
+        An embedding GGUF or ONNX file; default bge-small-en-v1.5 INT8 ONNX, 384-wide
+        (``SITUATE_EMBED_MODEL``, :data:`resources.models.registry.EMBED_MODELS`).
     model_id : str
         Name recorded in each row.
     n_ctx : int
-        Longest input in the model's tokens (nomic-embed-text-v1.5: 2048); longer text is cut.
+        Longest input in the model's tokens (bge-small-en-v1.5: 512 WordPiece tokens;
+        nomic-embed-text-v1.5: 2048); longer text is cut.
     n_threads, n_gpu_layers
         As :class:`BlurbLLM`.
     batch_size : int
