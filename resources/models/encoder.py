@@ -21,6 +21,17 @@ import numpy as np
 _LOCKS: dict[tuple, threading.Lock] = {}
 
 
+def ort_session(model_path: str, n_threads: int):
+    """An onnxruntime CPU ``InferenceSession`` with ``n_threads`` intra-op threads and one
+    inter-op thread (shared by the ONNX embedders and :mod:`resources.models.reranker`)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = n_threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+
+
 @functools.lru_cache(maxsize=4)
 def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: int):
     """``(onnxruntime.InferenceSession, tokenizers.Tokenizer, input names)`` for an ONNX encoder,
@@ -32,7 +43,6 @@ def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: in
     resources.models.registry.ModelFileError
         The model or tokenizer file is missing or, for a pinned file, has the wrong size or sha256.
     """
-    import onnxruntime as ort
     from tokenizers import Tokenizer
 
     from resources.models.registry import ModelFileError, check_model_file
@@ -42,10 +52,7 @@ def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: in
             raise ModelFileError(f"embedder file {p or '(tokenizer.json)'} not found: run "
                                  "`situate models install <embedder name>`")
         check_model_file(p)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = n_threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model_path, n_threads)
     tok = Tokenizer.from_file(tokenizer_path)
     tok.no_padding()
     tok.enable_truncation(max_length=max_tokens)

@@ -81,18 +81,16 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
 
 @functools.lru_cache(maxsize=4)
 def _session(model_path: str, tokenizer_path: str, n_threads: int):
-    import onnxruntime as ort
     from tokenizers import Tokenizer
+
+    from resources.models.encoder import ort_session
 
     for p in (model_path, tokenizer_path):
         if not os.path.isfile(p):
             err = FileNotFoundError(f"reranker file missing: {p} (run `situate models install`)")
             err.filename = p
             raise err
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = n_threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model_path, n_threads)
     tok = Tokenizer.from_file(tokenizer_path)
     tok.enable_truncation(max_length=MAX_PAIR_TOKENS, strategy="only_second")
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
