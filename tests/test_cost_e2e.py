@@ -212,3 +212,30 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     assert "one-generation-fallback:repeated" in again[c].problems and again[c].blurb == single[c].blurb
     if a != 0:  # the first line's start is in the prompt, so chunk 1 cannot be dropped by garbling
         assert again[a].blurb == one[a].blurb
+
+
+def test_one_generation_lines_stop_where_the_context_ends():
+    """A one-generation sequence near the end of ``n_ctx`` begins a line only while the line can
+    fit: fewer lines than asked come back (their chunks get their own calls), and llama.cpp's
+    "Requested tokens exceed context window" is never raised (the codebase set's doc 52 asked
+    for 8,203 tokens of an 8,192 context before this bound)."""
+    from assets.blurbs import stops
+    from pipelines.settings import resources_from_env
+
+    base = resources_from_env(plain=True)["llm"]
+    llm = type(base)(**(base.model_dump() | {"n_ctx": 512, "max_tokens": 24}))
+    tok = llm.tokenizer()
+    prompt = tok.encode("Summarise each function of this file in one line.\n\n" + DOTENV.read_text())
+    starts = [f"\n[chunk {i}] This chunk is about" for i in range(2, 12)]
+    start_tokens = len(tok.encode(starts[0]))
+    # room for the first line and at most a few more, never for all eleven
+    tokens = prompt[:512 - 24 - 3 * (start_tokens + 24)]
+    g = llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=24)
+    begun = g.text.count("[chunk ")
+    assert 1 <= begun < len(starts)
+    assert len(tokens) + len(tok.encode(g.text)) <= 512
+    assert g.generated >= 1 and g.evaluated >= len(tokens)
+    # no room for even the first line: nothing is evaluated, nothing raised
+    full = prompt[:512 - 23]
+    empty = llm.generate_lines(full, starts, stop=stops(False), max_tokens=24)
+    assert (empty.text, empty.evaluated, empty.generated) == ("", 0, 0)

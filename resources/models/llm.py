@@ -355,7 +355,12 @@ class BlurbLLM(dg.ConfigurableResource):
         Generation
             ``text`` is the first line's completion, then each start and its completion;
             token counts and seconds are summed over the lines (``prompt_tokens`` is the last
-            call's prompt).
+            call's prompt).  Lines stop early where the next one could overrun the context:
+            a line is begun only while the sequence, its start and ``max_tokens`` fit in
+            ``n_ctx`` tokens, so the lines not begun are missing from ``text`` (the caller
+            situates those chunks by their own calls), and llama.cpp's "Requested tokens exceed
+            context window" is never reached.  With no room for even the first line, ``text``
+            is empty and nothing is evaluated.
         """
         llm = self.load()
         with model_lock(llm):  # the lines continue one KV cache: no other caller in between
@@ -369,11 +374,15 @@ class BlurbLLM(dg.ConfigurableResource):
         def enc(s: str) -> list[int]:
             return llm.tokenize(s.encode("utf-8"), add_bos=False, special=False) if s else []
 
+        bound = max_tokens or self.max_tokens
         seq, text, total = list(tokens), "", None
         for n in range(len(starts) + 1):
+            start = enc(starts[n - 1]) if n else []
+            if len(seq) + len(start) + bound > self.n_ctx:
+                break  # no room for this line: it and the rest are left to their own calls
             if n:
                 text += starts[n - 1]
-                seq += enc(starts[n - 1])
+                seq += start
             g = self.generate(seq, stop=stops, max_tokens=max_tokens, grammar=grammar)
             text += g.text
             seq += enc(g.text)
@@ -383,6 +392,8 @@ class BlurbLLM(dg.ConfigurableResource):
                 for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds"):
                     setattr(total, f, getattr(total, f) + getattr(g, f))
                 total.prompt_tokens = g.prompt_tokens
+        if total is None:
+            return Generation("", len(tokens), 0, 0, 0, 0.0)
         total.reused = total.prompt_tokens - total.evaluated
         total.text = text
         return total
