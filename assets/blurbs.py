@@ -229,8 +229,11 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                             cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
 
                 def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
-                    return llm.generate_lines(tokens, starts, stop=stops(reasoning), max_tokens=max_tokens,
-                                              grammar=grammar)
+                    # each line is one chunk's blurb: a blurb's bound, not the window's whole
+                    # reserve (``plan.max_tokens``, fit_bound), which left no room for the first
+                    # line of a window fitted close to n_ctx
+                    return llm.generate_lines(tokens, starts, stop=stops(reasoning),
+                                              max_tokens=min(max_tokens, bound), grammar=grammar)
 
                 records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
                                         cache=cache, cache_key=key_fn, spans=spans, kept=decided,

@@ -455,7 +455,7 @@ def _one_generation(text, chunks, todo, prefix, builder, generate_window, n_ctx,
         gen = generate_window(prefix + suffix, starts, max_tokens)
         raw = f"{chunk_mark(todo[0])} {builder.template.answer_prefix}".rstrip() + gen.text
         n_prompt, n_eval, n_gen, seconds = gen.prompt_tokens, gen.evaluated, gen.generated, time.perf_counter() - t0
-        if key:
+        if key and gen.generated:  # a sequence with no room for a line is not an answer to keep
             cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
     call = {"prompt_tokens": n_prompt, "evaluated": n_eval, "reused": n_prompt - n_eval, "generated": n_gen,
             "seconds": round(seconds, 4), "window": w_index}

@@ -213,6 +213,11 @@ MAX_BLURB_CHARS = 480
 #: Fewer words than this is not a usable context.
 MIN_BLURB_WORDS = 3
 
+#: An answer prefix given to the model (``This chunk`` / ``This chunk is about``) and the function
+#: words that say nothing after it: a blurb that is only these (the model stopped at once, or a
+#: one-generation line with nothing after its mark) is ``empty``, not a blurb.
+_PRIMED_ONLY = re.compile(r"^\W*this chunk(?: is about)?(?:\W+(?:the|a|an|this|that|of|to|and|its|it))*\W*$", re.I)
+
 #: Reasoning tags: ``<think>``, ``<thinking>``, ``<reasoning>``, with or without attributes.
 _THINK_OPEN_TAG = re.compile(r"<\s*(?:think|thinking|reasoning)\b[^>]*>", re.I)
 _THINK_CLOSE_TAG = re.compile(r"<\s*/\s*(?:think|thinking|reasoning)\s*>", re.I)
@@ -519,7 +524,7 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         if dropped:
             problems.append("ungrounded")
     unusable = None
-    if not text:
+    if not text or _PRIMED_ONLY.match(text):
         unusable = "empty"
     elif len(re.findall(r"\w+", text)) < MIN_BLURB_WORDS:
         unusable = "too-short"

@@ -264,7 +264,7 @@ def test_window_lines_are_parsed_back_to_their_chunks():
 class FakeWindowGenerate:
     """FAKE one generation: a line per chunk asked for, in order, each naming its own section;
     ``garble`` maps a chunk index to what happens to its line (``drop``, ``twice``, ``empty``,
-    ``invented``: a name absent from the document)."""
+    ``invented``: a name absent from the document; ``nothing``: the answer prefix alone)."""
 
     def __init__(self, garble=None):
         self.garble = garble or {}
@@ -285,6 +285,8 @@ class FakeWindowGenerate:
                 line = f"[chunk {i + 1}]"
             if how == "invented":
                 line = f"[chunk {i + 1}] This chunk is about the FrobnicatorFactory class."
+            if how == "nothing":  # the answer prefix and no more
+                line = f"[chunk {i + 1}] This chunk is about"
             lines += [line, line] if how == "twice" else [line]
         text = "\n".join(lines)
         first = f"[chunk {asked[0] + 1}] This chunk is about"
@@ -343,3 +345,23 @@ def test_the_default_mode_is_the_document_mode(monkeypatch):
     monkeypatch.setenv("SITUATE_CONTEXT", "chunk")
     llm = resources_from_env(plain=True)["llm"]
     assert (llm.context, llm.prompt) == ("chunk", DEFAULT_PROMPT) == ("chunk", "anthropic-2024-primed-about")
+
+
+def test_a_line_that_is_only_the_answer_prefix_falls_back(fake_tokenizer):
+    """A one-generation line with nothing after "This chunk is about" (the codebase set's one
+    generation wrote two) is no blurb: that chunk gets its own call, and keeps its own section."""
+    from assets.prompting import BY_REFERENCE_WINDOW
+
+    text, spans = doc_and_spans(4)
+    chunks = [text[a:z] for a, z in spans]
+    b = PromptBuilder(fake_tokenizer, FRAME, BY_REFERENCE_WINDOW)
+    p = fit_document(text, spans, b, n_ctx=4096, max_tokens=32)
+    single = FakeGenerate()
+    recs = contextualize(text, chunks, p, b, single, spans=spans,
+                         generate_window=FakeWindowGenerate({0: "nothing", 2: "nothing"}))
+    assert len(single.prompts) == 2
+    assert [f"Section {i}" in r.blurb and r.status == "model" for i, r in enumerate(recs)] == [True] * 4
+    tags = [[x for x in r.problems if x.startswith("one-generation")] for r in recs]
+    # the second such line is also word for word the first: a loop
+    assert tags == [["one-generation-fallback:empty"], ["one-generation"],
+                    ["one-generation-fallback:repeated"], ["one-generation"]]

@@ -76,6 +76,11 @@ def test_unusable_blurbs_fall_back():
     assert clean_blurb("", CHUNK).problems == ["empty"]
     assert clean_blurb("   \n ", CHUNK).problems == ["empty"]
     assert clean_blurb("Sure.", CHUNK).problems[-1] == "too-short"
+    # the answer prefix alone (the model stopped at once; a one-generation line with nothing
+    # after its mark) says nothing: it is empty, though it has four words
+    for said_nothing in ("This chunk is about", "This chunk is about the", "this chunk is about.", "This chunk"):
+        assert clean_blurb(said_nothing, CHUNK).problems == ["empty"], said_nothing
+    assert clean_blurb("This chunk is about parsing.", CHUNK).text == "This chunk is about parsing."
     assert clean_blurb("Here is a short succinct context to situate this chunk within the document.",
                        CHUNK).problems[-1] == "restated"
     assert clean_blurb('Parse a .env file and set the variables in os.environ.', CHUNK).problems[-1] == "chunk-echo"
