@@ -112,7 +112,8 @@ def cost_section(quick: bool, log=print) -> dict:
     reads = [g for _, g, first in calls if first and g.prefill_seconds > 0]
     prefill_rate = sum(g.evaluated for g in reads) / sum(g.prefill_seconds for g in reads)
     gen_rate = sum(g.generated for _, g, _ in calls) / sum(g.generate_seconds for _, g, _ in calls)
-    out: dict = {"documents": [f"{c}/{d['doc_id']}" for c, d in docs], "rows": rows,
+    out: dict = {"llm_model": base.resolved_model_id(),
+                 "documents": [f"{c}/{d['doc_id']}" for c, d in docs], "rows": rows,
                  "prefill_tokens_per_s": round(prefill_rate, 1), "generated_tokens_per_s": round(gen_rate, 2),
                  "n_threads": L.context_params.n_threads, "load_average": round(os.getloadavg()[0], 2),
                  "modes": {}}
@@ -147,7 +148,8 @@ def markdown(c: dict) -> list[str]:
     lines = ["", "## Cost of a chunk's context, by mode (same documents, one run)", "",
              f"The default ({c.get('default_mode')}): {c.get('cost_default_over_today')} × today's LLM seconds "
              f"a chunk, {c.get('cost_default_over_floor')} × the floor.", "",
-             f"Documents: {', '.join(c['documents'])}; {c['n_threads']} threads; rates in this run: prefill "
+             f"Model: {c.get('llm_model', 'not recorded')} (`SITUATE_LLM_MODEL`); documents: "
+             f"{', '.join(c['documents'])}; {c['n_threads']} threads; rates in this run: prefill "
              f"{c['prefill_tokens_per_s']} tokens/s, generation {c['generated_tokens_per_s']} tokens/s; "
              f"load average at the end {c['load_average']}.", "",
              "| mode | chunks | LLM s a chunk | × today's | prompt tokens evaluated a chunk | tokens generated a chunk "
