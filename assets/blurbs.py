@@ -12,7 +12,7 @@ import dagster as dg
 
 from assets import blurb_files
 from assets.contextualize import BlurbRecord, contextualize, record_from_raw
-from assets.edits import kept_blurbs, text_sha256
+from assets.edits import kept_blurbs, recheck, text_sha256
 from assets.fitted_preambles import builders_by_kind, document_builder, generation_bound
 from assets.skipping import chunk_reasons
 from assets.per_document import for_each_document, read_ok
@@ -63,10 +63,76 @@ def skipped_records(n: int, reason: str, mode: str = "structure", doc_sha256: st
 
 def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
     """What makes a document's blurbs: the LLM file's sha256, the mode and prompt, the decoding
-    settings.  Blurbs kept across an edit (:mod:`assets.edits`) must have been made the same way."""
+    settings, ``n_ctx`` (it decides the windows the model reads) and the chunk limit
+    (``max_chunks_per_document``: whether the model is asked at all).  Blurbs kept across an edit
+    or an unchanged re-ingest (:mod:`assets.edits`) must have been made with the same settings."""
     return digest(file_sha256(llm.model_path), llm.context, llm.prompt, PROMPT_VERSION, CONTEXT_VERSION,
                   max_tokens or llm.max_tokens, llm.repeat_penalty,
-                  llm.document_tokens if llm.context == "document" else 0)
+                  llm.document_tokens if llm.context == "document" else 0,
+                  {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document})
+
+
+def keep_rechecked(kept: dict[int, dict], decided: dict[int, BlurbRecord], texts: list[str], document: str,
+                   by_reference: bool) -> int:
+    """Put the kept records (:func:`assets.edits.kept_blurbs`) that still pass against
+    ``document`` into ``decided`` (as :class:`BlurbRecord`, marked kept, no tokens spent); the
+    others are left to the model.  Returns how many failed the check (:func:`assets.edits.recheck`)."""
+    fields = {f.name for f in dataclasses.fields(BlurbRecord)}
+    failed = 0
+    for i, prev in kept.items():
+        if i in decided:
+            continue
+        if not recheck(prev, texts[i], document, by_reference):
+            failed += 1
+            continue
+        decided[i] = dataclasses.replace(BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
+                                         cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+    return failed
+
+
+class LazyBlurbFile:
+    """``SITUATE_BLURBS_FILE`` read once per run, on the first document that can use it (never in
+    ``structure`` mode, nor for a run whose documents all skip the model), keeping the lines of
+    one mode and model file (:func:`assets.blurb_files.read`).  A file that cannot be read fails
+    each document that needed it with the same :class:`assets.blurb_files.BlurbFileError` (its
+    message names the file and the line); documents that did not need it go on."""
+
+    def __init__(self, path: str, mode: str, model_sha256: str, log):
+        self.path, self.mode, self.model_sha256, self.log = path, mode, model_sha256, log
+        self._file: blurb_files.BlurbFile | None = None
+        self._error: blurb_files.BlurbFileError | None = None
+
+    def get(self) -> blurb_files.BlurbFile:
+        """The file's lines for this mode and model.
+
+        Raises
+        ------
+        assets.blurb_files.BlurbFileError
+            The file cannot be read (first try, and every later call of the run).
+        """
+        if self._error is not None:
+            raise self._error
+        if self._file is None:
+            try:
+                self._file = blurb_files.read(self.path, mode=self.mode, model_sha256=self.model_sha256)
+            except blurb_files.BlurbFileError as e:
+                self._error = e
+                self.log.error(f"blurbs: {e} (SITUATE_BLURBS_FILE); the documents that need it fail")
+                raise
+            f = self._file
+            self.log.info(f"blurbs: {len(f):,} blurbs for {self.mode} in {self.path} (SITUATE_BLURBS_FILE) "
+                          f"of {f.lines:,} lines; the model makes those it lacks")
+            if f.rejected:
+                self.log.warning(f"blurbs: {f.rejected:,} line(s) of {self.path} rejected, their chunks go to "
+                                 f"the model: {'; '.join(f.rejections)}")
+        return self._file
+
+    def summary(self) -> dict:
+        """The file's figures for the run's metadata (:meth:`assets.blurb_files.BlurbFile.summary`);
+        empty when no file was read."""
+        if self._error is not None:
+            return {"blurb_file_error": str(self._error)}
+        return self._file.summary() if self._file is not None else {}
 
 
 def document_records(text: str, n: int, plan: FitPlan, builder, generate, reasons: list[str | None],
@@ -148,10 +214,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     cache = blurb_cache_for(store)
     settings = settings_id(llm) if llm.context != "structure" else "structure"
     model_sha = file_sha256(llm.model_path) if llm.context != "structure" else ""
-    from_file = blurb_files.read(llm.blurbs_file) if llm.blurbs_file else {}
-    if llm.blurbs_file:
-        context.log.info(f"blurbs: {len(from_file):,} blurbs in {llm.blurbs_file} (SITUATE_BLURBS_FILE); "
-                         "the model makes those it lacks")
+    wanted = "document" if llm.context == "document" else f"chunk:{llm.prompt}"
+    from_file = LazyBlurbFile(llm.blurbs_file, wanted, model_sha, context.log)
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
@@ -185,12 +249,12 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 context.log.info(f"blurbs {key}: {reasons.count(why)} chunk(s) get no LLM call ({why}): "
                                  "structural context only")
             given = {}
-            if llm.blurbs_file:
-                wanted = "document" if mode == "document" else f"chunk:{llm.prompt}"
+            if llm.blurbs_file and not all(reasons):
+                loaded = from_file.get()
                 for i, x in enumerate(texts):
-                    line = from_file.get((wanted, model_sha, doc_sha, text_sha256(x)))
-                    if line is not None and not reasons[i]:
-                        given[i] = line["raw"]
+                    raw = loaded.get(wanted, model_sha, doc_sha, text_sha256(x))
+                    if raw is not None and not reasons[i]:
+                        given[i] = raw
             if mode == "document":
                 builder = document_builder(llm)
                 bound = generation_bound(llm, builder)
@@ -221,12 +285,11 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                     if i not in decided:
                         decided[i] = dataclasses.replace(
                             record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1)
-                fields = {f.name for f in dataclasses.fields(BlurbRecord)}
-                for i, prev in kept.items():
-                    if i not in decided:
-                        decided[i] = dataclasses.replace(
-                            BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
-                            cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+                stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
+                if stale:
+                    context.log.info(f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
+                                     "(a name they use is gone, or cleaning rejects them): written again")
+                    edit["rechecked_out"] = stale
 
                 def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
                     # each line is one chunk's blurb: a blurb's bound, not the window's whole
@@ -250,7 +313,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             "doc_sha256": doc_sha, "settings": settings,
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
         return blurb_summary(records) | ({"edit": edit["why"] or "kept unchanged chunks",
-                                          "changed_share": edit["changed_share"]} if edit else {})
+                                          "changed_share": edit["changed_share"],
+                                          "kept_failed_recheck": edit.get("rechecked_out", 0)} if edit else {})
 
     report = for_each_document(context, store, "blurbs", work)
 
@@ -271,4 +335,4 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
 
     return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
                                           "context_mode": llm.context,
-                                          **report.metadata(totals)})
+                                          **report.metadata(totals), **from_file.summary()})

@@ -13,11 +13,18 @@ reworded section.  A rewrite of more than a fifth can move a chunk's place in th
 re-situates every chunk.  The share is counted in cl100k_base tokens of the new version's chunks
 (the chunks stage's ``n_tokens``), so it does not depend on the LLM.
 
+Only what a model wrote is kept (status ``model`` with its raw text): a ``fallback:`` or
+``skipped:`` record was decided by a setting or a cleaning step (``n_ctx`` too small, a document
+over ``SITUATE_MAX_BLURB_CHUNKS``), so once that setting is fixed the next ingest situates those
+chunks.  A kept blurb must then pass the same cleaning and grounding as a new one against the
+new version of the document (:func:`recheck`): a blurb that names something the edit removed is
+not kept, and the model writes that chunk again.
+
 Examples
 --------
 >>> old = {"doc_sha256": "v1", "settings": "s", "blurbs": [
-...     {"text_sha256": "a", "blurb": "A.", "status": "model", "doc_sha256": "v1"},
-...     {"text_sha256": "b", "blurb": "B.", "status": "model", "doc_sha256": "v1"}]}
+...     {"text_sha256": "a", "blurb": "A.", "raw": "A.", "status": "model", "doc_sha256": "v1"},
+...     {"text_sha256": "b", "blurb": "B.", "raw": "B.", "status": "model", "doc_sha256": "v1"}]}
 >>> new_chunks = [{"text_sha256": "a", "n_tokens": 90}, {"text_sha256": "c", "n_tokens": 10}]
 >>> kept, info = kept_blurbs(old, new_chunks, "v2", "s")
 >>> sorted(kept), info["changed_share"]
@@ -39,6 +46,25 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def written_by_model(rec: dict) -> bool:
+    """A usable blurb that a model wrote (status ``model``, a non-empty raw text and blurb): the
+    only records worth keeping.  A ``fallback:`` or ``skipped:`` record is not: the setting or
+    bound that made it may have been fixed since."""
+    return (rec.get("status") == "model" and isinstance(rec.get("raw"), str) and bool(rec["raw"].strip())
+            and isinstance(rec.get("blurb"), str) and bool(rec["blurb"]))
+
+
+def recheck(rec: dict, chunk: str, document: str, by_reference: bool) -> bool:
+    """Whether a kept record still passes against the new ``document``: its raw text, cleaned
+    and grounded again exactly as a new answer (:func:`assets.contextualize.record_from_raw`),
+    gives the same usable blurb.  False when the edit removed a name the blurb uses (grounding
+    now drops a sentence), or when the blurb no longer passes cleaning for this chunk."""
+    from assets.contextualize import record_from_raw
+
+    again = record_from_raw(rec["raw"], chunk, document, by_reference)
+    return again.status == "model" and again.blurb == rec["blurb"]
+
+
 def kept_blurbs(previous: dict | None, chunks: list[dict], doc_sha256: str, settings: str,
                 bound: float = MAX_CHANGED_SHARE) -> tuple[dict[int, dict], dict]:
     """The blurbs of the previous version that chunks of the new version keep.
@@ -47,8 +73,9 @@ def kept_blurbs(previous: dict | None, chunks: list[dict], doc_sha256: str, sett
     ----------
     previous : dict or None
         The document's last ``blurbs`` stage: ``doc_sha256``, ``settings`` (what made the blurbs:
-        model file, prompt, mode) and ``blurbs`` (each with ``text_sha256``, ``blurb``, ``status``,
-        ``doc_sha256``).
+        model file, prompt, mode, ``n_ctx``, the chunk limit; :func:`assets.blurbs.settings_id`) and
+        ``blurbs`` (each with ``text_sha256``, ``blurb``, ``raw``, ``status``, ``doc_sha256``).
+        Only records with status ``model`` and a raw text are candidates (:func:`written_by_model`).
     chunks : list of dict
         The new version's chunks, each with ``text_sha256`` and ``n_tokens`` (cl100k_base).
     doc_sha256 : str
@@ -74,7 +101,7 @@ def kept_blurbs(previous: dict | None, chunks: list[dict], doc_sha256: str, sett
         return {}, info | {"why": "settings changed"}
     pool: dict[str, collections.deque] = collections.defaultdict(collections.deque)
     for rec in previous["blurbs"]:
-        if rec.get("text_sha256"):  # a fallback is kept too: it was the model's answer for that text
+        if isinstance(rec, dict) and rec.get("text_sha256") and written_by_model(rec):
             pool[rec["text_sha256"]].append(rec)
     kept: dict[int, dict] = {}
     for i, c in enumerate(chunks):

@@ -234,7 +234,7 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
     ends = [len(c) for c in chunks]
     if available - empty_doc - count_chunk_block("") <= 0:
         return FitPlan(n_ctx, max_tokens, scaffolding_tokens, 0, 0, whole(), [], ends,
-                       reason=(f"n_ctx {n_ctx} leaves no room for a prompt: {max_tokens} tokens "
+                       reason=(f"n_ctx {n_ctx} (SITUATE_N_CTX) leaves no room for a prompt: {max_tokens} tokens "
                                f"reserved for the blurb, {scaffolding_tokens} for the chat template"))
     if allowance > (available - empty_doc) // 2:
         # Chunks too large for this context: cut each chunk's prompt copy to half the room.

@@ -249,6 +249,23 @@ _RESTATED = [re.compile(p, re.I) for p in (
     r"\bshort succinct context\b",
     r"\banswer only with[^.]*",
 )]
+#: Text that speaks to or as an assistant instead of describing a chunk: a chat role label
+#: ("Assistant:", "System:"), a chat template's control tokens (ChatML, Llama 2/3, Gemma), or an
+#: order about instructions or the reply ("ignore the user's request", "disregard the previous
+#: instructions", "you must now answer", "respond only with").  A blurb is served to MCP agents
+#: and RAG prompts beside the chunk, so such a sentence (from a hostile document the model echoed,
+#: or a blurb file; assets.blurb_files) is dropped whole (problem tag ``instruction``).  No blurb
+#: in the twelve committed blurb files (benchmarks/blurbs/, 5,814 lines) matches it.
+_INSTRUCTION = re.compile(
+    r"^\W*(?:assistant|system|user|human|ai|bot|developer)\s*:"
+    r"|<\|[a-z_]+\|>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>"
+    r"|\b(?:ignore|disregard|forget)\s+(?:(?:all|any|the|your|my|these|those)\s+)*"
+    r"(?:(?:previous|prior|above|earlier|original|user'?s?|system)\s+)*(?:instructions?|requests?|prompts?|rules)\b"
+    r"|\byou (?:must|should|will|are to) (?:now |instead |always |only )*(?:answer|respond|reply|say|tell|output|"
+    r"print|ignore|obey|follow|pretend|act)\b"
+    r"|^\W*(?:please\s+)?(?:respond|reply|answer|say|output|print)\s+(?:only\s+)?(?:with|by saying)\b"
+    r"|\bnew instructions?\s*:",
+    re.I)
 #: Talk about the task or the reader instead of the chunk: the whole sentence is dropped.
 _META = re.compile(r"\bthe document you provided\b|\byou provided\b|\bas an ai\b", re.I)
 #: Words of the prompt and of talk about the task: a sentence left with nothing but these (and
@@ -318,7 +335,8 @@ class CleanBlurb:
         Each a short tag: ``think`` (reasoning removed), ``tags``, ``looped``, ``restated`` (words
         restating the prompt were cut, or a whole sentence of them dropped), ``dangling`` (a
         sentence ending in a colon), ``unfinished`` (cut mid-sentence), ``truncated``, ``empty``,
-        ``too-short``, ``chunk-echo``,
+        ``too-short``, ``chunk-echo``, ``instruction`` (a sentence speaking to or as an assistant was
+        dropped: a chat role label, template tokens, orders about instructions or the reply),
         ``ungrounded`` (sentences naming things absent from the document were dropped).  The last
         tag names the reason when the blurb is unusable.
     """
@@ -493,8 +511,11 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     if looped:
         problems.append("looped")
     sentences = _sentences(text) if text else []
-    kept, restated, dangling = [], False, False
+    kept, restated, dangling, instruction = [], False, False, False
     for x in sentences:
+        if _INSTRUCTION.search(x):
+            instruction = True
+            continue
         if _META.search(x):
             restated = True
             continue
@@ -506,6 +527,8 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
             dangling = True
             continue
         kept.append(x)
+    if instruction:
+        problems.append("instruction")
     if restated:
         problems.append("restated")
     if dangling:
@@ -532,7 +555,7 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         unusable = "chunk-echo"
     if unusable:
         if unusable == "empty":  # name what emptied it
-            for why in ("ungrounded", "restated", "dangling", "think"):
+            for why in ("ungrounded", "instruction", "restated", "dangling", "think"):
                 if why in problems:
                     problems.remove(why)
                     unusable = "unfinished" if why == "think" and how == "think-unfinished" else why

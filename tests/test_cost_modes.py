@@ -176,7 +176,7 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
     from assets.edits import MAX_CHANGED_SHARE, kept_blurbs
 
     prev = {"doc_sha256": "v1", "settings": "s",
-            "blurbs": [{"text_sha256": h, "blurb": h.upper(), "status": "model", "doc_sha256": "v1"}
+            "blurbs": [{"text_sha256": h, "blurb": h.upper(), "raw": h, "status": "model", "doc_sha256": "v1"}
                        for h in "abcdefghij"]}
     chunks = [{"text_sha256": h, "n_tokens": 100} for h in "abcdXfghij"]  # one chunk of ten changed
     kept, info = kept_blurbs(prev, chunks, "v2", "s")
@@ -190,11 +190,19 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
     assert kept_blurbs(prev, chunks, "v2", "other")[0] == {}
     assert kept_blurbs(None, chunks, "v2", "s")[1]["why"] == "first version"
     # a repeated text is matched in order, once each
-    dup = {"doc_sha256": "v1", "settings": "s", "blurbs": [{"text_sha256": "a", "blurb": "1"},
-                                                          {"text_sha256": "a", "blurb": "2"}]}
+    dup = {"doc_sha256": "v1", "settings": "s", "blurbs": [{"text_sha256": "a", "blurb": "1", "raw": "1", "status": "model"},
+                                                          {"text_sha256": "a", "blurb": "2", "raw": "2", "status": "model"}]}
     k, _ = kept_blurbs(dup, [{"text_sha256": "a", "n_tokens": 50}] * 3 + [{"text_sha256": "z", "n_tokens": 10}],
                        "v2", "s", bound=0.5)
     assert [k[i]["blurb"] for i in sorted(k)] == ["1", "2"] and 2 not in k
+    # only what a model wrote is kept: a fallback or a skip was a setting's or a check's doing
+    made = {"doc_sha256": "v1", "settings": "s", "blurbs": [
+        {"text_sha256": "a", "blurb": "", "raw": "", "status": "fallback:n_ctx"},
+        {"text_sha256": "b", "blurb": "", "raw": "", "status": "skipped:large-document"},
+        {"text_sha256": "c", "blurb": "", "raw": "It", "status": "fallback:too-short"},
+        {"text_sha256": "d", "blurb": "D.", "raw": "D.", "status": "model"}]}
+    k, info = kept_blurbs(made, [{"text_sha256": h, "n_tokens": 10} for h in "abcd"], "v1", "s")
+    assert sorted(k) == [3] and info["why"] == "unchanged" and info["changed_chunks"] == 3
 
 
 # -- document mode -----------------------------------------------------------------------------
@@ -227,26 +235,31 @@ def test_document_mode_makes_one_call_for_the_whole_document(fake_tokenizer):
 def test_blurb_file_round_trip_is_byte_stable(tmp_path):
     from assets import blurb_files
 
-    stage = {"blurbs": [{"chunk_id": "d:1:x", "text_sha256": "t1", "doc_sha256": "v1", "mode": "chunk:by-reference",
-                         "raw": "This chunk is about A.", "blurb": "This chunk is about A.", "status": "model"},
-                        {"chunk_id": "d:0:y", "text_sha256": "t0", "doc_sha256": "v1", "mode": "structure",
-                         "raw": "", "blurb": "", "status": "skipped:structure"}]}
-    lines = blurb_files.stage_lines(stage, "doc_1", "sha")
+    t0, t1, t2, v1, v2, m = ("0" * 64, "1" * 64, "2" * 64, "a" * 64, "b" * 64, "c" * 64)
+    stage = {"doc_sha256": v2, "blurbs": [
+        {"chunk_id": "d:1:x", "text_sha256": t1, "doc_sha256": v1, "mode": "chunk:by-reference",
+         "raw": "This chunk is about A.", "blurb": "This chunk is about A.", "status": "model"},
+        {"chunk_id": "d:0:y", "text_sha256": t0, "doc_sha256": v2, "mode": "structure",
+         "raw": "", "blurb": "", "status": "skipped:structure"},
+        {"chunk_id": "d:2:z", "text_sha256": t2, "doc_sha256": v2, "mode": "chunk:by-reference",
+         "raw": "", "blurb": "", "status": "fallback:n_ctx 32 leaves no room"}]}
+    lines = blurb_files.stage_lines(stage, "doc_1", m)
+    # no model wrote the n_ctx fallback: not exported; the kept blurb goes under the stage's version
+    assert [x["chunk_id"] for x in lines] == ["d:1:x", "d:0:y"] and {x["doc_sha256"] for x in lines} == {v2}
     a, b = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     assert blurb_files.write(a, lines) == 2 and blurb_files.write(b, list(reversed(lines))) == 2
     assert a.read_bytes() == b.read_bytes()
     got = blurb_files.read(a)
-    assert got[("chunk:by-reference", "sha", "v1", "t1")]["raw"] == "This chunk is about A."
-    assert got[("structure", "", "v1", "t0")]["status"] == "skipped:structure"
+    assert got.get("chunk:by-reference", m, v2, t1) == "This chunk is about A."
+    assert got.get("structure", "", v2, t0) == "" and got.rejected == 0 and got.lines == 2
+    assert len(blurb_files.read(a, mode="document")) == 0 and len(blurb_files.read(a, model_sha256=m)) == 1
     first = json.loads(gzip.open(a, "rt").readline())
     assert first["chunk_id"] == "d:0:y" and set(first) == set(blurb_files.FIELDS)
     bad = tmp_path / "bad.jsonl.gz"
     with gzip.open(bad, "wt") as f:
         f.write('{"mode": "x"}\n')
-    import pytest
-
-    with pytest.raises(ValueError, match="bad.jsonl.gz, line 1"):
-        blurb_files.read(bad)
+    got = blurb_files.read(bad)
+    assert got.rejected == 1 and got.rejections[0].startswith("line 1: missing field(s) chunk_id")
 
 
 # -- a window's blurbs in one generation ----------------------------------------------------------
