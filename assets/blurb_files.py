@@ -35,6 +35,7 @@ import gzip
 import json
 import os
 import re
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -242,7 +243,10 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
                 reject(n, why)
                 continue
             if mode in (None, d["mode"]) and model_sha256 in (None, d["model_sha256"]):
-                out.raws.setdefault((d["mode"], d["model_sha256"], d["doc_sha256"], d["text_sha256"]), d["raw"])
+                # the mode, model and document are shared by many lines: one copy each
+                key = (sys.intern(d["mode"]), sys.intern(d["model_sha256"]), sys.intern(d["doc_sha256"]),
+                       d["text_sha256"])
+                out.raws.setdefault(key, d["raw"])
     return out
 
 
