@@ -183,6 +183,9 @@ def _run(args) -> int:
         prepare_env(args.home)
         return mcp_main(args.home)
     if args.command == "dev":
+        from pipelines.settings import check_environment
+
+        check_environment()  # the code location would refuse to load: say it here, in one line
         prepare_env(None)
         root = Path(__file__).resolve().parent.parent
         os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])

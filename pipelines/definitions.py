@@ -28,7 +28,15 @@ bm25_automation = dg.AutomationConditionSensorDefinition(
 
 
 def build_definitions(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dg.Definitions:
-    """Definitions for a docs folder and data folder (defaults from the environment)."""
+    """Definitions for a docs folder and data folder (defaults from the environment).
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        A numeric setting outside its bound (:func:`pipelines.settings.check_environment`): the
+        code location refuses to load, so ``dagster … -m pipelines.definitions`` and ``situate dev``
+        start no run with it (a run's own resources check again at its start).
+    """
     return dg.Definitions(
         assets=ASSETS, jobs=[ingest_job, index_job], sensors=[documents_sensor, bm25_automation],
         schedules=[nightly_reingest], resources=resources_from_env(docs_path, home, plain),

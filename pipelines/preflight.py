@@ -13,6 +13,8 @@ another docs folder, same data folder  ``data folder … holds the documents of 
 model file missing                     ``model file … not found: run `situate models install```
 default model corrupt (size, sha256)   ``model file … is corrupt: sha256 … is not the pinned …``
 another file that is not a GGUF        ``model file … is not a GGUF file``
+a numeric setting out of its bounds    ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to 131072)``
+                                       (:func:`pipelines.settings.check_environment`, on every path)
 LLM context too small for a preamble   a warning, once: every chunk is indexed without a blurb
 =====================================  ==========================================================
 

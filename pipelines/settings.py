@@ -33,6 +33,14 @@ SITUATE_DOCS_PER_RUN     most documents in one ingest run               0 (no li
 SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
 DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
 =======================  =============================================  ==========================
+
+Every numeric setting has a range, in one table (:data:`resources.models.llm.SETTING_BOUNDS`, each
+end with its reason), checked wherever settings are read: :func:`check_environment` (every
+``situate`` command, ``situate dev`` before Dagster starts, the code location of ``dagster … -m
+pipelines.definitions``) and the blurb LLM and embedder resources themselves (when built, and when a
+Dagster run resolves their ``dg.EnvVar`` values at its start).  A value outside is one line naming
+the variable, the value and the bound: ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to
+131072)``.
 """
 
 from __future__ import annotations
@@ -46,8 +54,8 @@ import dagster as dg
 
 from assets.prompting import DEFAULT_PROMPT
 from resources.models import registry as models
-from resources.documents.docs import Chunking, DocsFolder
-from resources.models.llm import BlurbLLM, Embedder
+from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking, DocsFolder
+from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
 from resources.models.reranker import Reranker
 from resources.store.store import Store
 
@@ -146,37 +154,87 @@ def record_docs_root(path: str) -> None:
     Store(home=str(situate_home())).write_file(DOCS_ROOT_FILE, str(Path(path).expanduser().resolve()).encode())
 
 
-#: Smallest accepted value of each whole-number setting (others: 0).
-INT_MINIMUMS = {"SITUATE_DOCUMENT_TOKENS": 64, "SITUATE_N_CTX": 1, "SITUATE_MAX_TOKENS": 1, "SITUATE_CHUNK_TOKENS": 1, "SITUATE_BATCH": 1,
-                "SITUATE_N_GPU_LAYERS": -1}
-
-
-def int_from_env(name: str, default: int) -> int:
-    """The whole-number setting ``name``, or ``default`` when unset or empty.
+def setting_from_env(name: str, default: int | float) -> int | float:
+    """The numeric setting ``name`` (a variable of :data:`resources.models.llm.SETTING_BOUNDS`), or
+    ``default`` when unset or empty.
 
     Raises
     ------
     pipelines.preflight.StartupError
-        Not a whole number, or below its minimum (:data:`INT_MINIMUMS`, else 0).
+        Not a number of its kind (a whole number for an ``int`` setting), or outside its bound:
+        ``SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0``.
     """
     raw = os.environ.get(name, "")
     if raw == "":
         return default
+    try:
+        return parse_setting(name, raw)
+    except SettingError as e:
+        from pipelines.preflight import StartupError
+
+        raise StartupError(str(e)) from None
+
+
+def int_from_env(name: str, default: int) -> int:
+    """The whole-number setting ``name``, or ``default`` when unset or empty
+    (:func:`setting_from_env`).
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        Not a whole number, or outside its bound (:data:`resources.models.llm.SETTING_BOUNDS`).
+    """
+    return int(setting_from_env(name, default))
+
+
+#: Defaults of the settings a pair rule (``Bound.below``) reads when one of the pair is unset.
+PAIR_DEFAULTS = {"SITUATE_CHUNK_TOKENS": CHUNK_TOKENS, "SITUATE_OVERLAP_TOKENS": OVERLAP_TOKENS}
+
+
+def check_environment() -> dict[str, int | float]:
+    """Hold every set variable of :data:`resources.models.llm.SETTING_BOUNDS` to its bound, and
+    each pair rule (``SITUATE_OVERLAP_TOKENS`` under ``SITUATE_CHUNK_TOKENS``): the one check of
+    the settings, made wherever they are read (:func:`resources_from_env`, so every command and the
+    code location; ``situate dev`` before Dagster starts).
+
+    Returns
+    -------
+    dict
+        The set variables' values, as numbers.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        The first variable that is not a number of its kind or is outside its bound, or a pair
+        out of order: ``SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100``.
+    """
     from pipelines.preflight import StartupError
 
-    try:
-        number = int(raw)
-    except ValueError:
-        raise StartupError(f"{name}={raw!r} is not a whole number") from None
-    low = INT_MINIMUMS.get(name, 0)
-    if number < low:
-        raise StartupError(f"{name}={number} is below its minimum, {low}")
-    return number
+    values = {name: setting_from_env(name, None) for name in SETTING_BOUNDS}
+    values = {k: v for k, v in values.items() if v is not None}
+    for name, bound in SETTING_BOUNDS.items():
+        if bound.below and (name in values or bound.below in values):
+            value = values.get(name, PAIR_DEFAULTS[name])
+            limit = values.get(bound.below, PAIR_DEFAULTS[bound.below])
+            if value >= limit:
+                raise StartupError(f"{name}={value} is not below {bound.below}={limit} "
+                                   f"(allowed {bound.low} to {limit - 1} with it)")
+    return values
 
 
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
-    calls resource methods outside a run); otherwise set variables become ``dg.EnvVar``."""
+    calls resource methods outside a run); otherwise set variables become ``dg.EnvVar`` (resolved
+    by Dagster at a run's start, when the resources hold them to their bounds again).
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        A numeric setting that is not a number or is outside its bound (:func:`check_environment`),
+        on both paths.
+    """
+    check_environment()
+
     def val(name, default, cast=str):
         if plain:
             if cast is int:
@@ -188,14 +246,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     llm_path, llm_id, llm_spec = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))
     # an embedder name is resolved here too: its file, tokenizer, prefixes, pooling and context
     embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))
-    llm_penalty = llm_spec.repeat_penalty if llm_spec else 1.1
-    if os.environ.get("SITUATE_REPEAT_PENALTY", ""):
-        try:
-            llm_penalty = float(os.environ["SITUATE_REPEAT_PENALTY"])
-        except ValueError:
-            from pipelines.preflight import StartupError
-
-            raise StartupError(f"SITUATE_REPEAT_PENALTY={os.environ['SITUATE_REPEAT_PENALTY']!r} is not a number") from None
+    llm_penalty = setting_from_env("SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else 1.1)
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(home=home or val("SITUATE_HOME", ".situate"),
@@ -219,17 +270,36 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                              document_prefix=embed_spec.document_prefix, query_prefix=embed_spec.query_prefix,
                              n_threads=val("SITUATE_N_THREADS", 0, int),
                              n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int)),
-        "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", 800, int),
-                             overlap_tokens=val("SITUATE_OVERLAP_TOKENS", 80, int)),
+        "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
+                             overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int)),
     }
 
 
 def reranker_from_env() -> Reranker:
     """The local cross-encoder: ``SITUATE_RERANK_MODEL`` (an ONNX file with ``tokenizer.json``
-    in its folder) or the installed default (:data:`resources.models.registry.RERANKER`)."""
+    in its folder) or the installed default (:data:`resources.models.registry.RERANKER`), loaded
+    (:meth:`resources.models.reranker.Reranker.load`: once a process) when both files exist, so a
+    corrupt or unreadable one is refused here, before any search uses it.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        A reranker file is corrupt (a pinned file whose size or sha256 is not the pinned one) or
+        unreadable by onnxruntime or tokenizers: one line naming the file and the reason.  A
+        missing file is not an error here: scoring raises ``FileNotFoundError``, and search
+        answers from the first stage.
+    """
+    from pipelines.preflight import StartupError
+
     path = os.environ.get("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
-    return Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
+    reranker = Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
+    if os.path.exists(path) and os.path.exists(tok):
+        try:
+            reranker.load()
+        except models.ModelFileError as e:
+            raise StartupError(str(e)) from None
+    return reranker
 
 
 def rerank_depth_from_env() -> int:
@@ -239,7 +309,7 @@ def rerank_depth_from_env() -> int:
     Raises
     ------
     pipelines.preflight.StartupError
-        Not a whole number, or negative.
+        Not a whole number, or outside 0 to 1,000,000 (:data:`resources.models.llm.SETTING_BOUNDS`).
     """
     from resources.models.reranker import SEARCH_RERANK_DEPTH
 
