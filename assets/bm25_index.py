@@ -9,6 +9,7 @@ import dagster as dg
 from assets import table_checks
 from assets.per_document import tag_worker
 from assets.partitions import PARTITIONS
+from resources.models.llm import parse_setting
 from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store.store import Store
 
@@ -31,8 +32,9 @@ CHECKS = {
 class TableCheckConfig(dg.Config):
     """Thresholds of the table checks."""
 
-    max_fallback_share: float = float(os.environ.get("SITUATE_MAX_FALLBACK_SHARE") or
-                                      table_checks.MAX_FALLBACK_SHARE)
+    max_fallback_share: float = (parse_setting("SITUATE_MAX_FALLBACK_SHARE", os.environ["SITUATE_MAX_FALLBACK_SHARE"])
+                                 if os.environ.get("SITUATE_MAX_FALLBACK_SHARE", "").strip()
+                                 else table_checks.MAX_FALLBACK_SHARE)
 
 
 def ids_match(store: Store) -> tuple[bool, dict]:

@@ -260,3 +260,13 @@ def test_every_numeric_setting_read_is_in_the_table():
     assert read <= set(SETTING_BOUNDS), read - set(SETTING_BOUNDS)
     assert set(LLM_SETTINGS.values()) | set(EMBEDDER_SETTINGS.values()) <= set(SETTING_BOUNDS)
     assert SETTING_BOUNDS["SITUATE_RERANK_DEPTH"].high == MAX_K
+
+
+def test_the_fallback_share_read_when_the_assets_load_is_checked():
+    """SITUATE_MAX_FALLBACK_SHARE is read when ``assets.bm25_index`` is imported (the table check's
+    default): a value that is not a number, or outside 0-1, is refused naming the variable."""
+    for raw, said in (("abc", "SITUATE_MAX_FALLBACK_SHARE='abc' is not a number"),
+                      ("1.5", "SITUATE_MAX_FALLBACK_SHARE=1.5 is above its maximum")):
+        res = subprocess.run([sys.executable, "-c", "import assets.bm25_index"], capture_output=True, text=True,
+                             env={**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw}, cwd=REPO)
+        assert res.returncode != 0 and said in res.stderr, res.stderr[-300:]
