@@ -147,7 +147,9 @@ def test_a_hostile_file_in_an_ingest_costs_only_its_own_lines(tmp_path):
     docs.mkdir()
     (docs / "guide.md").write_text(guide())
     (docs / "other.md").write_text("## Release note\n\nVersion 2.4 adds a grace period to key rotation.\n")
-    _ingest(docs, home, SITUATE_CONTEXT="structure")
+    plain = tmp_path / "plain.jsonl.gz"  # not gzip: never read in structure mode
+    plain.write_text(json.dumps(line()) + "\n")
+    assert _ingest(docs, home, SITUATE_CONTEXT="structure", SITUATE_BLURBS_FILE=str(plain)).failed == {}
     rows = [r for r in _rows(home) if r["source"] == "guide.md"]
     assert len(rows) >= 3
     sha = file_sha256(str(models.path_of(models.LLM)))
@@ -180,7 +182,6 @@ def test_a_hostile_file_in_an_ingest_costs_only_its_own_lines(tmp_path):
     (docs / "guide.md").write_text(guide().replace("seven years", "ten years"))
     (docs / "package-lock.json").write_text(json.dumps({"name": "web", "lockfileVersion": 3, "packages": {
         f"node_modules/p{i}": {"version": f"1.0.{i}", "integrity": "sha512-" + "ab" * 40} for i in range(20)}}))
-    plain = tmp_path / "plain.jsonl.gz"
     plain.write_text(json.dumps(hostile[0]) + "\n")
     s = _ingest(docs, home, SITUATE_BLURBS_FILE=str(plain))
     assert set(s.failed) == {"guide.md"}, s.failed

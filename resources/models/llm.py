@@ -417,8 +417,10 @@ class BlurbLLM(dg.ConfigurableResource):
         long the document is.
     blurbs_file : str
         A blurb file (``assets.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
-        line there made by this model file in this mode takes its blurb from it (cleaned again),
-        with no LLM call; the others are made by the model.  Empty: none.
+        line there made by this model file in this mode takes its blurb from it (cleaned and
+        grounded again), with no LLM call; the others are made by the model.  Untrusted input:
+        read within bounds, line by line, once per run and only when a document can use it
+        (:func:`assets.blurb_files.read`).  Empty: none.
     """
 
     model_path: str
