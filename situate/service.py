@@ -28,8 +28,11 @@ rebinding) reads nothing; a browser request from another site (an ``Origin`` tha
 service's own, ``Sec-Fetch-Site: cross-site`` or ``same-site``) gets 403; a body over
 :data:`MAX_BODY_BYTES` gets 413 before more of it is read; a search that would wait behind
 :data:`MAX_WAITING` others, or longer than :data:`MAX_WAIT_S`, gets 503 with ``Retry-After``.
-Without a bearer token every caller is anonymous, so ``/health`` and error details name the data
-folder by its last path component, never its absolute path.
+Without a bearer token every caller is anonymous, so ``/health``, error details (4xx, 503 and
+500 alike) and ``X-Situate-Warning`` headers name the data folder by its last path component and
+every other absolute path (a model file, the models folder, a file of a library's error) by its
+last component, never where it is (:func:`redact`; issue 32).  A caller with the token reads them
+whole.
 
 Examples
 --------
@@ -41,10 +44,14 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import hmac
 import html
 import ipaddress
 import os
+import re
+import sys
+import tempfile
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -79,6 +86,85 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_WAITING = 8
 #: Seconds a search waits for its turn before a 503.
 MAX_WAIT_S = 30.0
+
+
+#: One path component as it appears unquoted in a message: no whitespace, no quote, and none of
+#: the characters that end a path in prose (``:`` ``;`` ``,`` brackets).
+_SEGMENT = r"[^\s/'\"`:;,()<>\[\]{}|]+"
+#: Where a path (or a known folder in it) ends: a separator, a character that ends a path in
+#: prose, or a full stop that ends a sentence (``/data/notes`` is not the start of ``/data/notes-old``).
+_END = r"""(?=$|[/\s'"`:;,()<>\[\]{}|]|\.(?:$|\s))"""
+#: An absolute path inside quotes (it may hold spaces there): ``'/srv/a b/x.gguf'``.
+_QUOTED_PATH = re.compile(r"""(['"`])((?:file://)?~?/[^'"`\n]*[^/'"`\n])\1""")
+
+
+@functools.lru_cache(maxsize=8)
+def _path_pattern(roots: tuple[str, ...]) -> re.Pattern:
+    """Unquoted absolute paths: ``/a/b``, ``~/a/b``, ``file:///a/b``, or one of ``roots`` (which may
+    hold spaces) and what follows it; never the path of another URL (``https://host/a``,
+    ``s3://bucket/a``: the ``/`` follows ``:`` or ``/``) nor a ratio (``tokens/s``: it follows a
+    word character)."""
+    known = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
+    rooted = rf"(?:{known}){_END}(?:/{_SEGMENT})*|" if known else ""
+    return re.compile(rf"(?<![\w.~/:-])(?:file://)?(?:{rooted}~?(?:/{_SEGMENT})+)/?")
+
+
+def _known_roots() -> tuple[str, ...]:
+    """Absolute folders a message may name, as whole prefixes (a user's home folder such as
+    ``/Users/Alice Smith`` holds a space the unquoted pattern would stop at): the models folder,
+    the user's home, the working folder, the temporary folder and this Python's prefix."""
+    from resources.models.registry import models_dir
+
+    roots = set()
+    for where in (models_dir, Path.home, Path.cwd, tempfile.gettempdir, lambda: sys.prefix):
+        try:
+            r = str(where()).rstrip("/")
+        except (OSError, RuntimeError, KeyError):  # no home folder, a working folder since removed
+            continue
+        if len(Path(r).parts) > 1:  # never "/" alone: every "/" in prose would match
+            roots.add(r)
+    return tuple(sorted(roots))
+
+
+def _name_of(path: str) -> str:
+    """The last component of a matched path; a sentence's full stop after it is kept."""
+    body = path.rstrip("/").rstrip(".")
+    return (body.rsplit("/", 1)[-1] or body) + path.rstrip("/")[len(body):]
+
+
+def redact(text: str, home: str, shown: str) -> str:
+    """``text`` as an anonymous caller reads it: the data folder ``home`` as ``shown`` (its name),
+    and every other absolute path as its last component.
+
+    Parameters
+    ----------
+    text : str
+        A message the service is about to return (an error's ``detail``, a warning).
+    home : str
+        The data folder, an absolute path or an object store URI (:func:`normalize_home`).
+    shown : str
+        What stands for ``home`` (its last component).
+
+    Returns
+    -------
+    str
+        ``text`` with no absolute path left: what lies under the data folder keeps its place in it
+        (``team-notes/lancedb/chunks.lance``), anything else is named by its file or folder name
+        (``embedder file model.onnx not found``).  URLs other than ``file://`` are kept.
+
+    Examples
+    --------
+    >>> redact("embedder file /home/alice/.cache/situate/models/bge/model.onnx not found",
+    ...        "/data/notes", "notes")
+    'embedder file model.onnx not found'
+    >>> redact("no table in /data/notes yet: run `situate ingest PATH --home /data/notes`",
+    ...        "/data/notes", "notes")
+    'no table in notes yet: run `situate ingest PATH --home notes`'
+    """
+    # the data folder first, where a name or a separator follows it (not /data/notes-old)
+    text = re.sub(re.escape(home) + _END, lambda _: shown, text)
+    text = _QUOTED_PATH.sub(lambda m: m.group(1) + _name_of(m.group(2)) + m.group(1), text)
+    return _path_pattern(_known_roots()).sub(lambda m: _name_of(m.group(0)), text)
 
 
 class SearchRequest(BaseModel):
@@ -186,7 +272,8 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
                                 else Path(home).name) or "the data folder"
 
     def public(text: str) -> str:
-        return text if token else text.replace(home, shown)
+        """What a caller reads of a message: whole with a token, else :func:`redact`."""
+        return text if token else redact(text, home, shown)
 
     turn = threading.Lock()  # one search at a time (one llama.cpp embedder; the reranker's seconds)
     waiting_lock, waiting = threading.Lock(), [0]
@@ -238,7 +325,7 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         try:
             hits, warnings = search(query, k, home, rerank)
         except QueryError as e:
-            return JSONResponse({"detail": str(e)}, status_code=422)
+            return JSONResponse({"detail": public(str(e))}, status_code=422)
         except StartupError as e:
             return JSONResponse({"detail": public(str(e))}, status_code=404 if "does not exist" in str(e) else 503)
         finally:
