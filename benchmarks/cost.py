@@ -55,8 +55,16 @@ def pick_documents(quick: bool) -> list[tuple[str, dict]]:
     return out
 
 
-def cost_section(quick: bool, log=print) -> dict:
-    """Mode × document figures and the per-mode totals (see the module docstring)."""
+def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = None) -> dict:
+    """Mode × document figures and the per-mode totals (see the module docstring).
+
+    Parameters
+    ----------
+    quick : bool
+        Fewer documents (:func:`pick_documents`).
+    docs : list of (corpus name, cookbook-form document), optional
+        The documents instead (``run.py --tiny``: one short one).
+    """
     from assets.blurbs import document_records, stops
     from assets.code_context import is_source
     from assets.contextualize import contextualize
@@ -67,7 +75,7 @@ def cost_section(quick: bool, log=print) -> dict:
 
     base = resources_from_env(plain=True)["llm"]
     L = base.load()
-    docs = pick_documents(quick)
+    docs = docs or pick_documents(quick)
     calls: list = []  # (mode label, Generation, reads the document)
     rows = []
     for label, mode, prompt in MODES:

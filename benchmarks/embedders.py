@@ -26,8 +26,28 @@ QUERIES = ["how are retries configured for failed requests", "parse the command 
            "test that the parser rejects bad input", "load the model weights from disk"]
 
 
-def _tokens(emb, texts: list[str]) -> int:
-    """Tokens the embedder reads for ``texts`` (document prefix, cut to its context)."""
+def tokens_read(emb, texts: list[str]) -> int:
+    """Tokens the embedder reads for ``texts`` (document prefix, cut to its context), counted with
+    the embedder's own tokenizer whichever runtime it has: ``tokenizer.json`` for an ONNX
+    embedder (onnxruntime), the GGUF's vocabulary for one run by llama.cpp.
+
+    Parameters
+    ----------
+    emb : resources.models.llm.Embedder
+        The embedder, as the pipeline configures it.
+    texts : list of str
+        Chunks, without the document prefix.
+
+    Returns
+    -------
+    int
+        Tokens, each text's count cut to ``emb.n_ctx`` as the product cuts it.
+
+    Raises
+    ------
+    resources.models.registry.ModelFileError
+        The model file (or an ONNX embedder's tokenizer) is missing, corrupt or not loadable.
+    """
     if emb.is_onnx():
         from resources.models import encoder
 
@@ -38,7 +58,12 @@ def _tokens(emb, texts: list[str]) -> int:
                for t in texts)
 
 
-def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print) -> dict:
+def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, tiny: bool = False) -> dict:
+    """Each installed embedder on the same chunks and its search figures (the module docstring).
+
+    ``quick``: 24 chunks and 20 queries; ``tiny`` (``run.py --tiny``, a smoke run): 4 chunks,
+    5 queries and 2,000 rows instead of 100,000 (``search_rows`` says which), figures meaningless.
+    """
     import search_scale
 
     from pipelines.settings import resources_from_env
@@ -46,8 +71,9 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print) ->
     from resources.models.llm import Embedder
 
     base = resources_from_env(plain=True)["embedder"]
-    texts = [c["content"] for d in corpus for c in d["chunks"]][: (24 if quick else 96)]
-    out: dict = {"texts": len(texts), "default": models.DEFAULT_EMBED, "embedders": {}}
+    texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 24 if quick else 96)]
+    rows = 2_000 if tiny else 100_000
+    out: dict = {"texts": len(texts), "default": models.DEFAULT_EMBED, "search_rows": rows, "embedders": {}}
     for name, spec in models.EMBED_MODELS.items():
         if not all(models.is_installed(f, verify=False) for f in spec.files):
             log(f"embedders: {name} not installed (situate models install {name}): skipped")
@@ -56,7 +82,7 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print) ->
         emb = Embedder(**{**base.model_dump(), "model_path": path, "tokenizer_path": tok, "model_id": model_id,
                           "n_ctx": spec.n_ctx, "pooling": spec.pooling, "document_prefix": spec.document_prefix,
                           "query_prefix": spec.query_prefix})
-        n_tokens = _tokens(emb, texts)
+        n_tokens = tokens_read(emb, texts)
         emb.embed_documents(texts[:2])  # load and warm up
         t0 = time.perf_counter()
         vecs, n_cut = emb.embed_documents(texts)
@@ -70,8 +96,8 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print) ->
              "s_per_chunk": round(dt / len(texts), 4), "query_ms": round(q_ms, 1)}
         log(f"embedders: {name}: {r['tokens_per_s']} tokens/s, {r['s_per_chunk']} s a chunk, "
             f"query {r['query_ms']} ms, width {r['width']}")
-        scale = search_scale.run(work / f"emb-{name}", texts, sizes=(100_000,), n_queries=20 if quick else 50,
-                                 log=log, dim=r["width"])[100_000]
+        scale = search_scale.run(work / f"emb-{name}", texts, sizes=(rows,),
+                                 n_queries=5 if tiny else 20 if quick else 50, log=log, dim=r["width"])[rows]
         mode = "indexed" if scale["index_by_default"] else "exact"
         r.update(search_p50_ms_100k=scale[mode]["p50_ms"], search_p95_ms_100k=scale[mode]["p95_ms"],
                  folder_bytes_100k=scale["folder_bytes"], indexed_recall_at_10=scale["indexed_recall_at_10"])
@@ -85,9 +111,9 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print) ->
 def markdown(sec: dict) -> list[str]:
     lines = ["", "## Embedders (issue 25)", "",
              f"{sec['texts']} chunks of the codebase set, each embedder in turn in one run; search over "
-             "100,000 synthetic rows of each width (hybrid search, IVF_FLAT index).", "",
+             f"{sec.get('search_rows', 100_000):,} synthetic rows of each width (hybrid search, IVF_FLAT index).", "",
              "| embedder | width | context | tokens/s | s a chunk | × default | query ms | search p50 ms | "
-             "search p95 ms | data folder MB at 100k |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "search p95 ms | data folder MB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in sec["embedders"].items():
         lines.append(f"| {name}{' (default)' if name == sec['default'] else ''} | {r['width']} | {r['n_ctx']} | "
                      f"{r['tokens_per_s']} | {r['s_per_chunk']} | {r['x_default_s_per_chunk']} | {r['query_ms']} | "

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run.py [--quick] --json OUT [--markdown OUT.md] [--only llm,embed,...]
+    python benchmarks/run.py [--quick | --tiny] --json OUT [--markdown OUT.md] [--only llm,embed,...|all]
 
 Sections (each a function below, each returning a dict that goes into the report):
 
@@ -32,10 +32,12 @@ Sections (each a function below, each returning a dict that goes into the report
     repacking on (``repack=True``) against the default off, and a long document's blurbs through
     4,096-token windows against 8,192.
 ``embedq``
-    The embedder as installed (f16) against the same GGUF quantised to Q8_0 by llama.cpp: tokens/s
-    on the same chunks, and the cosine between the two vectors of each chunk.
+    A GGUF embedder as installed (f16) against the same GGUF quantised to Q8_0 by llama.cpp: tokens/s
+    on the same chunks, and the cosine between the two vectors of each chunk.  It does not apply
+    to an ONNX embedder (the default, bge-small-en-v1.5): the section says so and measures nothing.
 ``embed``
-    Embedding throughput of the default embedder at batch sizes 1..64.
+    Embedding throughput of the configured embedder (ONNX or GGUF, through the pipeline's own
+    :class:`resources.models.llm.Embedder`) at batch sizes 1..64, in its own tokens.
 ``embedders``
     Issue 25: each installed embedder of ``situate models`` on the same chunks (tokens/s, seconds
     a chunk and its ratio to the default's, a query's ms, the width) and search p50/p95 over
@@ -51,16 +53,22 @@ Sections (each a function below, each returning a dict that goes into the report
     A second ``situate ingest`` of an unchanged corpus: model calls (must be 0) and wall time.
 ``partitions``
     Registering 10,000 document partitions in batches, and the sensor's tick at that size.
-``service`` (``--only service --service-home DIR``)
-    ``situate serve`` over HTTP: :mod:`benchmarks.service`.
+``service`` (``--only service --service-home DIR``, or after ``reingest`` in the same run)
+    ``situate serve`` over HTTP: :mod:`benchmarks.service`; without ``--service-home`` it serves
+    the data folder the ``reingest`` section ingested.
 ``scale_out`` (``--only scale_out``)
     Search p50/p95 over 10,000 rows with the data folder on S3 (SeaweedFS on this machine) against
     local disk, and documents per hour through the Dagster daemon with 1 and 2 parallel runs:
     :mod:`benchmarks.scale_out`.
 
+Every section runs with the default models (or, ``embedq``, says it does not apply to them);
+synthetic rows are as wide as the configured embedder's vectors.
+
 Nothing here asserts a timing: the figures go to the JSON and a Markdown table.  ``--quick``
 (one document per LLM measurement, fewer texts and queries) finishes in about 10 minutes on 2
-cores.  The corpus is the cookbook's codebase set (``../shared/eval/codebase``, or
+cores.  ``--tiny`` is a smoke run for ``tests/test_benchmarks_quick.py``: every section on a few
+texts (``--only all``: each section; the figures mean nothing), so that a change of default
+model cannot break a section unseen.  The corpus is the cookbook's codebase set (``../shared/eval/codebase``, or
 ``SITUATE_BENCH_CORPUS``).
 """
 
@@ -101,6 +109,31 @@ def load_corpus() -> list[dict]:
     return json.loads(path.read_text())
 
 
+def tiny_corpus(corpus: list[dict], n_docs: int = 6, n_chunks: int = 3, max_chars: int = 400) -> list[dict]:
+    r"""``--tiny``'s documents for the LLM sections: the ``n_docs`` shortest documents with
+    ``n_chunks``+ chunks, each its first ``n_chunks`` chunks cut to at most ``max_chars``
+    characters (at a line end where there is one), its ``content`` those chunks joined by a line
+    break: real text, prompts of 300-450 tokens with the default model.
+
+    Examples
+    --------
+    >>> doc = {"doc_id": "d", "content": "a\nbb\n" * 300, "chunks": [{"content": "a\nbb\n" * 100}] * 3}
+    >>> t = tiny_corpus([doc], n_docs=1, max_chars=8)[0]
+    >>> t["chunks"][0]["content"], t["content"]
+    ('a\nbb\na\n', 'a\nbb\na\n\na\nbb\na\n\na\nbb\na\n')
+    """
+    def cut(text: str) -> str:
+        head = text[:max_chars]
+        end = head.rfind("\n") + 1
+        return head[:end] if end > max_chars // 2 else head
+
+    out = []
+    for d in sorted((d for d in corpus if len(d["chunks"]) >= n_chunks), key=lambda d: len(d["content"]))[:n_docs]:
+        chunks = [{**c, "content": cut(c["content"])} for c in d["chunks"][:n_chunks]]
+        out.append({**d, "content": "\n".join(c["content"] for c in chunks), "chunks": chunks})
+    return out
+
+
 # -- LLM ---------------------------------------------------------------------------------------
 def _doc_prompts(builder, d: dict, k: int | None = None) -> tuple[list[int], list[list[int]]]:
     """The prefix (the whole document as one window) and the first ``k`` chunks' suffixes of a
@@ -130,7 +163,16 @@ def _rates_at_depth(L, depth: int, probe: list[int], tries: int, steps: int) -> 
         gen_rate = max(gen_rate, steps / (time.perf_counter() - t0))
     return prompt_rate, gen_rate
 
-def llm_section(corpus: list[dict], quick: bool) -> dict:
+def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
+    """The ``llm`` figures (module docstring).  ``tiny`` (a smoke run): the shortest document with
+    3+ chunks, one blurb with the cache reset, the two shortest documents for the order, rates
+    over 32 tokens, one batch of 2.
+
+    Raises
+    ------
+    ValueError
+        The corpus holds no document of the size measured.
+    """
     from assets.blurbs import STOP
     from assets.fitted_preambles import prompt_builder
     from pipelines.settings import resources_from_env
@@ -138,18 +180,21 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     llm = resources_from_env(plain=True)["llm"]
     builder = prompt_builder(llm)
     L = llm.load()
+    min_chunks, lo, hi = (3, 0, 1500) if tiny else (10, 2000, 7000)
     docs = []
     for d in corpus:
-        if len(d["chunks"]) < 10:
+        if len(d["chunks"]) < min_chunks:
             continue
         prefix, sufs = _doc_prompts(builder, d)
-        if 2000 <= len(prefix) <= 7000:
+        if lo <= len(prefix) <= hi:
             docs.append((d["doc_id"], prefix, sufs))
     if not docs:
-        raise ValueError("no document of 2k-7k LLM tokens with 10+ chunks in the corpus")
-    # quick: the document with the most chunks among those of at most 3,300 prefix tokens
-    main = max((d for d in docs if len(d[1]) <= 3300), key=lambda d: len(d[2]), default=docs[0])
-    measured = [main] if quick else docs
+        raise ValueError(f"no document of {lo:,}-{hi:,} LLM tokens with {min_chunks}+ chunks in the corpus")
+    if tiny:  # the shortest
+        main = min(docs, key=lambda d: len(d[1]))
+    else:  # quick: the document with the most chunks among those of at most 3,300 prefix tokens
+        main = max((d for d in docs if len(d[1]) <= 3300), key=lambda d: len(d[2]), default=docs[0])
+    measured = [main] if quick or tiny else docs
     out: dict = {"llm_model": llm.resolved_model_id(), "documents": [], "n_threads": L.context_params.n_threads}
 
     # 1. sequential, KV cache kept between the chunks of a document
@@ -172,7 +217,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
 
     # 2. the same prompts with the cache reset before each
     doc_id, prefix, sufs = main
-    k = 2 if quick else 3
+    k = 1 if tiny else 2 if quick else 3
     cold = []
     for s in sufs[:k]:
         L.reset()
@@ -188,7 +233,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
         f"(x{out['cache_speedup']})")
 
     # 3. A,A,B,B against A,B,A,B: two documents of 1k+ tokens, two chunks each
-    pair = sorted((d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= 4000),
+    pair = sorted((d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= (0 if tiny else 4000)),
                   key=lambda d: len(d["content"]))[:2]
     (a_id, a_pre, a_suf), (b_id, b_pre, b_suf) = [
         (d["doc_id"], *_doc_prompts(builder, d, 2))
@@ -211,7 +256,8 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     #    machine's best), and each blurb's wall time against the limit they imply
     L.reset()
     L.eval(prefix)
-    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:256], tries=3, steps=24)
+    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:32 if tiny else 256],
+                                            tries=1 if tiny else 3, steps=4 if tiny else 24)
     gens = seq_runs[doc_id][1:]  # the first blurb also reads the prefix, from depth 0
     measured_s = sum(g.seconds for g in gens)
     limit_s = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in gens)
@@ -225,12 +271,12 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
     # 5. shared-prefix batching against the sequential run of the same document
     from resources.models.batching import SharedPrefixBatcher
 
-    n_batch_chunks = 8 if quick else len(sufs)  # quick: one batch of 8, the first 8 chunks
+    n_batch_chunks = 2 if tiny else 8 if quick else len(sufs)  # quick: one batch of 8, the first 8 chunks
     seq = seq_runs[doc_id][:n_batch_chunks]
     seq_s = sum(g.seconds for g in seq)
     sufs = sufs[:n_batch_chunks]
     out["batched"] = {}
-    for n_seq in ((8,) if quick else (2, 4, 8)):
+    for n_seq in ((2,) if tiny else (8,) if quick else (2, 4, 8)):
         b = SharedPrefixBatcher(L, n_seq=n_seq, n_ctx=llm.n_ctx, n_batch=llm.n_batch,
                                 max_tokens=llm.max_tokens, repeat_penalty=llm.repeat_penalty, stop=STOP)
         t0 = time.perf_counter()
@@ -249,7 +295,7 @@ def llm_section(corpus: list[dict], quick: bool) -> dict:
 
 
 # -- blurb models and llama.cpp settings ------------------------------------------------------
-def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
+def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]], tiny: bool = False) -> dict:
     """Blurbs of ``sufs`` after ``prefix`` back to back (cache reset first), and the model's rates
     at that depth; the first blurb (which reads the prefix) is reported apart."""
     from assets.blurbs import stops
@@ -258,7 +304,8 @@ def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
     L.reset()
     gens = [llm.generate(prefix + s, stop=stops(False)) for s in sufs]
     first, rest = gens[0], gens[1:]
-    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:256], tries=2, steps=16)
+    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:16 if tiny else 256],
+                                            tries=1 if tiny else 2, steps=2 if tiny else 16)
     measured = sum(g.seconds for g in rest)
     limit = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in rest)
     return {"prefix_tokens": len(prefix), "first_blurb_s": round(first.seconds, 2), "blurbs": len(rest),
@@ -268,22 +315,27 @@ def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]]) -> dict:
             "measured_over_limit": round(measured / limit, 3), "texts": [g.text for g in gens]}
 
 
-def models_section(corpus: list[dict], quick: bool) -> dict:
+def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
+    """The ``models`` figures (module docstring).  ``tiny`` (a smoke run): 2 chunks of the shortest
+    document with 2+, every model and setting; the window comparison on the shortest document
+    that needs 2+ windows of 384 tokens, against 768, one blurb a window."""
     from assets.fitted_preambles import prompt_builder
     from pipelines.settings import resources_from_env
     from resources.models import registry as models
     from resources.models.llm import _CACHE, BlurbLLM
 
     base = resources_from_env(plain=True)["llm"]
-    n = 4 if quick else 8
-    # a code document of 2k-3.3k tokens with enough chunks (the llm section's quick document)
-    doc = max((d for d in corpus if 6000 <= len(d["content"]) <= 11000 and len(d["chunks"]) > n),
-              key=lambda d: len(d["chunks"]))
+    n = 2 if tiny else 4 if quick else 8
+    if tiny:
+        doc = min((d for d in corpus if len(d["chunks"]) >= n), key=lambda d: len(d["content"]))
+    else:  # a code document of 2k-3.3k tokens with enough chunks (the llm section's quick document)
+        doc = max((d for d in corpus if 6000 <= len(d["content"]) <= 11000 and len(d["chunks"]) > n),
+                  key=lambda d: len(d["chunks"]))
     out: dict = {"doc_id": doc["doc_id"], "chunks": n, "prompt": base.prompt, "by_model": {}, "settings": {}}
 
     def run(llm: BlurbLLM, d: dict = doc, k: int = n) -> dict:
         builder = prompt_builder(llm, source=True)
-        r = _blurb_run(llm, builder, *_doc_prompts(builder, d, k))
+        r = _blurb_run(llm, builder, *_doc_prompts(builder, d, k), tiny=tiny)
         _CACHE.clear()  # one model in memory at a time
         return r
 
@@ -303,23 +355,33 @@ def models_section(corpus: list[dict], quick: bool) -> dict:
         r["same_text_as_default"] = r["texts"] == out["settings"]["default"]["texts"]
         log(f"models setting {name}: {r['s_per_blurb']} s a blurb; same text: {r['same_text_as_default']}")
     # a long document: windows of 4,096 against 8,192 tokens (each chunk reads less document)
+    from cost import corpus_spans
+
     from assets.fitted_preambles import fit_document, generation_bound
 
-    long_doc = max((d for d in corpus if 30000 <= len(d["content"]) <= 60000), key=lambda d: len(d["chunks"]))
-    out["windows"] = {"doc_id": long_doc["doc_id"]}
-    for n_ctx in (8192, 4096):
+    sizes = (768, 384) if tiny else (8192, 4096)
+
+    def plan_of(d: dict, n_ctx: int):
         llm = BlurbLLM(**{**base.model_dump(), "n_ctx": n_ctx})
         builder = prompt_builder(llm, source=True)
-        spans = [(long_doc["content"].index(c["content"]), long_doc["content"].index(c["content"]) + len(c["content"]))
-                 for c in long_doc["chunks"]]
-        plan = fit_document(long_doc["content"], spans, builder, n_ctx, generation_bound(llm, builder))
+        return llm, builder, fit_document(d["content"], corpus_spans(d), builder, n_ctx, generation_bound(llm, builder))
+
+    if tiny:  # the shortest document that the smaller windows cut in two or more
+        long_doc = next(d for d in sorted(corpus, key=lambda d: len(d["content"]))
+                        if len(d["chunks"]) >= 2 and len(plan_of(d, sizes[1])[2].windows) >= 2)
+    else:
+        long_doc = max((d for d in corpus if 30000 <= len(d["content"]) <= 60000), key=lambda d: len(d["chunks"]))
+    out["windows"] = {"doc_id": long_doc["doc_id"]}
+    for n_ctx in sizes:
+        llm, builder, plan = plan_of(long_doc, n_ctx)
+        spans = corpus_spans(long_doc)
         t0 = time.perf_counter()
         L = llm.load()
         L.reset()
         k = 0
         for w in plan.windows[:2]:  # the first two windows, every chunk in them
             prefix = builder.window_prefix(long_doc["content"], spans, w.start, w.end)
-            for i in w.chunks[: (3 if quick else 6)]:
+            for i in w.chunks[: (1 if tiny else 3 if quick else 6)]:
                 llm.generate(prefix + builder.suffix(long_doc["chunks"][i]["content"], i))
                 k += 1
         secs = time.perf_counter() - t0
@@ -332,8 +394,18 @@ def models_section(corpus: list[dict], quick: bool) -> dict:
     return out
 
 
-def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
-    import llama_cpp
+def embedq_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = False) -> dict:
+    """The configured embedder as installed against the same GGUF quantised to Q8_0 by llama.cpp.
+
+    It applies to a GGUF embedder only (``SITUATE_EMBED_MODEL=nomic-embed-text-v1.5``): for an
+    ONNX one (the default, bge-small-en-v1.5, whose weights are INT8 already) the section returns
+    ``{"applies": False, "embed_model", "reason"}`` and measures nothing.
+
+    Raises
+    ------
+    RuntimeError
+        llama.cpp's quantisation failed.
+    """
     import numpy as np
 
     from pipelines.settings import resources_from_env
@@ -341,7 +413,15 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
     from resources.models.registry import sha256_of
 
     base = resources_from_env(plain=True)["embedder"]
-    q8 = work / "nomic-embed-text-v1.5.Q8_0.gguf"
+    if base.is_onnx():
+        reason = (f"the embedder {base.resolved_model_id()} is an ONNX model (onnxruntime, INT8 weights): "
+                  "llama.cpp quantises GGUF files only; set SITUATE_EMBED_MODEL=nomic-embed-text-v1.5 "
+                  "(situate models install nomic-embed-text-v1.5) to measure a GGUF embedder")
+        log(f"embedq: does not apply: {reason}")
+        return {"applies": False, "embed_model": base.resolved_model_id(), "reason": reason}
+    import llama_cpp
+
+    q8 = work / (Path(base.model_path).name.removesuffix(".gguf").removesuffix(".f16") + ".Q8_0.gguf")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
     t0 = time.perf_counter()
@@ -350,7 +430,8 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
         raise RuntimeError(f"llama_model_quantize failed ({rc})")
     out = {"quantize_s": round(time.perf_counter() - t0, 1), "q8_0_bytes": q8.stat().st_size,
            "q8_0_sha256": sha256_of(q8)}
-    texts = [c["content"] for d in corpus for c in d["chunks"]][: (24 if quick else 96)]
+    texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 24 if quick else 96)]
+    out.update(applies=True, embed_model=base.resolved_model_id())
     vecs = {}
     for name, path in (("f16", base.model_path), ("q8_0", str(q8)), ("f16 again", base.model_path)):
         emb = Embedder(**{**base.model_dump(), "model_path": path})
@@ -368,17 +449,28 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path) -> dict:
 
 
 # -- embeddings --------------------------------------------------------------------------------
-def embed_section(corpus: list[dict], quick: bool) -> dict:
+def embed_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
+    """Embedding throughput of the configured embedder (ONNX or GGUF, through
+    :class:`resources.models.llm.Embedder` as the pipeline runs it) by batch size; tokens are
+    the embedder's own, each text cut to its context (:func:`embedders.tokens_read`).
+
+    Raises
+    ------
+    resources.models.registry.ModelFileError
+        The embedder's files are missing, corrupt or not loadable.
+    """
+    from embedders import tokens_read
+
     from pipelines.settings import resources_from_env
     from resources.models.llm import Embedder
 
     base = resources_from_env(plain=True)["embedder"]
-    texts = [c["content"] for d in corpus for c in d["chunks"]][: (16 if quick else 64)]
-    sizes = (1, 4, 16) if quick else (1, 2, 4, 8, 16, 32, 64)
-    L = base.load()
-    tokens = sum(len(L.tokenize((base.document_prefix + t).encode(), add_bos=True)) for t in texts)
+    texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 16 if quick else 64)]
+    sizes = (1, 4) if tiny else (1, 4, 16) if quick else (1, 2, 4, 8, 16, 32, 64)
+    tokens = tokens_read(base, texts)
     base.embed_documents(texts[:2])  # warm-up
-    out = {"texts": len(texts), "tokens": tokens, "by_batch": {}, "default_batch": base.batch_size}
+    out = {"embed_model": base.resolved_model_id(), "runtime": "onnxruntime" if base.is_onnx() else "llama.cpp",
+           "texts": len(texts), "tokens": tokens, "by_batch": {}, "default_batch": base.batch_size}
     for bs in sizes:
         emb = Embedder(**{**base.model_dump(), "batch_size": bs})
         t0 = time.perf_counter()
@@ -394,22 +486,27 @@ def embed_section(corpus: list[dict], quick: bool) -> dict:
 
 
 # -- search ------------------------------------------------------------------------------------
-def search_section(corpus: list[dict], quick: bool, work: Path) -> dict:
+def search_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = False) -> dict:
+    """``hybrid_search`` over 10,000 and 100,000 synthetic rows as wide as the configured
+    embedder's vectors (:mod:`search_scale`); ``tiny`` (a smoke run): 500 and 2,000 rows, 5
+    queries, the figures still filed under the ``10k`` / ``100k`` keys."""
     import search_scale
 
     texts = [c["content"] for d in corpus for c in d["chunks"]]
-    res = search_scale.run(work, texts, sizes=(10_000, 100_000), n_queries=20 if quick else 50, log=log)
-    big = res[100_000]
+    small, large = (500, 2_000) if tiny else (10_000, 100_000)
+    res = search_scale.run(work, texts, sizes=(small, large), n_queries=5 if tiny else 20 if quick else 50, log=log)
+    big = res[large]
     mode = "indexed" if big["index_by_default"] else "exact"
     return {"sizes": res, "search_p50_ms_100k": big[mode]["p50_ms"], "search_p95_ms_100k": big[mode]["p95_ms"],
-            "search_p95_ms_10k": res[10_000]["indexed" if res[10_000]["index_by_default"] else "exact"]["p95_ms"],
+            "search_p95_ms_10k": res[small]["indexed" if res[small]["index_by_default"] else "exact"]["p95_ms"],
             "indexed_recall_at_10": big["indexed_recall_at_10"]}
 
 
 # -- rerank ----------------------------------------------------------------------------------
-def rerank_section(corpus: list[dict], quick: bool) -> dict:
+def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     """Seconds per query for the cross-encoder over ``RERANK_DEPTH`` real chunks (contextualised
-    texts are longer; these are the chunks alone, 237-3,898 characters), by batch size."""
+    texts are longer; these are the chunks alone, 237-3,898 characters), by batch size; ``tiny``
+    (a smoke run): one query over 4 chunks."""
     import random
 
     from pipelines.settings import reranker_from_env
@@ -420,11 +517,12 @@ def rerank_section(corpus: list[dict], quick: bool) -> dict:
                if queries_path.is_file() else [d["chunks"][0]["content"][:80] for d in corpus])
     chunks = [c["content"] for d in corpus for c in d["chunks"]]
     rng = random.Random(0)
-    n = 4 if quick else 12
-    work = [(queries[i * 7 % len(queries)], rng.sample(chunks, RERANK_DEPTH)) for i in range(n)]
+    n = 1 if tiny else 4 if quick else 12
+    depth = 4 if tiny else RERANK_DEPTH
+    work = [(queries[i * 7 % len(queries)], rng.sample(chunks, depth)) for i in range(n)]
     base = reranker_from_env()
     base.score("warm up", ["a passage"])
-    out = {"queries": n, "depth": RERANK_DEPTH, "threads": base.n_threads or os.cpu_count(),
+    out = {"queries": n, "depth": depth, "threads": base.n_threads or os.cpu_count(),
            "default_batch": base.batch_size, "by_batch": {}}
     for bs in (1, 8, 32):
         r = base.model_copy(update={"batch_size": bs})
@@ -432,8 +530,8 @@ def rerank_section(corpus: list[dict], quick: bool) -> dict:
         for q, passages in work:
             r.score(q, passages)
         dt = (time.perf_counter() - t0) / n
-        out["by_batch"][bs] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / RERANK_DEPTH, 4)}
-        log(f"rerank batch {bs}: {dt:.2f} s a query ({RERANK_DEPTH} pairs)")
+        out["by_batch"][bs] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / depth, 4)}
+        log(f"rerank batch {bs}: {dt:.2f} s a query ({depth} pairs)")
     out["rerank_s_per_query"] = out["by_batch"][base.batch_size]["s_per_query"]
     # passages that fill the pair (MAX_PAIR_TOKENS WordPiece tokens), as 800-token chunks do
     long = [(q, [" ".join(rng.sample(chunks, 6)) for _ in passages]) for q, passages in work]
@@ -441,20 +539,22 @@ def rerank_section(corpus: list[dict], quick: bool) -> dict:
     for q, passages in long:
         base.score(q, passages)
     dt = (time.perf_counter() - t0) / n
-    out["full_pairs"] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / RERANK_DEPTH, 4),
+    out["full_pairs"] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / depth, 4),
                          "pair_tokens": MAX_PAIR_TOKENS}
     out["rerank_s_per_query_full_pairs"] = out["full_pairs"]["s_per_query"]
-    log(f"rerank {RERANK_DEPTH} full pairs of {MAX_PAIR_TOKENS} tokens, batch {base.batch_size}: {dt:.2f} s a query")
+    log(f"rerank {depth} full pairs of {MAX_PAIR_TOKENS} tokens, batch {base.batch_size}: {dt:.2f} s a query")
     return out
 
 
 # -- re-ingest ---------------------------------------------------------------------------------
-def reingest_section(corpus: list[dict], quick: bool, work: Path) -> dict:
+def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = False) -> dict:
+    """Two ``situate ingest`` of the ``n`` shortest documents with 2+ chunks (20; quick 6; tiny 2)
+    into ``work/reingest-home``, which the ``service`` section of the same run may serve."""
     from pipelines.cli import ingest
     from pipelines.settings import restored_env
     from resources.models.llm import CALLS
 
-    n = 6 if quick else 20
+    n = 2 if tiny else 6 if quick else 20
     small = sorted((d for d in corpus if len(d["chunks"]) >= 2), key=lambda d: len(d["content"]))[:n]
     path = work / "reingest-corpus.json"
     path.write_text(json.dumps(small))
@@ -522,7 +622,8 @@ TARGETS = {"cost_default_over_today": "<= 0.4 (or <= 1.15 x floor)", "cost_defau
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# Performance ({'quick' if report['quick'] else 'full'} run, {report['date']})", "",
+    kind = "tiny (smoke: figures meaningless)" if report.get("tiny") else "quick" if report["quick"] else "full"
+    lines = [f"# Performance ({kind} run, {report['date']})", "",
              f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s). "
              f"Load average at start: {report.get('load_average_at_start', 'n/a')}"
              + (" (busy machine: timings unreliable)." if report.get("load_average_at_start", 0) >
@@ -578,7 +679,9 @@ def markdown(report: dict) -> str:
         lines += ["", f"Windows on {w['doc_id']}: " + "; ".join(
             f"n_ctx {k}: {v['windows']} windows, {v['blurbs']} blurbs, {v['s_per_blurb']} s a blurb"
             for k, v in w.items() if k != "doc_id") + "."]
-    if "embedq" in s:
+    if "embedq" in s and not s["embedq"].get("applies", True):
+        lines += ["", "## Embedder f16 against Q8_0", "", f"Does not apply: {s['embedq']['reason']}."]
+    elif "embedq" in s:
         e = s["embedq"]
         lines += ["", "## Embedder f16 against Q8_0", "",
                   f"Q8_0 by llama.cpp in {e['quantize_s']} s: {e['q8_0_bytes']:,} bytes, sha256 {e['q8_0_sha256']}; "
@@ -587,7 +690,9 @@ def markdown(report: dict) -> str:
                   f"{e['cosine_f16_q8_0_mean']}."]
     if "embed" in s:
         e = s["embed"]
-        lines += ["", f"## Embeddings ({e['texts']} chunks, {e['tokens']} tokens)", "",
+        title = (f"## Embeddings ({e.get('embed_model', 'the embedder')}, {e.get('runtime', 'llama.cpp')}: "
+                 f"{e['texts']} chunks, {e['tokens']} tokens)")
+        lines += ["", title, "",
                   "| batch | tokens/s | chunks/s |", "|---|---|---|"]
         for n, b in e["by_batch"].items():
             lines.append(f"| {n} | {b['tokens_per_s']} | {b['chunks_per_s']} |")
@@ -641,19 +746,46 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The sections ``--only`` runs by default (``--quick`` included).
+DEFAULT_SECTIONS = ("cost", "threads", "skipping", "llm", "embed", "search", "rerank", "reingest", "partitions")
+#: Every section, in the order ``--only all`` runs them (``service`` after ``reingest``: without
+#: ``--service-home`` it serves the data folder that section ingested).
+ALL_SECTIONS = ("cost", "threads", "skipping", "llm", "models", "embedq", "embed", "embedders", "search", "rerank",
+                "reingest", "partitions", "service", "scale_out")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the sections ``--only`` names and write the JSON report and its Markdown.
+
+    Raises
+    ------
+    SystemExit
+        An unknown section, or ``service`` with neither ``--service-home`` nor a ``reingest``
+        section before it in the same run.
+    FileNotFoundError
+        The corpus is missing (:func:`load_corpus`).
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
+    ap.add_argument("--tiny", action="store_true",
+                    help="a smoke run: every section on a few texts (tests/test_benchmarks_quick.py); the figures "
+                         "mean nothing")
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
-    ap.add_argument("--only", default="cost,threads,skipping,llm,embed,search,rerank,reingest,partitions",
-                    help="comma-separated sections (also: models, embedq, embedders, service, scale_out)")
-    ap.add_argument("--service-home", help="for --only service: an ingested data folder (benchmarks/service.py)")
+    ap.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
+                    help="comma-separated sections, or all (also: models, embedq, embedders, service, scale_out)")
+    ap.add_argument("--service-home", help="for service: an ingested data folder (benchmarks/service.py); "
+                                           "default: the reingest section's, when it ran before")
     args = ap.parse_args(argv)
-    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    sections = list(ALL_SECTIONS) if args.only.strip() == "all" else [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in sections if s not in ALL_SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section(s) {', '.join(unknown)}: choose from {', '.join(ALL_SECTIONS)} or all")
+    quick, tiny = args.quick or args.tiny, args.tiny
     t0 = time.perf_counter()
     corpus = load_corpus()
-    report: dict = {"quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M"),
+    small = tiny_corpus(corpus) if tiny else corpus  # what the LLM sections read
+    report: dict = {"quick": args.quick, "tiny": tiny, "date": time.strftime("%Y-%m-%d %H:%M"),
                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
                     "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "sections": {}}
@@ -669,56 +801,61 @@ def main(argv: list[str] | None = None) -> int:
             if name == "cost":
                 import cost
 
-                r = cost.cost_section(args.quick, log)
+                r = cost.cost_section(quick, log, docs=[("codebase", small[0])] if tiny else None)
             elif name == "threads":
                 import threads
 
-                r = threads.threads_section(log)
+                r = threads.threads_section(log, tiny=tiny)
             elif name == "skipping":
                 import skipping
 
                 cost_r = report["sections"].get("cost", {}).get("modes", {})
                 default = report["sections"].get("cost", {}).get("default_mode")
-                r = skipping.skipping_section(cost_r.get(default, {}).get("s_per_chunk"), log)
+                r = skipping.skipping_section(cost_r.get(default, {}).get("s_per_chunk"), log,
+                                              max_bytes=200_000 if tiny else 60_000_000)
             elif name == "llm":
-                r = llm_section(corpus, args.quick)
+                r = llm_section(small, quick, tiny)
             elif name == "models":
-                r = models_section(corpus, args.quick)
+                r = models_section(small, quick, tiny)
             elif name == "embedq":
-                r = embedq_section(corpus, args.quick, work)
+                r = embedq_section(corpus, quick, work, tiny)
             elif name == "embed":
-                r = embed_section(corpus, args.quick)
+                r = embed_section(corpus, quick, tiny)
             elif name == "embedders":
                 import embedders
 
-                r = embedders.embedders_section(corpus, args.quick, work, log)
+                r = embedders.embedders_section(corpus, quick, work, log, tiny=tiny)
             elif name == "search":
-                r = search_section(corpus, args.quick, work)
+                r = search_section(corpus, quick, work, tiny)
             elif name == "rerank":
-                r = rerank_section(corpus, args.quick)
+                r = rerank_section(corpus, quick, tiny)
             elif name == "reingest":
-                r = reingest_section(corpus, args.quick, work)
+                r = reingest_section(small, quick, work, tiny)
             elif name == "partitions":
-                r = partitions_section(work)
+                r = partitions_section(work, 50 if tiny else 10_000)
             elif name == "service":  # situate serve over HTTP: the section lives in benchmarks/service.py
-                if not args.service_home:
-                    raise SystemExit("--only service needs --service-home (an ingested data folder)")
+                home = Path(args.service_home) if args.service_home else work / "reingest-home"
+                if not args.service_home and "reingest" not in report["sections"]:
+                    raise SystemExit("service needs --service-home (an ingested data folder), or the reingest "
+                                     "section before it in the same run")
                 import service
 
                 q = [json.loads(x)["query"] for x in service.QUERIES.read_text().splitlines() if x.strip()]
-                r = {"real": service.measure_home(Path(args.service_home), q, 50, 20),
-                     "synthetic": service.measure_home(service.synthetic_home(work, 100_000), q, 50, 20)}
+                n_lat, n_rerank, clients, per_client, rows = (3, 2, 2, 2, 2_000) if tiny else (50, 20, 4, 25, 100_000)
+                r = {"real": service.measure_home(home, q, n_lat, n_rerank, clients, per_client),
+                     "synthetic": service.measure_home(service.synthetic_home(work, rows), q, n_lat, n_rerank,
+                                                       clients, per_client)}
             elif name == "scale_out":  # S3 against local disk, 1 and 2 parallel runs: benchmarks/scale_out.py
                 import scale_out
                 from s3server import seaweedfs
 
-                with seaweedfs(work / "s3") as s3:
+                from pipelines.settings import restored_env
+
+                with seaweedfs(work / "s3") as s3, restored_env((*s3["env"], "SITUATE_CACHE")):
                     os.environ.update(s3["env"])
                     os.environ["SITUATE_CACHE"] = str(work / "cache")
-                    r = {"search": scale_out.search_section(10_000, work, s3),
-                         "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 4 if args.quick else 8)}
-            else:
-                raise SystemExit(f"unknown section {name!r}")
+                    r = {"search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
+                         "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8)}
             report["sections"][name] = r
             report.update({k: r[k] for k in KEYS if k in r})
     finally:

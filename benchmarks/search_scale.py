@@ -1,7 +1,8 @@
 """Search at scale: latency of the product's hybrid search over 10k and 100k rows, with and
 without the IVF_FLAT vector index, and the index's recall against exact search.
 
-Rows are synthetic with real shapes: 768-d L2-normalised float32 vectors drawn around one cluster
+Rows are synthetic with real shapes: L2-normalised float32 vectors as wide as the configured
+embedder's (:func:`embedder_width`: 384 for the default bge-small-en-v1.5) drawn around one cluster
 centre per 50 rows (a corpus's embeddings cluster by topic and document, not uniformly on the
 sphere; the cookbook codebase set has 8 chunks a document), and
 texts cut from the cookbook codebase corpus, so BM25 sees a real vocabulary.  Queries are
@@ -12,17 +13,37 @@ perturbed copies of row vectors and word windows from the same texts.  The searc
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+#: Width of nomic-embed-text-v1.5, the embedder before bge-small-en-v1.5 (kept for callers that
+#: name it); rows are as wide as :func:`embedder_width` unless a width is given.
 DIM = 768
 
 
-def synthetic_rows(n: int, texts: list[str], seed: int = 0, dim: int = DIM) -> tuple[np.ndarray, list[str]]:
+def embedder_width() -> int:
+    """The vector width of the configured embedder (``SITUATE_EMBED_MODEL``, default
+    bge-small-en-v1.5: 384), from the registry, with no model loaded; a GGUF path is taken as
+    the registry takes it (nomic-embed-text-v1.5's 768).
+
+    Raises
+    ------
+    resources.models.registry.ModelFileError
+        ``SITUATE_EMBED_MODEL`` is neither an embedder name nor a path.
+    """
+    from resources.models import registry as models
+
+    return models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))[3].width
+
+
+def synthetic_rows(n: int, texts: list[str], seed: int = 0, dim: int | None = None) -> tuple[np.ndarray, list[str]]:
     """``(float32[n, dim] unit vectors, n texts)``: vectors around ``n // 50`` centres, 40-word
-    windows of ``texts``.  ``dim`` is the embedder's width (768 for nomic v1.5, 384 for bge-small)."""
+    windows of ``texts``.  ``dim`` is the embedder's width (default :func:`embedder_width`; 768
+    for nomic v1.5, 384 for bge-small)."""
+    dim = dim or embedder_width()
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((max(1, n // 50), dim)).astype(np.float32)
     assign = rng.integers(0, len(centres), n)
@@ -89,11 +110,13 @@ def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
 
 
 def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print,
-        dim: int = DIM) -> dict:
+        dim: int | None = None) -> dict:
     """Figures for each size: exact and (where built) indexed latency, index build time, recall@10,
-    and the data folder's bytes on disk (table, vector index, BM25); vectors ``dim`` wide."""
+    and the data folder's bytes on disk (table, vector index, BM25); vectors ``dim`` wide
+    (default :func:`embedder_width`)."""
     from resources.store.store import VECTOR_INDEX_MIN_ROWS
 
+    dim = dim or embedder_width()
     out: dict = {}
     rng = np.random.default_rng(1)
     for n in sizes:

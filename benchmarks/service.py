@@ -1,9 +1,9 @@
 """The search service's latency and throughput: ``situate serve`` as a real process, asked over HTTP.
 
 Two data folders: one of real rows (``--home``: an ingested folder, e.g. the codebase set's 737
-rows after ``situate eval``) and one of 100,000 synthetic rows with real shapes
-(:func:`benchmarks.search_scale.build_store`, with the IVF_FLAT index the bm25_index asset builds
-from 10,000 rows).  For each: p50/p95 of ``GET /search`` first-stage (no rerank) and reranked
+rows after ``situate eval``) and one of 100,000 synthetic rows with real shapes, as wide as the
+configured embedder's vectors (:func:`benchmarks.search_scale.build_store`, with the IVF_FLAT
+index the bm25_index asset builds from 10,000 rows).  For each: p50/p95 of ``GET /search`` first-stage (no rerank) and reranked
 (``rerank=30``), one client; then requests/s of first-stage search with 4 concurrent clients.
 Queries are the codebase set's developer queries.
 
@@ -90,12 +90,26 @@ def throughput(base: str, queries: list[str], clients: int = 4, per_client: int 
             "requests_per_s": round(len(done) / seconds, 2)}
 
 
-def measure_home(home: Path, queries: list[str], n_latency: int, n_rerank: int) -> dict:
+def measure_home(home: Path, queries: list[str], n_latency: int, n_rerank: int, clients: int = 4,
+                 per_client: int = 25) -> dict:
+    """``situate serve`` over ``home``: first-stage latency over ``n_latency`` queries, reranked
+    (30 candidates) over ``n_rerank``, and requests/s of ``clients`` concurrent clients asking
+    ``per_client`` queries each.
+
+    Raises
+    ------
+    RuntimeError
+        The service did not start.
+    urllib.error.HTTPError
+        A search was not answered 200 (a data folder whose vectors are not the embedder's width
+        gets 503).
+    """
     child, base = serve(home)
     try:
         health = json.loads(urllib.request.urlopen(base + "/health", timeout=60).read())
         return {"rows": health["table_rows"], "first_stage": latency(base, queries[:n_latency], 0),
-                "reranked_30": latency(base, queries[:n_rerank], 30), "concurrent": throughput(base, queries)}
+                "reranked_30": latency(base, queries[:n_rerank], 30),
+                "concurrent": throughput(base, queries, clients, per_client)}
     finally:
         child.terminate()
         child.wait(60)
@@ -142,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
                      f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
                      f"{r['concurrent']['requests_per_s']} |")
-    lines += ["", "One search at a time holds the query embedder (one llama.cpp context): 4 clients share it, so "
+    lines += ["", "One search at a time holds the query embedder (one model session): 4 clients share it, so "
               "requests/s is about 1000 / p50, not 4×."]
     md = "\n".join(lines) + "\n"
     if args.markdown:

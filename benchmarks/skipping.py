@@ -75,15 +75,17 @@ def corpus_counts(path: Path) -> dict:
             "share": round(sum(why.values()) / len(texts), 4), "by_reason": dict(why)}
 
 
-def skipping_section(s_per_chunk: float | None = None, log=print) -> dict:
-    out: dict = {"s_per_chunk": s_per_chunk, "folders": {}}
+def skipping_section(s_per_chunk: float | None = None, log=print, max_bytes: int = 60_000_000) -> dict:
+    """The two labelled corpora and the installed packages' folders (at most ``max_bytes`` of
+    text each; ``run.py --tiny`` reads 200,000), chunks flagged by reason."""
+    out: dict = {"s_per_chunk": s_per_chunk, "max_bytes": max_bytes, "folders": {}}
     for name in ("codebase", "docs"):
         path = ROOT.parent / "shared" / "eval" / name / f"{name}_chunks.json"
         if path.is_file():
             out["folders"][f"{name} set (labelled)"] = r = corpus_counts(path)
             log(f"skipping {name}: {r['flagged']} of {r['chunks']} chunks flagged")
     for name, root in real_folders().items():
-        out["folders"][name] = r = folder_counts(root)
+        out["folders"][name] = r = folder_counts(root, max_bytes)
         if s_per_chunk:
             r["llm_seconds_spared"] = round(r["flagged"] * s_per_chunk, 1)
         log(f"skipping {name}: {r['flagged']} of {r['chunks']} chunks flagged {r['by_reason']} ({r['seconds']} s)")

@@ -33,8 +33,9 @@ SETTINGS = (("2 threads", {"SITUATE_N_THREADS": "2"}),
             ("auto (situate's default: the free cores)", {"SITUATE_N_THREADS": "0"}))
 
 
-def worker() -> dict:
-    """In a fresh process: the rates with this process's settings (see the module docstring)."""
+def worker(prefill_tokens: int = PREFILL_TOKENS, generate_tokens: int = GENERATE_TOKENS) -> dict:
+    """In a fresh process: the rates with this process's settings (see the module docstring),
+    over ``prefill_tokens`` prompt tokens and ``generate_tokens`` generated ones."""
     sys.path.insert(0, str(ROOT))
     from pipelines.settings import resources_from_env
     from resources.models.threads import meter
@@ -43,12 +44,12 @@ def worker() -> dict:
     L = llm.load()
     code = json.loads((ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json").read_text())
     text = next(d for d in code if d["doc_id"] == "doc_11")["content"]
-    tokens = L.tokenize(text.encode(), add_bos=False)[:PREFILL_TOKENS]
+    tokens = L.tokenize(text.encode(), add_bos=False)[:prefill_tokens]
     rounds = []
     for _ in range(2):
         L.reset()
         pre = llm.generate(tokens, stop=[], max_tokens=1)
-        gen = llm.generate(tokens + L.tokenize(b"\n", add_bos=False), stop=[], max_tokens=GENERATE_TOKENS)
+        gen = llm.generate(tokens + L.tokenize(b"\n", add_bos=False), stop=[], max_tokens=generate_tokens)
         rounds.append({"prefill_tokens_per_s": pre.evaluated / pre.prefill_seconds,
                        "generated_tokens_per_s": gen.generated / gen.generate_seconds,
                        "threads": getattr(L, "_situate_threads", None), "others_busy_cores": round(meter().others, 2)})
@@ -56,19 +57,31 @@ def worker() -> dict:
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in best.items()}
 
 
-def threads_section(log=print) -> dict:
-    """Every setting idle and beside one busy core; rates and estimated LLM seconds a chunk."""
+def threads_section(log=print, tiny: bool = False) -> dict:
+    """Every setting idle and beside one busy core; rates and estimated LLM seconds a chunk.
+
+    ``tiny`` (``run.py --tiny``, a smoke run): idle only, 1 thread and the default, over 32
+    prompt tokens and 4 generated ones (no ratio to 2 threads); the figures mean nothing.
+
+    Raises
+    ------
+    RuntimeError
+        A worker process failed (its standard error's end is quoted).
+    """
     cost_file = ROOT / "benchmarks" / "reports" / "cost-quick.json"
     modes = json.loads(cost_file.read_text())["sections"]["cost"]["modes"] if cost_file.is_file() else {}
+    loads = ("idle",) if tiny else ("idle", "one busy core")
+    settings = (SETTINGS[1], SETTINGS[-1]) if tiny else SETTINGS
+    sizes = ["--prefill", "32", "--generate", "4"] if tiny else []
     rows = []
-    for load in ("idle", "one busy core"):
+    for load in loads:
         busy = None
         if load != "idle":
             busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             time.sleep(1.0)
         try:
-            for label, env in SETTINGS:
-                out = subprocess.run([sys.executable, __file__, "--worker"], env={**os.environ, **env},
+            for label, env in settings:
+                out = subprocess.run([sys.executable, __file__, "--worker", *sizes], env={**os.environ, **env},
                                      capture_output=True, text=True, cwd=str(ROOT), timeout=900)
                 if out.returncode != 0:
                     raise RuntimeError(f"threads worker {label}: {out.stderr[-2000:]}")
@@ -90,8 +103,9 @@ def threads_section(log=print) -> dict:
         return next(r[key] for r in rows if r["load"] == load and r["setting"] == label)
     auto = SETTINGS[-1][0]
     for key in ("prefill_tokens_per_s", "generated_tokens_per_s"):
-        out[f"auto_over_2_threads_busy_{key}"] = round(rate("one busy core", auto, key) / rate("one busy core", "2 threads", key), 2)
-        out[f"auto_over_2_threads_idle_{key}"] = round(rate("idle", auto, key) / rate("idle", "2 threads", key), 2)
+        for load, name in (("one busy core", "busy"), ("idle", "idle")):
+            if load in loads and SETTINGS[0] in settings:
+                out[f"auto_over_2_threads_{name}_{key}"] = round(rate(load, auto, key) / rate(load, "2 threads", key), 2)
     return out
 
 
@@ -111,6 +125,9 @@ def markdown(t: dict) -> list[str]:
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
-        print(json.dumps(worker()))
+        def _arg(name: str, default: int) -> int:
+            return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+        print(json.dumps(worker(_arg("--prefill", PREFILL_TOKENS), _arg("--generate", GENERATE_TOKENS))))
     else:
         print(json.dumps(threads_section(), indent=1))
