@@ -148,6 +148,10 @@ def check_line(d: object) -> str:
             return f"{k} is a JSON {type(d[k]).__name__ if d[k] is not None else 'null'}, not a string"
         if len(d[k]) > MAX_RAW_CHARS:
             return f"{k} is {len(d[k]):,} characters, over {MAX_RAW_CHARS:,}"
+        try:
+            d[k].encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (\ud800) from a JSON escape
+            return f"{k} is not valid Unicode (a lone surrogate)"
     if not _MODE.fullmatch(d["mode"]):
         return f"mode {d['mode'][:40]!r} is not document, structure or chunk:<prompt>"
     for k in ("text_sha256", "doc_sha256") + (("model_sha256",) if d["mode"] != "structure" else ()):
@@ -235,8 +239,8 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
             out.lines += 1
             try:
                 d = json.loads(text)
-            except ValueError as e:
-                reject(n, f"not JSON ({e})")
+            except (ValueError, RecursionError) as e:  # RecursionError: nesting within the line bound
+                reject(n, f"not JSON ({type(e).__name__}: {str(e)[:80]})")
                 continue
             why = check_line(d)
             if why:

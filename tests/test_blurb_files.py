@@ -101,6 +101,11 @@ def test_lines_of_the_wrong_shape_are_rejected_one_by_one(tmp_path):
     assert got.rejections[7:9] == ["line 8: a JSON list, not an object", "line 9: a JSON str, not an object"]
     assert got.rejections[10].startswith("line 11: not JSON")
     assert got.summary()["blurb_file_lines_rejected"] == 11
+    # nesting deep enough to overflow the JSON parser, and a lone surrogate: each rejected alone
+    odd = b"[" * 200_000 + b"\n" + json.dumps(line(raw="bad \ud800")).encode() + b"\n"
+    got = blurb_files.read(gz(tmp_path / "odd.jsonl.gz", odd))
+    assert got.rejected == 2 and got.rejections[0].startswith("line 1: not JSON (RecursionError")
+    assert got.rejections[1] == "line 2: raw is not valid Unicode (a lone surrogate)"
 
 
 def test_instruction_text_is_cleaned_like_a_model_answer():
