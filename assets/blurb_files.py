@@ -32,9 +32,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gzip
+import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import zlib
@@ -74,26 +76,37 @@ class BlurbFile:
     ----------
     path : str
     raws : dict
-        ``{(mode, model sha256, document sha256, text sha256): raw}``: what the model wrote for a
-        chunk, found by its own document's version and its text (the same text in two documents,
-        a licence header say, has a line for each); the first line wins.
+        ``{(mode, model sha256, document sha256, text sha256): (start, end)}``: where in
+        :attr:`text` the model's answer for a chunk is, found by its own document's version and
+        its text (the same text in two documents, a licence header say, has a line for each);
+        the first line wins.
+    text : bytearray
+        Every kept raw answer, UTF-8, one after another: one buffer, so a line's memory is its
+        size in the file whatever its characters (a Python ``str`` holding one character outside
+        the BMP takes 4 bytes for every character) and the read leaves no holes in the heap.
     lines : int
         Non-blank lines read.
     rejected : int
         Lines rejected (not a blurb line); their chunks are made by the model.
     rejections : list of str
         The first :data:`MAX_NAMED_REJECTIONS` rejections, each ``"line N: reason"``.
+    sha256 : str
+        sha256 hex of the file as read (its compressed bytes): what a blurb taken from it records
+        as its source (:attr:`assets.contextualize.BlurbRecord.from_file`).
     """
 
     path: str
-    raws: dict[tuple[str, str, str, str], str] = dataclasses.field(default_factory=dict)
+    raws: dict[tuple[str, str, str, str], tuple[int, int]] = dataclasses.field(default_factory=dict)
+    text: bytearray = dataclasses.field(default_factory=bytearray, repr=False)
     lines: int = 0
     rejected: int = 0
     rejections: list[str] = dataclasses.field(default_factory=list)
+    sha256: str = ""
 
     def get(self, mode: str, model_sha256: str, doc_sha256: str, text_sha256: str) -> str | None:
         """The raw text for a chunk, or ``None``."""
-        return self.raws.get((mode, model_sha256, doc_sha256, text_sha256))
+        at = self.raws.get((mode, model_sha256, doc_sha256, text_sha256))
+        return None if at is None else self.text[at[0]:at[1]].decode("utf-8")
 
     def __len__(self) -> int:
         return len(self.raws)
@@ -189,6 +202,28 @@ def _lines(path: str, z) -> "collections.abc.Iterator[tuple[int, bytes | None]]"
         yield n, (None if long else line)
 
 
+def _open_regular(path: str | Path):
+    """``path`` opened for reading if it is a regular file within :data:`MAX_FILE_BYTES`.  It is
+    opened without blocking and checked on the open file, so a FIFO or a device never hangs the
+    run and a file swapped after the check is not read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise BlurbFileError(f"blurb file {path}: no such file") from None
+    except OSError as e:
+        raise BlurbFileError(f"blurb file {path}: cannot be opened ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise BlurbFileError(f"blurb file {path}: {what}, not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        raise BlurbFileError(f"blurb file {path}: {st.st_size:,} bytes, over {MAX_FILE_BYTES:,} (MAX_FILE_BYTES)")
+    return os.fdopen(fd, "rb")
+
+
 def read(path: str | Path, mode: str | None = None, model_sha256: str | None = None) -> BlurbFile:
     """Read a blurb file within its bounds, keeping the raw text of the lines a run can use.
 
@@ -199,7 +234,11 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
         Keep only lines of this mode (``document``, ``chunk:<prompt>``); ``None`` keeps all.
     model_sha256 : str, optional
         Keep only lines of this LLM file; ``None`` keeps all.  Every line is checked either way;
-        what is kept is the ``raw`` text only, at most :data:`MAX_DECOMPRESSED_BYTES` in all.
+        what is kept is the ``raw`` text only, UTF-8 in one buffer (:attr:`BlurbFile.text`):
+        at most :data:`MAX_DECOMPRESSED_BYTES` of text, plus about 250 bytes of key and dict
+        entry a kept line (a line is at least 300 bytes: three sha256 and the field names), so a
+        read's memory stays within :data:`MAX_DECOMPRESSED_BYTES` plus its lines' keys, whatever
+        their characters (``benchmarks/blurb_file_bounds.py`` measures it).
 
     Returns
     -------
@@ -208,7 +247,8 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
     Raises
     ------
     BlurbFileError
-        No such file; over :data:`MAX_FILE_BYTES` compressed or :data:`MAX_DECOMPRESSED_BYTES`
+        No such file, or not a regular file (a directory, FIFO, socket or device); over
+        :data:`MAX_FILE_BYTES` compressed or :data:`MAX_DECOMPRESSED_BYTES`
         decompressed; not gzip, truncated, or a line not UTF-8 (the message names the file and
         the line).
     """
@@ -219,13 +259,7 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
         if len(out.rejections) < MAX_NAMED_REJECTIONS:
             out.rejections.append(f"line {n}: {why}")
 
-    try:
-        size = os.stat(path).st_size
-    except FileNotFoundError:
-        raise BlurbFileError(f"blurb file {path}: no such file") from None
-    if size > MAX_FILE_BYTES:
-        raise BlurbFileError(f"blurb file {path}: {size:,} bytes, over {MAX_FILE_BYTES:,} (MAX_FILE_BYTES)")
-    with open(path, "rb") as f, gzip.GzipFile(fileobj=f, mode="rb") as z:
+    with _open_regular(path) as f, gzip.GzipFile(fileobj=f, mode="rb") as z:
         for n, line in _lines(str(path), z):
             if line is None:
                 reject(n, f"over {MAX_LINE_BYTES:,} bytes")
@@ -250,7 +284,15 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
                 # the mode, model and document are shared by many lines: one copy each
                 key = (sys.intern(d["mode"]), sys.intern(d["model_sha256"]), sys.intern(d["doc_sha256"]),
                        d["text_sha256"])
-                out.raws.setdefault(key, d["raw"])
+                if key not in out.raws:
+                    start = len(out.text)
+                    out.text += d["raw"].encode("utf-8")
+                    out.raws[key] = (start, len(out.text))
+        f.seek(0)
+        h = hashlib.sha256()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+        out.sha256 = h.hexdigest()
     return out
 
 
@@ -259,9 +301,10 @@ def stage_lines(stage: dict, doc_id: str, model_sha256: str) -> list[dict]:
 
     Only what a model wrote is exported: outside ``structure`` mode a record with no raw text (a
     fallback no model made, such as ``fallback:n_ctx``) is left out, so loading the file sends that
-    chunk to the model instead of repeating the fallback.  Every line carries the stage's document
-    version (``doc_sha256``): a blurb kept across an edit was checked again against that version
-    (:mod:`assets.blurbs`), and is found again under it.
+    chunk to the model instead of repeating the fallback.  A blurb the run took from a blurb file
+    keeps that provenance: its line's status is ``file``, not ``model``.  Every line carries the
+    stage's document version (``doc_sha256``): a blurb kept across an edit was checked again
+    against that version (:mod:`assets.blurbs`), and is found again under it.
     """
     out = []
     version = stage.get("doc_sha256", "")
@@ -272,5 +315,6 @@ def stage_lines(stage: dict, doc_id: str, model_sha256: str) -> list[dict]:
         out.append({"chunk_id": r["chunk_id"], "doc_id": doc_id, "text_sha256": r["text_sha256"],
                     "doc_sha256": version or r.get("doc_sha256", ""), "mode": mode,
                     "model_sha256": "" if mode == "structure" else model_sha256,
-                    "raw": r.get("raw", ""), "blurb": r.get("blurb", ""), "status": r.get("status", "")})
+                    "raw": r.get("raw", ""), "blurb": r.get("blurb", ""),
+                    "status": "file" if r.get("from_file") and r.get("status") == "model" else r.get("status", "")})
     return out

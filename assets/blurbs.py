@@ -136,17 +136,19 @@ class LazyBlurbFile:
 
 
 def document_records(text: str, n: int, plan: FitPlan, builder, generate, reasons: list[str | None],
-                     cache=None, cache_key=None, doc_sha256: str = "", given_raw: str | None = None) -> list[BlurbRecord]:
+                     cache=None, cache_key=None, doc_sha256: str = "", given_raw: str | None = None,
+                     blurb_file: str = "") -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
     :data:`assets.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
     ``n`` chunks as their blurb; a chunk with a ``reasons`` entry gets ``skipped:<reason>`` instead,
     and when every chunk has one, no call is made.  The first chunk's record carries the call's
     tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:
-    the summary's raw text from a blurb file (:mod:`assets.blurb_files`), no call made."""
+    the summary's raw text from a blurb file (:mod:`assets.blurb_files`) whose sha256 is
+    ``blurb_file``, no call made."""
     if all(reasons):
         return [skipped_records(1, r, doc_sha256=doc_sha256)[0] for r in reasons]
     if given_raw is not None:
-        rec = record_from_raw(given_raw, "", text)
+        rec = dataclasses.replace(record_from_raw(given_raw, "", text), from_file=blurb_file)
     else:
         rec = contextualize(text, [""], plan, builder, generate, cache=cache, cache_key=cache_key)[0]
     out, first = [], True
@@ -179,6 +181,7 @@ def blurb_summary(records: list) -> dict:
             "fallbacks": sum(reasons.values()),
             "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
             "skipped": sum(r.status.startswith("skipped:") for r in records),
+            "blurbs_from_file": sum(bool(getattr(r, "from_file", "")) for r in records),
             "skipped_reasons": dict(collections.Counter(r.status.split(":", 1)[1] for r in records
                                                         if r.status.startswith("skipped:"))),
             "kept_from_earlier_version": sum(getattr(r, "kept", False) for r in records),
@@ -248,7 +251,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             for why in sorted({r for r in reasons if r}):
                 context.log.info(f"blurbs {key}: {reasons.count(why)} chunk(s) get no LLM call ({why}): "
                                  "structural context only")
-            given = {}
+            given, loaded = {}, None
             if llm.blurbs_file and not all(reasons):
                 loaded = from_file.get()
                 for i, x in enumerate(texts):
@@ -263,7 +266,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                     doc["text"], n, plan, builder,
                     lambda t: llm.generate(t, stop=stops(builder.frame.reasoning), max_tokens=bound),
                     reasons, cache=cache, cache_key=key_fn, doc_sha256=doc_sha,
-                    given_raw=next(iter(given.values())) if given else None)
+                    given_raw=next(iter(given.values())) if given else None,
+                    blurb_file=loaded.sha256 if loaded else "")
             else:
                 builder = builder_for(doc)
                 reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
@@ -277,14 +281,16 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
                 kept, edit = kept_blurbs(store.read_stage_if_any(key, "blurbs"),
                                          [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]}
-                                          for x, c in zip(texts, chunk_list)], doc_sha, settings)
+                                          for x, c in zip(texts, chunk_list)], doc_sha, settings,
+                                         blurb_file=loaded.sha256 if loaded else "")
                 if edit["why"] == "" and kept:
                     context.log.info(f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
                                      f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept")
                 for i, raw in given.items():
                     if i not in decided:
                         decided[i] = dataclasses.replace(
-                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1)
+                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1,
+                            from_file=loaded.sha256)
                 stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
                 if stale:
                     context.log.info(f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
@@ -311,10 +317,13 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         store.write_stage(key, "blurbs", {
             "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt, "context_mode": mode,
             "doc_sha256": doc_sha, "settings": settings,
+            # the chunk texts of older versions that kept blurbs were written against (assets.edits)
+            "versions": {v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)},
             "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
         return blurb_summary(records) | ({"edit": edit["why"] or "kept unchanged chunks",
                                           "changed_share": edit["changed_share"],
-                                          "kept_failed_recheck": edit.get("rechecked_out", 0)} if edit else {})
+                                          "kept_failed_recheck": edit.get("rechecked_out", 0),
+                                          "kept_drifted": edit.get("drifted", 0)} if edit else {})
 
     report = for_each_document(context, store, "blurbs", work)
 

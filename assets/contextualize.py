@@ -218,6 +218,11 @@ class BlurbRecord:
         (:mod:`assets.edits`): no prompt was built (``cached`` is true as well).
     doc_sha256 : str
         sha256 of the document version the blurb was written against.
+    from_file : str
+        The sha256 of the blurb file (:mod:`assets.blurb_files`) the raw text came from; empty
+        when this machine's model wrote it.  Such a blurb is kept across ingests only while the
+        same file is set (:func:`assets.edits.written_by_model`), so a removed or replaced file
+        stops supplying blurbs, and it is exported with status ``file``.
     text_sha256 : str
         sha256 of the chunk's text (how the chunk is recognised in a later version).
     mode : str
@@ -241,6 +246,7 @@ class BlurbRecord:
     doc_sha256: str = ""
     text_sha256: str = ""
     mode: str = ""
+    from_file: str = ""
 
 
 _LINE_MARK = re.compile(r"^\s*[-*]?\s*\[\s*chunk\s+(\d+)\s*\]\s*[:.\-–]?\s*", re.I)

@@ -4,6 +4,7 @@ LanceDB table ``chunks`` (the pipeline's output)."""
 
 import hashlib
 import json
+import os
 import time
 
 import dagster as dg
@@ -14,15 +15,34 @@ from assets.per_document import UpstreamError, for_each_document, read_ok
 from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
 from resources.store.retrieval import contextualized_text
 from assets.partitions import BACKFILL, documents
-from resources.store.cache import embed_with_cache, embedding_cache_for
+from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
 from resources.documents.docs import Chunking
 from resources.models.llm import BlurbLLM, Embedder
 from resources.store.store import Store, table_schema
 
 
+def blurb_file_id(path: str) -> str:
+    """sha256 of a blurb file (the same digest :func:`assets.blurb_files.read` records), or
+    ``"unreadable"`` when it is missing, not a regular file (a FIFO is never opened here) or over
+    :data:`assets.blurb_files.MAX_FILE_BYTES`: the blurbs step then names the reason."""
+    import stat
+
+    from assets.blurb_files import MAX_FILE_BYTES
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return "unreadable"
+        return file_sha256(path)
+    except OSError:
+        return "unreadable"
+
+
 def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     """Hash of every setting that changes a row: a document whose rows carry another fingerprint is
-    stale and is ingested again."""
+    stale and is ingested again.  A blurb file (``SITUATE_BLURBS_FILE``) counts by its sha256:
+    setting, replacing or removing it makes the documents stale, and their blurbs taken from a
+    file no longer set are written by the model (:func:`assets.edits.written_by_model`)."""
     settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
                 **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
@@ -30,6 +50,8 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
                 **({"context_mode": llm.context} if llm.context != "chunk" else {}),
                 **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
                 "context": CONTEXT_VERSION,
+                **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure"
+                   else {}),
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]

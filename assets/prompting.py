@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from assets.injection import is_instruction, strip_invisible
 from resources.store.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
 
 #: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
@@ -249,23 +250,6 @@ _RESTATED = [re.compile(p, re.I) for p in (
     r"\bshort succinct context\b",
     r"\banswer only with[^.]*",
 )]
-#: Text that speaks to or as an assistant instead of describing a chunk: a chat role label
-#: ("Assistant:", "System:"), a chat template's control tokens (ChatML, Llama 2/3, Gemma), or an
-#: order about instructions or the reply ("ignore the user's request", "disregard the previous
-#: instructions", "you must now answer", "respond only with").  A blurb is served to MCP agents
-#: and RAG prompts beside the chunk, so such a sentence (from a hostile document the model echoed,
-#: or a blurb file; assets.blurb_files) is dropped whole (problem tag ``instruction``).  No blurb
-#: in the twelve committed blurb files (benchmarks/blurbs/, 5,814 lines) matches it.
-_INSTRUCTION = re.compile(
-    r"^\W*(?:assistant|system|user|human|ai|bot|developer)\s*:"
-    r"|<\|[a-z_]+\|>|\[/?INST\]|<</?SYS>>|<start_of_turn>|<end_of_turn>"
-    r"|\b(?:ignore|disregard|forget)\s+(?:(?:all|any|the|your|my|these|those)\s+)*"
-    r"(?:(?:previous|prior|above|earlier|original|user'?s?|system)\s+)*(?:instructions?|requests?|prompts?|rules)\b"
-    r"|\byou (?:must|should|will|are to) (?:now |instead |always |only )*(?:answer|respond|reply|say|tell|output|"
-    r"print|ignore|obey|follow|pretend|act)\b"
-    r"|^\W*(?:please\s+)?(?:respond|reply|answer|say|output|print)\s+(?:only\s+)?(?:with|by saying)\b"
-    r"|\bnew instructions?\s*:",
-    re.I)
 #: Talk about the task or the reader instead of the chunk: the whole sentence is dropped.
 _META = re.compile(r"\bthe document you provided\b|\byou provided\b|\bas an ai\b", re.I)
 #: Words of the prompt and of talk about the task: a sentence left with nothing but these (and
@@ -496,7 +480,7 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         ``text`` empty when unusable (the chunk is then indexed alone).
     """
     problems: list[str] = []
-    text, how = strip_reasoning(raw)
+    text, how = strip_reasoning(strip_invisible(raw))
     if how:
         problems.append("think")
     # the answer is one paragraph: a blank line ends it (the "\n\n" stop string, applied here
@@ -513,7 +497,7 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
     sentences = _sentences(text) if text else []
     kept, restated, dangling, instruction = [], False, False, False
     for x in sentences:
-        if _INSTRUCTION.search(x):
+        if is_instruction(x, document):
             instruction = True
             continue
         if _META.search(x):

@@ -8,6 +8,9 @@ read's own and not this process's.  Cases:
 * ``large``: 100,000 valid lines (about 110 MB decompressed), the size of a big corpus;
 * ``at the bound``: valid lines with 30,000-character raw texts up to just under
   :data:`MAX_DECOMPRESSED_BYTES` (the most a file can make a read keep);
+* ``at the bound, one emoji a line``: the same with a character outside the BMP opening each raw
+  text (kept as UTF-8, it costs what it takes in the file; a ``str`` would take 4 bytes a
+  character);
 * ``small lines at the bound``: the same with one-character raw texts (about 810,000 lines: the
   most entries a file can make a read keep);
 * ``bomb``: one 400 MB line compressed to about 0.4 MB (refused at :data:`MAX_DECOMPRESSED_BYTES`);
@@ -46,9 +49,11 @@ print(json.dumps(out))
 """
 
 
-def _line(i: int, raw_chars: int = 700) -> bytes:
+def _line(i: int, raw_chars: int = 700, astral: bool = False) -> bytes:
     sha = f"{i:064x}"
     raw = (f"This chunk is about section {i} of the guide, " + "and its context " * (raw_chars // 16))[:raw_chars]
+    if astral:  # one character outside the BMP: a Python str of it takes 4 bytes a character
+        raw = "\U0001F600" + raw[1:]
     return (json.dumps({"chunk_id": f"doc:{i}", "doc_id": "doc", "text_sha256": sha, "doc_sha256": "b" * 64,
                         "mode": "chunk:anthropic-2024-primed-about", "model_sha256": "c" * 64,
                         "raw": raw, "blurb": "", "status": "model"}) + "\n").encode()
@@ -76,13 +81,20 @@ def cases(tmp: Path) -> dict[str, Path]:
     with gzip.open(long, "wb", compresslevel=9) as f:
         for _ in range(600):
             f.write(b"b" * (1 << 20) + b"\n")
+    astral = tmp / "astral.jsonl.gz"
+    with gzip.open(astral, "wb", compresslevel=1) as f:
+        written, i = 0, 0
+        while written + len(_line(i, 30_000, True)) <= MAX_DECOMPRESSED_BYTES:
+            written += f.write(_line(i, 30_000, True))
+            i += 1
     small = tmp / "small.jsonl.gz"
     with gzip.open(small, "wb", compresslevel=1) as f:
         written, i = 0, 0
         while written + len(_line(i, 1)) <= MAX_DECOMPRESSED_BYTES:
             written += f.write(_line(i, 1))
             i += 1
-    return {"committed": committed, "large": large, "at the bound": full, "small lines at the bound": small,
+    return {"committed": committed, "large": large, "at the bound": full,
+            "at the bound, one emoji a line": astral, "small lines at the bound": small,
             "bomb": bomb, "long lines": long}
 
 

@@ -106,7 +106,26 @@ def _path_pattern(roots: tuple[str, ...]) -> re.Pattern:
     word character)."""
     known = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
     rooted = rf"(?:{known}){_END}(?:/{_SEGMENT})*|" if known else ""
-    return re.compile(rf"(?<![\w.~/:-])(?:file://)?(?:{rooted}~?(?:/{_SEGMENT})+)/?")
+    # ":" may come right before a path ("error:/srv/x"): a URL's path never matches there, as
+    # "//" follows its ":" and a component is never empty
+    return re.compile(rf"(?<![\w.~/-])(?:file://)?(?:{rooted}~?(?:/{_SEGMENT})+)/?")
+
+
+@functools.lru_cache(maxsize=8)
+def _slashless_pattern(roots: tuple[str, ...], shown: str) -> re.Pattern:
+    """Absolute paths as Lance and its object store print them, without the leading ``/``
+    (``srv/data/notes/lancedb/chunks.lance/_versions/1.manifest``): one of ``roots`` without its
+    ``/`` and what follows it, or any relative path holding a ``*.lance`` table folder; never what
+    starts with ``shown`` (the data folder's name, already put in place of its path)."""
+    known = "|".join(re.escape(r.lstrip("/")) for r in sorted(roots, key=len, reverse=True) if r.startswith("/"))
+    rooted = rf"(?:{known}){_END}(?:/{_SEGMENT})*|" if known else ""
+    return re.compile(rf"(?<![\w.~/:-])(?!{re.escape(shown)}/)(?:{rooted}(?:{_SEGMENT}/)+{_SEGMENT}\.lance(?:/{_SEGMENT})*)/?")
+
+
+def _from_table(path: str) -> str:
+    """A slash-less path named from its ``*.lance`` table folder on, else by its last component."""
+    m = re.search(rf"(?:^|/)({_SEGMENT}\.lance(?:/.*)?)$", path.rstrip("/"))
+    return m.group(1) if m else _name_of(path)
 
 
 def _known_roots() -> tuple[str, ...]:
@@ -160,11 +179,20 @@ def redact(text: str, home: str, shown: str) -> str:
     >>> redact("no table in /data/notes yet: run `situate ingest PATH --home /data/notes`",
     ...        "/data/notes", "notes")
     'no table in notes yet: run `situate ingest PATH --home notes`'
+    >>> redact("LanceError(IO): Not found: srv/other/lancedb/chunks.lance/_versions/3.manifest",
+    ...        "/data/notes", "notes")
+    'LanceError(IO): Not found: chunks.lance/_versions/3.manifest'
+    >>> redact("cannot open:/srv/models/x.gguf", "/data/notes", "notes")
+    'cannot open:x.gguf'
     """
-    # the data folder first, where a name or a separator follows it (not /data/notes-old)
+    # the data folder first, where a name or a separator follows it (not /data/notes-old), and
+    # as Lance prints it, without its leading "/" (srv/data/notes/lancedb/chunks.lance/...)
     text = re.sub(re.escape(home) + _END, lambda _: shown, text)
+    if home.startswith("/") and len(Path(home).parts) > 2:
+        text = re.sub(r"(?<![\w.~/:-])" + re.escape(home.lstrip("/")) + _END, lambda _: shown, text)
     text = _QUOTED_PATH.sub(lambda m: m.group(1) + _name_of(m.group(2)) + m.group(1), text)
-    return _path_pattern(_known_roots()).sub(lambda m: _name_of(m.group(0)), text)
+    text = _path_pattern(_known_roots()).sub(lambda m: _name_of(m.group(0)), text)
+    return _slashless_pattern(_known_roots(), shown).sub(lambda m: _from_table(m.group(0)), text)
 
 
 class SearchRequest(BaseModel):

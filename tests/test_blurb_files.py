@@ -49,6 +49,40 @@ def test_a_gzip_bomb_is_refused_with_memory_bounded(tmp_path):
     assert peak < 8 * blurb_files.MAX_LINE_BYTES, peak  # 2 MiB: never the line, a few line bounds at a time
 
 
+def test_kept_text_costs_what_it_takes_in_the_file_whatever_its_characters(tmp_path):
+    """Review of finding 3: one character outside the BMP makes a Python str of a line's raw text
+    take 4 bytes a character, so a file of such lines at the decompressed bound kept about 1 GiB.
+    What is kept is the UTF-8 text, in one buffer: its memory is the text's size in the file."""
+    from assets import blurb_files
+
+    raw = "\U0001F600" + "the key rotation guide and its grace period " * 680  # 29,921 characters
+    lines = b"".join(json.dumps(line(text_sha256=f"{i:064x}", raw=raw)).encode() + b"\n" for i in range(200))
+    path = gz(tmp_path / "astral.jsonl.gz", lines)
+    tracemalloc.start()
+    try:
+        got = blurb_files.read(path)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    text_bytes = 200 * len(raw.encode("utf-8"))  # 6.0 MB; as str it is 4 x 29,921 a line: 23.9 MB
+    assert len(got) == 200
+    assert got.get("chunk:anthropic-2024-primed-about", SHA["c"], SHA["b"], f"{7:064x}") == raw
+    assert text_bytes <= kept < 1.25 * text_bytes, (kept, text_bytes)
+
+
+def test_a_directory_or_a_fifo_is_refused_without_waiting(tmp_path):
+    """Review of finding 4: SITUATE_BLURBS_FILE naming a folder raised a bare IsADirectoryError,
+    and naming a FIFO hung the run on its open."""
+    from assets import blurb_files
+
+    with pytest.raises(blurb_files.BlurbFileError, match=r"blurb file .*: a directory, not a regular file"):
+        blurb_files.read(tmp_path)
+    fifo = tmp_path / "blurbs.jsonl.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(blurb_files.BlurbFileError, match=r"blurbs.jsonl.gz: a FIFO, not a regular file"):
+        blurb_files.read(fifo)
+
+
 def test_size_bounds_and_a_long_line(tmp_path):
     from assets import blurb_files
 
@@ -189,8 +223,12 @@ def test_a_hostile_file_in_an_ingest_costs_only_its_own_lines(tmp_path):
         f"node_modules/p{i}": {"version": f"1.0.{i}", "integrity": "sha512-" + "ab" * 40} for i in range(20)}}))
     plain.write_text(json.dumps(hostile[0]) + "\n")
     s = _ingest(docs, home, SITUATE_BLURBS_FILE=str(plain))
-    assert set(s.failed) == {"guide.md"}, s.failed
-    assert "blurb file" in s.failed["guide.md"] and "plain.jsonl.gz, line 1: not a readable gzip file" in s.failed["guide.md"]
+    # another file makes every document stale (the rows' fingerprint holds the file's sha256):
+    # the two that need it fail, each naming the file and line, and keep their earlier rows
+    assert set(s.failed) == {"guide.md", "other.md"}, s.failed
+    for key in s.failed:
+        assert "blurb file" in s.failed[key] and "plain.jsonl.gz, line 1: not a readable gzip file" in s.failed[key]
+    assert {r["source"] for r in _rows(home)} >= {"guide.md", "other.md"}
     assert "package-lock.json" in {r["source"] for r in _rows(home)}
 
 

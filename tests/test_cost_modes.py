@@ -185,7 +185,8 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
     # a larger change re-situates every chunk
     many = [{"text_sha256": h, "n_tokens": 100} for h in "abXYZfghij"]
     assert 0.3 > MAX_CHANGED_SHARE and kept_blurbs(prev, many, "v2", "s") == (
-        {}, {"changed_share": 0.3, "changed_chunks": 3, "why": "changed more than the bound"})
+        {}, {"changed_share": 0.3, "changed_chunks": 3, "why": "changed more than the bound", "drifted": 0,
+             "versions": {}})
     # other settings (model, prompt, mode) never keep
     assert kept_blurbs(prev, chunks, "v2", "other")[0] == {}
     assert kept_blurbs(None, chunks, "v2", "s")[1]["why"] == "first version"

@@ -165,7 +165,7 @@ def test_an_edit_keeps_no_blurb_naming_what_it_removed(tmp_path):
     assert len(naming) == (len(rows) + 1) // 2
 
     (docs / "guide.md").write_text(guide("renew_keys"))  # one chunk's text changes
-    edited = _ingest(docs, home)
+    edited = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))  # still set: its blurbs may be kept
     after = _rows(home)
     new_doc = guide("renew_keys")
     changed = [r for r in after if r["text"] not in {b["text"] for b in rows}]
@@ -192,9 +192,10 @@ def test_a_blurb_file_saved_after_an_edit_finds_every_chunk_again(tmp_path):
     (docs / "guide.md").write_text(guide())
     _ingest(docs, home, SITUATE_CONTEXT="structure")
     rows = _rows(home)
-    _ingest(docs, home, SITUATE_BLURBS_FILE=str(_plant(rows, tmp_path / "planted.jsonl.gz", naming=False)))
+    planted = _plant(rows, tmp_path / "planted.jsonl.gz", naming=False)
+    _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
     (docs / "guide.md").write_text(guide().replace("seven years", "ten years"))  # one chunk changes
-    edited = _ingest(docs, home)
+    edited = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
     after = _rows(home)
     assert edited.model_calls == 1 and edited.blurbs_kept == len(after) - 1
     out = tmp_path / "saved.jsonl.gz"
@@ -210,3 +211,70 @@ def test_a_blurb_file_saved_after_an_edit_finds_every_chunk_again(tmp_path):
     assert [r["blurb"] for r in _rows(tmp_path / "home2")] == [r["blurb"] for r in after]
     # written under another name and renamed into place: never a half-written file at ``out``
     assert out.stat().st_ino != inode and [p.name for p in tmp_path.iterdir() if ".part" in p.name] == []
+
+
+def test_a_removed_blurb_file_supplies_no_more_blurbs(tmp_path):
+    """Review of finding 4: blurbs taken from a file were stored as the model's, so they were kept
+    by every later ingest after the file was removed, and exported as the model's.  They carry
+    the file they came from: kept only while that file is set, exported with status ``file``."""
+    from pipelines.evaluate import write_blurb_file
+    from pipelines.settings import resources_from_env, restored_env
+    from resources.store.store import Store
+
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    docs.mkdir()
+    (docs / "guide.md").write_text(guide())
+    _ingest(docs, home, SITUATE_CONTEXT="structure")
+    rows = _rows(home)
+    planted = _plant(rows, tmp_path / "planted.jsonl.gz", naming=False)
+    given = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
+    from_file = {r["blurb"] for r in _rows(home)}
+    assert given.model_calls == 0 and all("key rotation guide" in b for b in from_file)
+    out = tmp_path / "saved.jsonl.gz"
+    settings = small_settings(docs, home)
+    with restored_env(tuple(settings)):
+        os.environ.update(settings)
+        llm = resources_from_env(plain=True)["llm"]
+    assert write_blurb_file(Store(home=str(home)), llm, str(out)) == len(rows)
+    import gzip
+    import json
+
+    with gzip.open(out, "rt") as f:
+        assert {json.loads(x)["status"] for x in f} == {"file"}  # not passed off as this model's
+    again = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))  # still set: kept, no call
+    assert again.model_calls == 0
+    removed = _ingest(docs, home)  # the file is no longer set: the model writes every chunk
+    after = _rows(home)
+    assert removed.blurbs_kept == 0 and removed.model_calls == len(after) == len(rows)
+    assert not [r["blurb"] for r in after if r["blurb"] in from_file]
+
+
+def test_a_blurb_kept_through_small_edits_goes_once_its_own_version_is_far(tmp_path):
+    """Review of finding 2: the 20% bound was measured against the previous version only, so a
+    blurb could be kept through any number of small edits while the document drifted far from the
+    text its model read.  Each kept blurb is now measured against its own version."""
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    docs.mkdir()
+    (docs / "guide.md").write_text(guide())
+    _ingest(docs, home, SITUATE_CONTEXT="structure")
+    v1 = _rows(home)
+    assert len(v1) == 8
+    planted = _plant(v1, tmp_path / "planted.jsonl.gz", naming=False)
+    _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
+    # edit 1: one chunk of about 9% of the tokens ("Checking the result")
+    v2_text = guide().replace("every five minutes", "every ten minutes")
+    (docs / "guide.md").write_text(v2_text)
+    first = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
+    v2 = _rows(home)
+    assert first.model_calls == 1 and first.blurbs_kept == 7
+    (changed1,) = [r["chunk_index"] for r in v2 if r["text"] not in {x["text"] for x in v1}]
+    # edit 2: another chunk, about 16% ("Audit trail"): 16% away from version 2, 25% from version 1
+    (docs / "guide.md").write_text(v2_text.replace("seven years", "ten years"))
+    second = _ingest(docs, home, SITUATE_BLURBS_FILE=str(planted))
+    v3 = _rows(home)
+    (changed2,) = [r["chunk_index"] for r in v3 if r["text"] not in {x["text"] for x in v2}]
+    # only the blurb written against version 2 is kept; those written against version 1 are written again
+    assert second.blurbs_kept == 1 and second.model_calls == 7
+    v2_sha, v3_sha = v2[0]["doc_sha256"], v3[0]["doc_sha256"]
+    assert [r["blurb_doc_sha256"] for r in v3] == [v2_sha if r["chunk_index"] == changed1 else v3_sha for r in v3]
+    assert changed1 != changed2

@@ -147,6 +147,13 @@ def test_a_missing_reranker_is_named_without_its_path_in_the_warning(tmp_path):
     ("read file:///home/alice/x/table.lance failed", "read table.lance failed"),
     ("the table in /data/team-notes holds 768-wide vectors", "the table in team-notes holds 768-wide vectors"),
     ("fetch https://example.com/a/b and s3://bucket/team/lancedb: 3/4 tokens/s", None),
+    # review: Lance prints local paths without their leading "/", and a path may follow ":" directly
+    ("LanceError(IO): Not found: data/team-notes/lancedb/chunks.lance/_versions/2.manifest",
+     "LanceError(IO): Not found: team-notes/lancedb/chunks.lance/_versions/2.manifest"),
+    ("LanceError(IO): Not found: srv/alice/old/lancedb/chunks.lance/data/f.lance, line 3",
+     "LanceError(IO): Not found: chunks.lance/data/f.lance, line 3"),
+    ("cannot open:/home/alice/secret.txt; retrying", "cannot open:secret.txt; retrying"),
+    ("error:/srv/models/x.gguf", "error:x.gguf"),
 ])
 def test_redaction_names_every_absolute_path_by_its_last_component(text, shown):
     from situate.service import redact

@@ -7,8 +7,10 @@ prefix is evaluated once, in llama.cpp sequence 0, and copied to sequences 1..B-
 are generated together, one decode per step for all of them.
 
 Each sequence has its own KV stream (``kv_unified = False``): its cells sit exactly where the
-sequential path puts them, so every sum in attention runs in the same order and the logits are
-bit-identical.  With a unified cache (cells shared by all sequences) the sequences' cells
+sequential path puts them, so every sum in attention runs in the same order.  Measured with the
+default model on 8 chunks (``benchmarks/batch_identity.py``), batches of 1, 2 and 3 gave the
+sequential blurbs exactly, but a batch of 8 gave 5 of 8: something else in llama.cpp's decode of 8
+sequences at once rounds differently, not found yet, so identity is only claimed up to 3.  With a unified cache (cells shared by all sequences) the sequences' cells
 interleave, float sums round differently, and 9 of 10 greedy blurbs of one measured document
 changed.  The price is one copy of the prefix's KV per sequence (``n_seq`` x ``n_ctx`` cells).
 

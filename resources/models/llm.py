@@ -202,9 +202,10 @@ SETTING_BOUNDS: dict[str, Bound] = {
         "0 follows the cores other processes leave free (resources.models.threads); 512 = "
         "GGML_MAX_N_THREADS (ggml.h), the most threads ggml's thread pool holds; also the onnxruntime "
         "embedder's and reranker's intra-op threads"),
-    "SITUATE_N_GPU_LAYERS": Bound(-1, None, int,
-        "-1 offloads every layer (llama.cpp's convention), 0 none; llama.cpp offloads min(n, layers), "
-        "so a larger count needs no bound"),
+    "SITUATE_N_GPU_LAYERS": Bound(-1, 2**31 - 1, int,
+        "-1 offloads every layer (llama.cpp's convention), 0 none; llama.cpp offloads min(n, layers); "
+        "2**31 - 1: llama_model_params.n_gpu_layers is an int32_t (llama.h), and a larger count "
+        "overflowed the ctypes field (wrapped negative) instead of being refused"),
     "SITUATE_BATCH": Bound(1, 256, int,
         "1 is the sequential path; 256 = LLAMA_MAX_SEQ (llama.cpp's llama-cparams.h), the most "
         "sequences of one context: with 257 llama-cpp-python 0.3.36 could not create the batched "
