@@ -19,7 +19,7 @@ from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from assets.partitions import BACKFILL, LLM_POOL, documents
-from resources.store.cache import blurb_cache_for, digest, file_sha256
+from resources.store.cache import blurb_cache_for, digest
 from resources.models.llm import BlurbLLM
 from resources.store.store import Store
 
@@ -38,7 +38,7 @@ def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name, reasoning
     """The blurb cache key function: ``(window text, chunk prompt text) -> sha256 hex`` over the LLM
     file's sha256, the prompt template and version, and the decoding settings (``system``: the
     chat frame's head, when the template sets a system line; empty for the model's default)."""
-    settings = {"llm_sha256": file_sha256(llm.model_path), "template": template_name,
+    settings = {"llm_sha256": llm.identity(), "template": template_name,
                 "prompt_version": PROMPT_VERSION, "max_tokens": max_tokens or llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "stop": stops(reasoning), "temperature": 0.0, "seed": llm.seed}
     if system:
@@ -66,7 +66,7 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
     settings, ``n_ctx`` (it decides the windows the model reads) and the chunk limit
     (``max_chunks_per_document``: whether the model is asked at all).  Blurbs kept across an edit
     or an unchanged re-ingest (:mod:`assets.edits`) must have been made with the same settings."""
-    return digest(file_sha256(llm.model_path), llm.context, llm.prompt, PROMPT_VERSION, CONTEXT_VERSION,
+    return digest(llm.identity(), llm.context, llm.prompt, PROMPT_VERSION, CONTEXT_VERSION,
                   max_tokens or llm.max_tokens, llm.repeat_penalty,
                   llm.document_tokens if llm.context == "document" else 0,
                   {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document})
@@ -216,7 +216,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     model_id = llm.resolved_model_id()
     cache = blurb_cache_for(store)
     settings = settings_id(llm) if llm.context != "structure" else "structure"
-    model_sha = file_sha256(llm.model_path) if llm.context != "structure" else ""
+    model_sha = llm.identity() if llm.context != "structure" else ""
     wanted = "document" if llm.context == "document" else f"chunk:{llm.prompt}"
     from_file = LazyBlurbFile(llm.blurbs_file, wanted, model_sha, context.log)
 
@@ -344,4 +344,5 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
 
     return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
                                           "context_mode": llm.context,
+                                          "backend": llm.backend() if llm.context != "structure" else "none",
                                           **report.metadata(totals), **from_file.summary()})

@@ -110,6 +110,22 @@ def tag_worker(context) -> None:
                                                "situate/pid_start": process_start(pid) or ""})
 
 
+def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[str, dict]) -> str:
+    """One line of a run's progress after ``done`` of ``total`` documents (``seconds`` so far):
+    chunks and cache hits where the stage counts them, the rate and an estimate of the time left
+    (the mean so far times the documents left).
+
+    >>> progress_line("blurbs", 2, 8, 30.0, {"a": {"chunks": 5, "cached": 1}, "b": {"chunks": 7, "cached": 0}})
+    'blurbs: 2/8 documents, 12 chunks (1 from the cache), 0.4 chunks/s, about 1 min 30 s left'
+    """
+    chunks = sum(v.get("chunks", 0) for v in ok.values() if isinstance(v, dict))
+    cached = sum(v.get("cached", 0) for v in ok.values() if isinstance(v, dict))
+    left = round(seconds / max(1, done) * (total - done))
+    eta = f"{left // 60} min {left % 60} s" if left >= 60 else f"{left} s"
+    what = f", {chunks} chunks ({cached} from the cache), {chunks / seconds:.1f} chunks/s" if chunks and seconds else ""
+    return f"{stage}: {done}/{total} documents{what}, about {eta} left"
+
+
 def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
                       work: Callable[[str], dict]) -> StageReport:
     """Call ``work(key)`` for every partition key of the run and collect the outcomes.
@@ -144,6 +160,8 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
         try:
             with store.document_lock(key, on_wait=waiting):
                 report.ok[key] = work(key)
+            if len(keys) > 1:
+                context.log.info(progress_line(stage, n, len(keys), time.perf_counter() - t0, report.ok))
         except UpstreamError as e:
             report.skipped[key] = str(e)
             store.write_stage(key, stage, {"error": str(e), "upstream": True})

@@ -93,10 +93,9 @@ def write_blurb_file(store, llm, path: str) -> int:
     """Every document's blurbs in ``store`` as a blurb file (:func:`assets.blurb_files.write`);
     returns the number of lines."""
     from assets import blurb_files
-    from resources.store.cache import file_sha256
 
     keys = sorted({r["document_key"] for r in store.columns(["document_key"]).to_pylist()})
-    sha = file_sha256(llm.model_path)
+    sha = llm.identity()
     lines = []
     for key in keys:
         stage, doc = store.read_stage_if_any(key, "blurbs"), store.read_stage_if_any(key, "document")

@@ -195,6 +195,28 @@ def check_chat_model(llm) -> None:
                            "SITUATE_CONTEXT=structure for none")
 
 
+def check_server(llm) -> None:
+    """A model server (``SITUATE_LLM_URL``) that answers, serves the model, tokenizes as the local
+    GGUF and serves at least ``SITUATE_N_CTX`` tokens where it says (:meth:`BlurbLLM.server`).
+
+    Raises
+    ------
+    StartupError
+        Each :class:`resources.models.server.ServerError`, with its message (it names the setting);
+        ``SITUATE_BATCH`` over 1 with a server.
+    """
+    from resources.models.server import ServerError, check_url
+
+    if llm.batch > 1:
+        raise StartupError("SITUATE_BATCH applies to the in-process model; a model server batches requests itself: "
+                           "leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
+    try:
+        check_url(llm.server_url)
+        llm.server()
+    except ServerError as e:
+        raise StartupError(str(e)) from None
+
+
 def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list[str]:
     """Every start-up check for ``situate ingest``; returns the warnings (each said once).
 
@@ -210,8 +232,8 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     Raises
     ------
     StartupError
-        As :func:`check_docs`, :func:`check_data_folder`, :func:`check_models`; an unknown
-        ``SITUATE_CONTEXT``.
+        As :func:`check_docs`, :func:`check_data_folder`, :func:`check_models`,
+        :func:`check_server`; an unknown ``SITUATE_CONTEXT``.
     """
     if docs_path is not None:
         check_docs(docs_path)
@@ -224,5 +246,7 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     check_chat_model(res["llm"])
+    if res["llm"].server_url:
+        check_server(res["llm"])
     warning = context_warning(res["llm"])
     return [warning] if warning else []

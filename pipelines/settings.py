@@ -7,6 +7,10 @@ SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
 SITUATE_HOME             data folder                                    ``.situate``
 SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
 SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.5-coder-0.5b``
+SITUATE_LLM_URL          an OpenAI-compatible server running it         none (in process)
+SITUATE_LLM_SERVED_MODEL the model name the server serves               the first it lists
+SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
+SITUATE_LLM_RETRIES      retries of a failed server request             4
 SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``bge-small-en-v1.5``
 SITUATE_N_CTX            LLM context, tokens                            8192
 SITUATE_N_THREADS        CPU threads (0: all)                           0
@@ -262,6 +266,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         context=val("SITUATE_CONTEXT", "document"),
                         document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
                         blurbs_file=val("SITUATE_BLURBS_FILE", ""),
+                        server_url=val("SITUATE_LLM_URL", ""), served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
+                        server_key=val("SITUATE_LLM_API_KEY", ""), server_retries=val("SITUATE_LLM_RETRIES", 4, int),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
                         kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
                         repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),

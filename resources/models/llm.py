@@ -233,6 +233,9 @@ SETTING_BOUNDS: dict[str, Bound] = {
     "SITUATE_REPEAT_PENALTY": Bound(1.0, None, float,
         "llama.cpp divides a repeated token's positive logit by it (and multiplies a negative one): "
         "1.0 is off, under 1 rewards repetition (the loops it is there to curb), 0 divides by zero"),
+    "SITUATE_LLM_RETRIES": Bound(0, 10, int,
+        "tries after the first when a model server refuses, drops, times out or answers 429/5xx "
+        "(resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all"),
     "SITUATE_MAX_FALLBACK_SHARE": Bound(0.0, 1.0, float,
         "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
         "under 0 it always would"),
@@ -242,7 +245,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
 LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
                 "max_tokens": "SITUATE_MAX_TOKENS", "repeat_penalty": "SITUATE_REPEAT_PENALTY",
                 "batch": "SITUATE_BATCH", "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
-                "document_tokens": "SITUATE_DOCUMENT_TOKENS"}
+                "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES"}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
 EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS"}
@@ -422,6 +425,19 @@ class BlurbLLM(dg.ConfigurableResource):
         grounded again), with no LLM call; the others are made by the model.  Untrusted input:
         read within bounds, line by line, once per run and only when a document can use it
         (:func:`assets.blurb_files.read`).  Empty: none.
+    server_url : str
+        An OpenAI-compatible server that runs the model (``SITUATE_LLM_URL``: llama-server,
+        ``llama_cpp.server``, vLLM; :mod:`resources.models.server`); empty (the default): the model
+        runs in this process.  The prompts are still built with ``model_path``'s tokenizer
+        (vocabulary only), which must be the served model's: checked at start.
+    served_model : str
+        The model name requests carry (``SITUATE_LLM_SERVED_MODEL``); empty: the first the server
+        lists.  Recorded in each row as the model.
+    server_key : str
+        Bearer key for the server (``SITUATE_LLM_API_KEY``, a ``dg.EnvVar``), never logged.
+    server_retries : int
+        Tries after the first on a refused or dropped connection, a timeout, 429 or 5xx
+        (``SITUATE_LLM_RETRIES``, default 4: waits of 1, 2, 4 and 8 s).
     """
 
     model_path: str
@@ -442,6 +458,10 @@ class BlurbLLM(dg.ConfigurableResource):
     context: str = "document"
     document_tokens: int = 2048
     blurbs_file: str = ""
+    server_url: str = ""
+    served_model: str = ""
+    server_key: str = ""
+    server_retries: int = 4
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -474,8 +494,63 @@ class BlurbLLM(dg.ConfigurableResource):
         return out
 
     def resolved_model_id(self) -> str:
-        """``model_id``, or the GGUF file name without ``.gguf``."""
+        """``model_id``, or the GGUF file name without ``.gguf``; with a server, the served model's
+        name (``served_model``, else the one the server lists first)."""
+        if self.server_url:
+            return self.served_model or self.server().info.model
         return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
+
+    def identity(self) -> str:
+        """sha256 hex of what writes the blurbs: the GGUF file in process; with a server,
+        ``openai-compatible|<served model>`` (so a server's blurbs are never taken for the local
+        file's, in the blurb cache, kept blurbs or blurb files)."""
+        if self.server_url:
+            import hashlib
+
+            return hashlib.sha256(f"openai-compatible|{self.resolved_model_id()}".encode()).hexdigest()
+        from resources.store.cache import file_sha256
+
+        return file_sha256(self.model_path)
+
+    def backend(self) -> str:
+        """What runs the model, for a run's metadata: ``in-process`` or ``openai-compatible
+        <scheme://host:port> (<dialect>; context <n> tokens | context not reported; prompt tokens
+        reused: reported | not reported)``, never a path, user or key of the URL."""
+        if not self.server_url:
+            return "in-process"
+        import urllib.parse
+
+        p = urllib.parse.urlsplit(self.server_url)
+        info = self.server().info
+        ctx = f"context {info.n_ctx} tokens" if info.n_ctx else "context not reported"
+        reuse = "not reported" if info.dialect == "llama-cpp-python" else "reported where the server counts them"
+        return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"
+
+    def server(self):
+        """The process-wide :class:`resources.models.server.ServerClient` for ``server_url``, checked
+        (:meth:`~resources.models.server.ServerClient.check`) on first use.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As ``check``; or the server's context is smaller than ``n_ctx`` (a
+            :class:`~resources.models.server.ContextExceeded` naming both).
+        """
+        from resources.models.server import ContextExceeded, ServerClient
+
+        key = ("server", self.server_url, self.served_model, hash(self.server_key), self.server_retries)
+        client = _CACHE.get(key)
+        if client is None:
+            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries)
+            vocab = self.load(vocab_only=True)
+            info = client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
+            if info.n_ctx is not None and info.n_ctx < self.n_ctx:
+                raise ContextExceeded(
+                    f"model server {info.url} serves a context of {info.n_ctx} tokens, less than SITUATE_N_CTX="
+                    f"{self.n_ctx}: start it with a context of at least {self.n_ctx} (llama_cpp.server --n_ctx, "
+                    f"llama-server -c, vLLM --max-model-len) or set SITUATE_N_CTX={info.n_ctx}")
+            _CACHE[key] = client
+        return client
 
     def load(self, vocab_only: bool = False):
         """The process-wide ``Llama`` for these settings (vocab only: tokenizer without weights).
@@ -492,8 +567,9 @@ class BlurbLLM(dg.ConfigurableResource):
                      repack=self.repack, **({} if vocab_only else self._attention_kwargs()))
 
     def tokenizer(self) -> "LlmTokenizer":
-        """The model's own tokenizer (loads the vocabulary only, no weights)."""
-        return LlmTokenizer(self.load(vocab_only=True))
+        """The model's own tokenizer (loads the vocabulary only, no weights); with a server, one
+        that never lets document text spell a control token (it is sent as text)."""
+        return LlmTokenizer(self.load(vocab_only=True), defuse=bool(self.server_url))
 
     def generate(self, tokens: list[int], stop: list[str] | None = None,
                  max_tokens: int | None = None, grammar: str = "") -> Generation:
@@ -513,10 +589,31 @@ class BlurbLLM(dg.ConfigurableResource):
         Returns
         -------
         Generation
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            With ``server_url``: the server failed after its retries, or cut the prompt.
         """
+        if self.server_url:
+            return self._server_generate(tokens, stop, max_tokens, grammar)
         llm = self.load()
         with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
             return self._generate(llm, tokens, stop, max_tokens, grammar)
+
+    def _server_generate(self, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
+                         grammar: str) -> Generation:
+        """:meth:`generate` through the model server: the prompt as text (control tokens spelled
+        as the chat template has them; a leading BOS is the server's to add)."""
+        vocab = self.load(vocab_only=True)
+        bos = vocab.token_bos()
+        body = tokens[1:] if tokens and bos >= 0 and tokens[0] == bos else tokens
+        text = vocab.detokenize(body, special=True).decode("utf-8", "replace")
+        CALLS["llm_generate"] += 1
+        c = self.server().complete(text, len(tokens), max_tokens or self.max_tokens, stop or [],
+                                   self.repeat_penalty, self.seed, grammar)
+        reused = min(c.cached_tokens or 0, len(tokens))
+        return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
 
     def _generate(self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
                   grammar: str) -> Generation:
@@ -572,7 +669,7 @@ class BlurbLLM(dg.ConfigurableResource):
             context window" is never reached.  With no room for even the first line, ``text``
             is empty and nothing is evaluated.
         """
-        llm = self.load()
+        llm = self.load(vocab_only=bool(self.server_url))  # a server: the tokenizer only
         with model_lock(llm):  # the lines continue one KV cache: no other caller in between
             return self._generate_lines(llm, tokens, starts, stop, max_tokens, grammar)
 
@@ -614,6 +711,9 @@ class BlurbLLM(dg.ConfigurableResource):
         ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
         from resources.models.batching import SharedPrefixBatcher
 
+        if self.server_url:
+            raise ValueError("SITUATE_BATCH applies to the in-process model; a model server batches requests "
+                             "itself: leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
         bound = max_tokens or self.max_tokens
         key = self._key(False) + ("batcher", self.batch, bound, self.repeat_penalty, tuple(stop or []))
         batcher = _CACHE.get(key)
@@ -643,11 +743,18 @@ class LlmTokenizer:
     ``<|im_end|>`` stays text; ``encode_template`` parses them (for the chat template).
     """
 
-    def __init__(self, llm):
+    def __init__(self, llm, defuse: bool = False):
         self.llm = llm
+        self.defuse = defuse
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no BOS, special tokens as plain text)."""
+        """Token ids of ``text`` (no BOS, special tokens as plain text).  With ``defuse`` (a model
+        server, which reads the prompt as text), a control-token spelling in ``text`` is broken
+        first (:func:`resources.models.server.defuse_controls`), so the server reads these tokens."""
+        if self.defuse and text:
+            from resources.models.server import defuse_controls
+
+            text = defuse_controls(text)
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
 
     def count(self, text: str) -> int:

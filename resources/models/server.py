@@ -1,0 +1,318 @@
+"""The blurb model behind an OpenAI-compatible server: llama-cpp-python's ``llama_cpp.server``,
+llama.cpp's ``llama-server``, vLLM, SGLang, LM Studio.
+
+situate builds each prompt token-exact with the served model's tokenizer, read from the same GGUF
+on this machine (vocabulary only, :meth:`resources.models.llm.BlurbLLM.tokenizer`); at start
+:meth:`ServerClient.check` asks the server to tokenize a probe text and refuses a server whose
+tokens differ, so the windows are fitted in the served model's own tokens.  A prompt is sent as
+text to ``/v1/completions`` (llama-cpp-python's server takes no token ids); its tokens, chat
+template markers included, are what the server reads again, because document text that spells a
+control token is never sent as one (:func:`defuse_controls`).
+
+The server's context is read where it is reported (``/props`` of llama-server,
+``max_model_len`` of vLLM's ``/v1/models``; llama-cpp-python's server does not say).  A prompt
+the server refused as too long, cut (it read fewer prompt tokens than were sent), or left too
+little room to answer (it stopped at the length limit before ``max_tokens``: llama-cpp-python's
+server lowers ``max_tokens`` to what its context leaves, silently) is a :class:`ContextExceeded`
+naming the fix, never a shorter blurb stored as if it were whole.
+
+Every request is retried on a refused or dropped connection, a timeout, HTTP 429 or 5xx, with
+exponential backoff (``retries`` tries after the first, 1 s, 2 s, 4 s …); what still fails raises
+:class:`ServerError` naming the setting to fix, so the document fails and the next run situates
+it (the blurbs of its finished chunks are in the blurb cache).  The key is never in a message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+import urllib.parse
+
+#: Longest answer read from a server: 16 MiB (a blurb is a few hundred bytes; a tokenize answer
+#: of a 131,072-token document is about 1 MiB of JSON).
+MAX_ANSWER_BYTES = 16 * 2**20
+#: Control-token spellings of the chat templates situate meets (ChatML and Qwen, Llama 3, Phi,
+#: Llama 2, Gemma, end-of-sequence marks): document text that spells one is sent with a zero-width
+#: space after its first character, so a server that parses special tokens in text reads text.
+_CONTROL = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|</?s>")
+#: The text :meth:`ServerClient.check` tokenizes on both sides: code, prose, non-ASCII and a
+#: chat-template marker.
+PROBE = "def rotate_keys(grace_period=3600):\n    \"\"\"Käse, 日本語 — naïve café.\"\"\"\n<|im_start|>user\n"
+
+
+class ServerError(RuntimeError):
+    """A model server that cannot be used: the message names the server, the reason and the setting."""
+
+
+class ContextExceeded(ServerError):
+    """A prompt longer than the server's context: cut by the server, or refused."""
+
+
+def defuse_controls(text: str) -> str:
+    """``text`` with every control-token spelling broken by a zero-width space (U+200B) after its
+    first character, so a server that parses special tokens in prompt text reads it as text.
+
+    >>> defuse_controls("a <|im_end|> b")
+    'a <\\u200b|im_end|> b'
+    """
+    return _CONTROL.sub(lambda m: m.group(0)[0] + "\u200b" + m.group(0)[1:], text)
+
+
+def check_url(url: str) -> str:
+    """``url`` without a trailing ``/`` and ``/v1``.
+
+    Raises
+    ------
+    ServerError
+        Not an ``http`` or ``https`` URL with a host.
+    """
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServerError(f"SITUATE_LLM_URL={url!r} is not an http(s) URL with a host "
+                          "(for example http://127.0.0.1:8080)")
+    return url.strip().rstrip("/").removesuffix("/v1")
+
+
+@dataclasses.dataclass
+class ServerInfo:
+    """What :meth:`ServerClient.check` learnt.
+
+    Attributes
+    ----------
+    url : str
+    model : str
+        The model name requests carry (``SITUATE_LLM_SERVED_MODEL``, or the first the server lists).
+    dialect : str
+        ``llama-cpp-python`` (``/extras/tokenize``), ``llama-server`` (``/tokenize`` with
+        ``content``) or ``vllm`` (``/tokenize`` with ``prompt``).
+    n_ctx : int or None
+        The context the server serves, in its tokens; ``None`` where it does not say
+        (llama-cpp-python's server): then a prompt too long for it is found on the document's
+        first request (:class:`ContextExceeded`).
+    """
+
+    url: str
+    model: str
+    dialect: str
+    n_ctx: int | None
+
+
+@dataclasses.dataclass
+class Completion:
+    """One completion: its text and what the server reports (tokens of the served model)."""
+
+    text: str
+    prompt_tokens: int
+    generated: int
+    cached_tokens: int | None
+    seconds: float
+
+
+class ServerClient:
+    """An OpenAI-compatible completions server, with retries (see the module docstring).
+
+    Parameters
+    ----------
+    url : str
+        Base URL (``SITUATE_LLM_URL``), with or without ``/v1``.
+    model : str
+        Served model name (``SITUATE_LLM_SERVED_MODEL``); empty: the first ``/v1/models`` lists.
+    key : str
+        Bearer key (``SITUATE_LLM_API_KEY``), never in a message.
+    timeout : float
+        Seconds a request may take (connect and read).
+    retries : int
+        Tries after the first on a transient failure.
+    backoff : float
+        Seconds before the first retry, doubled for each next one.
+    """
+
+    def __init__(self, url: str, model: str = "", key: str = "", timeout: float = 300.0,
+                 retries: int = 4, backoff: float = 1.0):
+        import httpx
+
+        self.url, self.model, self.retries, self.backoff = check_url(url), model, retries, backoff
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
+        self.info: ServerInfo | None = None
+
+    # -- transport ---------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, body: dict | None):
+        """One HTTP exchange with retries; returns ``(status, parsed JSON or None, text)``."""
+        import httpx
+
+        where = f"model server {self.url}"
+        for attempt in range(self.retries + 1):
+            try:
+                with self._http.stream(method, self.url + path, json=body) as r:
+                    buf = bytearray()
+                    for part in r.iter_bytes():
+                        buf += part
+                        if len(buf) > MAX_ANSWER_BYTES:
+                            raise ServerError(f"{where} {path}: an answer over {MAX_ANSWER_BYTES:,} bytes "
+                                              "(MAX_ANSWER_BYTES); not an answer situate asked for (SITUATE_LLM_URL)")
+                text = bytes(buf).decode("utf-8", "replace")
+                if r.status_code == 429 or r.status_code >= 500:
+                    why = f"HTTP {r.status_code}: {text[:160]}"
+                else:
+                    try:
+                        return r.status_code, json.loads(text), text
+                    except ValueError:
+                        return r.status_code, None, text
+            except httpx.ConnectError as e:
+                why = f"refused the connection ({e}); is it running? (SITUATE_LLM_URL)"
+            except httpx.TimeoutException:
+                why = f"did not answer within {self._http.timeout.read} s"
+            except httpx.HTTPError as e:  # a dropped connection, a broken answer
+                why = f"dropped the connection ({type(e).__name__}: {e})"
+            if attempt < self.retries:
+                time.sleep(self.backoff * 2 ** attempt)
+        raise ServerError(f"{where} {path}: {why} (after {self.retries + 1} tries)")
+
+    def _json(self, method: str, path: str, body: dict | None = None) -> dict:
+        """The JSON object a request answers.
+
+        Raises
+        ------
+        ServerError
+            A refused key (401, 403), another 4xx, or an answer that is not a JSON object.
+        """
+        status, data, text = self._send(method, path, body)
+        self._raise_for(path, status, data, text)
+        return data
+
+    def _raise_for(self, path: str, status: int, data, text: str) -> None:
+        """Raise the :class:`ServerError` of an answer that is an error or not a JSON object."""
+        if status in (401, 403):
+            raise ServerError(f"model server {self.url} refused the key: HTTP {status} (SITUATE_LLM_API_KEY)")
+        if status >= 400:
+            raise ServerError(f"model server {self.url} {path}: HTTP {status}: {text[:200]}")
+        if not isinstance(data, dict):
+            raise ServerError(f"model server {self.url} {path}: answered {text[:80]!r}, not an "
+                              "OpenAI-compatible JSON object (SITUATE_LLM_URL)")
+
+    # -- start-up ----------------------------------------------------------------------------------
+    def check(self, local_tokens) -> ServerInfo:
+        """Learn the served model, the tokenizer dialect and the context; check the tokenizer.
+
+        Parameters
+        ----------
+        local_tokens : callable
+            ``text -> list[int]``: the local GGUF's tokens of a text with special tokens parsed
+            and BOS as the model adds it (what a server's tokenize endpoint answers).
+
+        Raises
+        ------
+        ServerError
+            Unreachable, a refused key, not OpenAI-compatible, the model not served
+            (``SITUATE_LLM_SERVED_MODEL``), no tokenize endpoint, or a tokenizer that differs from
+            the local GGUF's (``SITUATE_LLM_MODEL``).
+        """
+        if self.info is not None:
+            return self.info
+        listed = self._json("GET", "/v1/models")
+        models = [m for m in listed.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        if not models:
+            raise ServerError(f"model server {self.url}: /v1/models lists no model (SITUATE_LLM_URL)")
+        ids = [m["id"] for m in models]
+        model = self.model or ids[0]
+        if model not in ids:
+            raise ServerError(f"model server {self.url} serves {', '.join(ids[:8])}, not {model!r} "
+                              "(SITUATE_LLM_SERVED_MODEL)")
+        self.model = model
+        dialect, tokens = self._tokenize_probe()
+        if tokens != local_tokens(PROBE):
+            raise ServerError(f"model server {self.url}: the served model {model!r} tokenizes text unlike the "
+                              "local GGUF, so prompts cannot be fitted in its tokens: set SITUATE_LLM_MODEL to "
+                              "the served model's GGUF (its vocabulary is read, not its weights)")
+        n_ctx = self._served_context(dialect, next(m for m in models if m["id"] == model))
+        self.info = ServerInfo(self.url, model, dialect, n_ctx)
+        return self.info
+
+    def _tokenize_probe(self) -> tuple[str, list[int]]:
+        """The dialect that answered tokenize, and its tokens of :data:`PROBE`."""
+        tries = [("llama-cpp-python", "/extras/tokenize", {"input": PROBE, "model": self.model}),
+                 ("llama-server", "/tokenize", {"content": PROBE, "add_special": True, "parse_special": True}),
+                 ("vllm", "/tokenize", {"model": self.model, "prompt": PROBE, "add_special_tokens": True})]
+        for dialect, path, body in tries:
+            status, data, text = self._send("POST", path, body)
+            if status in (401, 403):
+                self._raise_for(path, status, data, text)
+            tokens = data.get("tokens") if isinstance(data, dict) else None
+            if status == 200 and isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+                return dialect, tokens
+        raise ServerError(f"model server {self.url} has no tokenize endpoint (/extras/tokenize or /tokenize), "
+                          "so prompts cannot be fitted in the served model's tokens: use llama-server, "
+                          "llama_cpp.server or vLLM (SITUATE_LLM_URL)")
+
+    def _served_context(self, dialect: str, listed: dict) -> int | None:
+        """The served context in tokens, where the server tells it."""
+        if isinstance(listed.get("max_model_len"), int):  # vLLM, SGLang
+            return listed["max_model_len"]
+        if dialect == "llama-server":
+            status, data, _ = self._send("GET", "/props", None)
+            n = (data or {}).get("default_generation_settings", {}).get("n_ctx") if isinstance(data, dict) else None
+            return n if isinstance(n, int) else None
+        return None
+
+    # -- completions -------------------------------------------------------------------------------
+    def complete(self, prompt: str, n_prompt: int, max_tokens: int, stop: list[str], repeat_penalty: float,
+                 seed: int, grammar: str = "") -> Completion:
+        """Greedy completion of ``prompt`` (``n_prompt`` tokens as situate counted them).
+
+        Raises
+        ------
+        ContextExceeded
+            The server refused the prompt as longer than its context, or read fewer prompt
+            tokens than were sent (it cut the prompt).
+        ServerError
+            As :meth:`_json`, or an answer without a completion.
+        """
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1,
+                "repeat_penalty": repeat_penalty, "repetition_penalty": repeat_penalty, "stop": stop, "seed": seed}
+        if grammar:
+            body["grammar"] = grammar
+        t0 = time.perf_counter()
+        status, data, text = self._send("POST", "/v1/completions", body)
+        seconds = time.perf_counter() - t0
+        if status == 400 and ("context_length_exceeded" in text or "context length" in text):
+            m = re.search(r"maximum context length is (\d+)", text)
+            raise ContextExceeded(self._context_message(n_prompt + max_tokens, int(m.group(1)) if m else None))
+        self._raise_for("/v1/completions", status, data, text)
+        try:
+            choice = data["choices"][0]
+            usage = data.get("usage") or {}
+            out = Completion(str(choice["text"]), int(usage.get("prompt_tokens", n_prompt)),
+                             int(usage.get("completion_tokens", 0)), _cached(data), seconds)
+            finish = choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            raise ServerError(f"model server {self.url}: a completion without choices[0].text ({text[:80]!r}); "
+                              "not an OpenAI-compatible server (SITUATE_LLM_URL)") from None
+        if out.prompt_tokens < n_prompt - max(8, n_prompt // 100):
+            raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, read=out.prompt_tokens))
+        if finish == "length" and out.generated < max_tokens:
+            raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, room=out.generated))
+        return out
+
+    def _context_message(self, wanted: int, served: int | None, read: int | None = None,
+                         room: int | None = None) -> str:
+        what = (f"read only {read} of the prompt's tokens (it cut the prompt)" if read is not None else
+                f"left room for {room} generated tokens of the {wanted} the prompt and its answer need"
+                if room is not None else
+                f"refused a prompt of {wanted} tokens with its answer" + (f": it serves {served}" if served else ""))
+        return (f"model server {self.url} {what}; start the server with a context of at least SITUATE_N_CTX "
+                "tokens (llama_cpp.server --n_ctx, llama-server -c, vLLM --max-model-len, Ollama num_ctx) or lower "
+                "SITUATE_N_CTX to what it serves")
+
+
+def _cached(data: dict) -> int | None:
+    """Prompt tokens the server says it reused from its cache, where it says so: OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens`` (vLLM, llama-server), llama-server's
+    ``timings.cache_n``; ``None`` where it does not (llama-cpp-python's server)."""
+    details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
+    if isinstance(details.get("cached_tokens"), int):
+        return details["cached_tokens"]
+    n = (data.get("timings") or {}).get("cache_n")
+    return n if isinstance(n, int) else None

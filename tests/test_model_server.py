@@ -1,0 +1,272 @@
+"""Issue 33: the blurb model behind a real OpenAI-compatible server.
+
+Real parts: llama-cpp-python's own server (``python -m llama_cpp.server``, its ``server`` extra)
+started on 127.0.0.1 by the test with the default GGUF, the real ingest (Dagster in process),
+real files.  The one stand-in is a plain HTTP server that answers an HTML page to everything
+(a server that answers garbage), named as such.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_models, small_settings
+from test_kept_blurbs import guide
+
+pytestmark = [needs_models, pytest.mark.models]
+
+ALIAS = "situate-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``python -m llama_cpp.server`` on a loopback port, its output in ``log``."""
+
+    def __init__(self, tmp: Path, n_ctx: int = 2048, model: str | None = None, api_key: str = "",
+                 port: int | None = None):
+        from resources.models import registry as models
+
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / f"server-{self.port}-{time.monotonic_ns()}.log"
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model or str(models.path_of(models.LLM)),
+               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(self.port), "--model_alias", ALIAS,
+               "--n_threads", "2"] + (["--api_key", api_key] if api_key else [])
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-2000:]
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise AssertionError(f"llama_cpp.server did not start: {self.log.read_text()[-2000:]}")
+
+    def completions(self) -> int:
+        """Completion requests the server has answered."""
+        return self.log.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(tmp_path)
+    yield s
+    s.stop()
+
+
+def _ingest(docs, home, **env):
+    from pipelines.operations import ingest
+    from pipelines.settings import restored_env
+
+    settings = small_settings(docs, home) | env
+    names = tuple(settings) + ("SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY",
+                               "SITUATE_LLM_RETRIES", "SITUATE_CONTEXT")
+    with restored_env(names):
+        for k in names:
+            os.environ.pop(k, None)
+        os.environ.update(settings)
+        return ingest(str(docs), str(home), echo=lambda *_: None)
+
+
+def _rows(home):
+    from resources.store.store import Store
+
+    cols = ["source", "chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model"]
+    return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
+
+
+def _docs(root: Path) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(guide())
+    (docs / "note.md").write_text("## Release note\n\nVersion 2.4 of the vault service adds a grace period to "
+                                  "key rotation and a fingerprint column to the admin page.\n")
+    return docs
+
+
+def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
+    """Every chunk gets a usable blurb from the served model, the rows are the in-process
+    backend's (same chunks, same ids), a document longer than the context is windowed, and each
+    row names the served model."""
+    from resources.store.store import Store
+
+    docs = _docs(tmp_path)
+    local = _ingest(docs, tmp_path / "local", SITUATE_CONTEXT="structure")
+    through = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=server.url)
+    assert local.failed == {} and through.failed == {}
+    rows = _rows(tmp_path / "home")
+    assert [(r["chunk_id"], r["text"]) for r in rows] == [(r["chunk_id"], r["text"]) for r in _rows(tmp_path / "local")]
+    assert len(rows) == 9 and through.model_calls == len(rows) == server.completions()
+    assert sum(r["blurb_status"] == "model" for r in rows) >= len(rows) - 1, [r["blurb_status"] for r in rows]
+    assert all(r["llm_model"] == ALIAS for r in rows)
+    # n_ctx 768 against a 3,900-character guide: fitted in windows, each within the context
+    store = Store(home=str(tmp_path / "home"))
+    key = next(k for k in store.document_states() if "guide" in k)
+    windows = store.read_stage_if_any(key, "preambles")["windows"]
+    assert len(windows) >= 2
+    # the run's metadata says what ran the model, with no path or key of the URL
+    import dagster as dg
+
+    from test_blurb_files import _dagster_home
+
+    with _dagster_home(tmp_path / "home"):
+        event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("blurbs"))
+    md = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    assert md["backend"] == (f"openai-compatible http://127.0.0.1:{server.port} (llama-cpp-python; context not "
+                             "reported; prompt tokens reused: not reported)")
+    assert md["model"] == ALIAS
+
+
+def test_a_server_with_a_small_context_fails_the_document_with_the_fix(tmp_path):
+    """A server whose context is smaller than SITUATE_N_CTX: the document fails with an error
+    naming the server, SITUATE_N_CTX and the server's option; no row of it is written."""
+    small = Server(tmp_path, n_ctx=256)
+    try:
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        (docs / "guide.md").write_text(guide())
+        s = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=small.url, SITUATE_LLM_RETRIES="0")
+    finally:
+        small.stop()
+    assert set(s.failed) == {"guide.md"}, s.failed
+    why = s.failed["guide.md"]
+    assert "ContextExceeded" in why and small.url in why and "SITUATE_N_CTX" in why and "--n_ctx" in why, why
+    assert _rows(tmp_path / "home") == []
+
+
+def test_a_server_killed_mid_ingest_fails_only_the_unfinished_documents(tmp_path):
+    """The server is killed after its first answer: the documents it had not finished fail with
+    an error naming the server and SITUATE_LLM_URL, and keep no partial row; with the server
+    back, a re-run finishes them from the blurb cache and the server, nothing lost or doubled."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("## Release note\n\nVersion 2.4 adds a grace period to key rotation.\n")
+    (docs / "b.md").write_text(guide())
+    (docs / "c.md").write_text(guide().replace("vault", "keystore"))
+    srv = Server(tmp_path)
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(s=_ingest(docs, tmp_path / "home", SITUATE_LLM_URL=srv.url,
+                                                             SITUATE_LLM_RETRIES="1")))
+    t.start()
+    deadline = time.monotonic() + 300
+    while srv.completions() < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    srv.stop()
+    t.join(timeout=600)
+    first = out["s"]
+    assert first.failed, "the server was killed before the ingest ended"
+    for key, why in first.failed.items():
+        assert "ServerError" in why and "SITUATE_LLM_URL" in why, why
+    rows = _rows(tmp_path / "home")
+    assert not {r["source"] for r in rows} & set(first.failed)  # no partial document
+    assert all(r["blurb_status"] == "model" or r["blurb_status"].startswith(("fallback:", "skipped:")) for r in rows)
+
+    back = Server(tmp_path, port=srv.port)
+    try:
+        again = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=back.url)
+    finally:
+        back.stop()
+    assert again.failed == {}
+    after = _rows(tmp_path / "home")
+    assert {r["source"] for r in after} == {"a.md", "b.md", "c.md"}
+    assert len({r["chunk_id"] for r in after}) == len(after)  # nothing doubled
+    assert [r for r in after if r["source"] not in first.failed] == rows  # what was finished is kept
+    total = len(after)
+    assert again.model_calls <= total - len(rows)  # finished documents cost nothing again
+
+
+class _Garbage(http.server.BaseHTTPRequestHandler):
+    """A plain HTTP server that answers an HTML page to everything (not a model server)."""
+
+    def _page(self):
+        body = b"<html><body>hello</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _page
+
+    def log_message(self, *args):
+        pass
+
+
+def _llm(**update):
+    from pipelines.settings import resources_from_env
+
+    return resources_from_env(plain=True)["llm"].model_copy(update={"context": "chunk", "server_retries": 0} | update)
+
+
+def test_each_bad_server_setting_is_named(tmp_path, server):
+    from pipelines.preflight import StartupError, check_server
+    from resources.models.server import ServerError
+
+    def refused(**update) -> str:
+        with pytest.raises((ServerError, StartupError)) as e:
+            check_server(_llm(**update))
+        return str(e.value)
+
+    assert "SITUATE_LLM_URL='ftp://x' is not an http(s) URL" in refused(server_url="ftp://x")
+    why = refused(server_url=f"http://127.0.0.1:{_free_port()}")
+    assert "refused the connection" in why and "SITUATE_LLM_URL" in why
+    why = refused(server_url=server.url, served_model="qwen-72b")
+    assert f"serves {ALIAS}, not 'qwen-72b' (SITUATE_LLM_SERVED_MODEL)" in why
+    assert "leave SITUATE_BATCH at 1" in refused(server_url=server.url, batch=2)
+
+    garbage = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+    threading.Thread(target=garbage.serve_forever, daemon=True).start()
+    try:
+        why = refused(server_url=f"http://127.0.0.1:{garbage.server_address[1]}")
+    finally:
+        garbage.shutdown()
+    assert "not an OpenAI-compatible JSON object (SITUATE_LLM_URL)" in why and "hello" in why
+
+
+def test_a_wrong_key_is_named_and_never_shown(tmp_path):
+    from pipelines.preflight import StartupError, check_server
+
+    keyed = Server(tmp_path, api_key="the-right-key")
+    try:
+        with pytest.raises(StartupError) as e:
+            check_server(_llm(server_url=keyed.url, server_key="a-wrong-key-1234"))
+        assert "refused the key: HTTP 401 (SITUATE_LLM_API_KEY)" in str(e.value)
+        assert "a-wrong-key-1234" not in str(e.value) and "the-right-key" not in str(e.value)
+        check_server(_llm(server_url=keyed.url, server_key="the-right-key"))  # the right one passes
+    finally:
+        keyed.stop()
+
+
+def test_a_server_whose_tokenizer_differs_is_refused(server):
+    """The probe text tokenized by the server against a tokenizer that is not its model's (here
+    the local GGUF's tokens shifted by one, as another model's vocabulary would number them)."""
+    from resources.models.server import PROBE, ServerClient, ServerError
+
+    llm = _llm(server_url=server.url)
+    vocab = llm.load(vocab_only=True)
+    same = ServerClient(server.url, retries=0).check(lambda t: vocab.tokenize(t.encode(), add_bos=True, special=True))
+    assert same.model == ALIAS and same.dialect == "llama-cpp-python" and same.n_ctx is None
+    with pytest.raises(ServerError, match=r"tokenizes text unlike the local GGUF.*SITUATE_LLM_MODEL"):
+        ServerClient(server.url, retries=0).check(
+            lambda t: [x + 1 for x in vocab.tokenize(t.encode(), add_bos=True, special=True)])
+    assert len(vocab.tokenize(PROBE.encode(), add_bos=True, special=True)) > 20
