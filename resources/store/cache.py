@@ -236,7 +236,7 @@ def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,
 def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:
     """The store's embedding cache for ``embedder`` (keyed by its file's sha256 and prefix)."""
     prefix = embedder.query_prefix if query else embedder.document_prefix
-    return EmbeddingCache(store.lancedb_uri, f"{file_sha256(embedder.model_path)}|{embedder.n_ctx}|{prefix}",
+    return EmbeddingCache(store.lancedb_uri, f"{embedder.identity()}|{embedder.n_ctx}|{prefix}",
                           storage_options=store.storage_options())
 
 
