@@ -610,8 +610,11 @@ class BlurbLLM(dg.ConfigurableResource):
         bos = vocab.token_bos()
         body = tokens[1:] if tokens and bos >= 0 and tokens[0] == bos else tokens
         text = vocab.detokenize(body, special=True).decode("utf-8", "replace")
+        # what the server reads: the whole text tokenized at once (a piece boundary may merge),
+        # counted with the same vocabulary, so a cut prompt is told exactly
+        sent = len(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
         CALLS["llm_generate"] += 1
-        c = self.server().complete(text, len(tokens), max_tokens or self.max_tokens, stop or [],
+        c = self.server().complete(text, sent, max_tokens or self.max_tokens, stop or [],
                                    self.repeat_penalty, self.seed, grammar)
         reused = min(c.cached_tokens or 0, len(tokens))
         return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
