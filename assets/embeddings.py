@@ -42,7 +42,9 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     """Hash of every setting that changes a row: a document whose rows carry another fingerprint is
     stale and is ingested again.  A blurb file (``SITUATE_BLURBS_FILE``) counts by its sha256:
     setting, replacing or removing it makes the documents stale, and their blurbs taken from a
-    file no longer set are written by the model (:func:`assets.edits.written_by_model`)."""
+    file no longer set are written by the model (:func:`assets.edits.written_by_model`).  A model
+    server counts by what it says it serves (:meth:`resources.models.llm.BlurbLLM.identity`), so
+    another model under the same name re-ingests."""
     settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
                 "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
                 **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
@@ -52,7 +54,9 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
                 "context": CONTEXT_VERSION,
                 **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure"
                    else {}),
+                **({"llm_served": llm.identity()} if llm.server_url and llm.context != "structure" else {}),
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
+                **({"embed_served": embedder.identity()} if embedder.server_url else {}),
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 

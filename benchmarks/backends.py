@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -87,7 +88,11 @@ def measure() -> dict:
             served, served_s = _ingest(docs, root / "served", {"SITUATE_LLM_URL": f"http://127.0.0.1:{port}"})
         finally:
             proc.kill()
+            proc.wait()
         a, b = _blurbs(root / "local"), _blurbs(root / "served")
+        # llama.cpp prints each request's evaluated prompt tokens (llama_perf_context_print)
+        evaluated = [int(n) for n in re.findall(r"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens",
+                                                (root / "server.log").read_text(errors="replace"))]
     out = {}
     for name, s, wall in (("in-process", local, local_s), ("llama_cpp.server", served, served_s)):
         out[name] = {"chunks": s.chunks, "model_calls": s.model_calls, "llm_seconds": round(s.llm_seconds, 2),
@@ -95,6 +100,11 @@ def measure() -> dict:
                      "prompt_tokens": s.prompt_tokens_evaluated + s.prompt_tokens_reused,
                      "prompt_tokens_reused": s.prompt_tokens_reused,
                      "wall_seconds": round(wall, 1), "failed": s.failed}
+    sent = out["llama_cpp.server"]["prompt_tokens"]
+    out["llama_cpp.server"]["prompt_tokens_evaluated_by_its_log"] = sum(evaluated)
+    out["llama_cpp.server"]["requests_in_its_log"] = len(evaluated)
+    out["server_reuse_ratio_by_its_log"] = round(1 - sum(evaluated) / sent, 3) if sent else 0.0
+    out["in_process_reuse_ratio"] = round(out["in-process"]["prompt_tokens_reused"] / out["in-process"]["prompt_tokens"], 3)
     out["server_over_in_process"] = round(out["llama_cpp.server"]["llm_seconds_a_chunk"] /
                                           out["in-process"]["llm_seconds_a_chunk"], 3)
     out["identical_blurbs"] = sum(x == y for x, y in zip(a, b))
@@ -114,7 +124,10 @@ def markdown(res: dict) -> str:
             f"(`benchmarks/backends.py`, {res['date']}).\n\n" + "\n".join(rows) +
             f"\n\nServer / in-process, LLM seconds a chunk: **{res['server_over_in_process']}**. "
             f"Identical blurbs: {res['identical_blurbs']} of {res['blurbs']}. llama_cpp.server does not report "
-            "the prompt tokens it reused from its KV cache, so its row shows 0.\n")
+            "the prompt tokens it reused from its KV cache, so its row shows 0; its log counts the tokens each "
+            f"request evaluated: {res['llama_cpp.server']['prompt_tokens_evaluated_by_its_log']:,} over "
+            f"{res['llama_cpp.server']['requests_in_its_log']} requests, a reuse ratio of "
+            f"**{res['server_reuse_ratio_by_its_log']}** against {res['in_process_reuse_ratio']} in process.\n")
 
 
 def main() -> None:

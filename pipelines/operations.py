@@ -179,6 +179,9 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     from pipelines.settings import record_docs_root
 
     record_docs_root(path)
+    from resources.models.llm import forget_servers
+
+    forget_servers()  # a model server is checked again at each ingest: it may serve another model now
     res = resources_from_env(plain=True)
     store = res["store"]
     for warning in preflight(None, res, store.location):

@@ -247,10 +247,10 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
         from resources.models.server import ServerError, check_url
 
         try:
-            check_url(res["embedder"].server_url)
+            check_url(res["embedder"].server_url, "SITUATE_EMBED")
             res["embedder"].server()
         except ServerError as e:
-            raise StartupError(str(e).replace("SITUATE_LLM_URL", "SITUATE_EMBED_URL")) from None
+            raise StartupError(str(e)) from None
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     check_chat_model(res["llm"])

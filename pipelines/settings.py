@@ -11,6 +11,7 @@ SITUATE_LLM_URL          an OpenAI-compatible server running it         none (in
 SITUATE_LLM_SERVED_MODEL the model name the server serves               the first it lists
 SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
 SITUATE_LLM_RETRIES      retries of a failed server request             4
+SITUATE_LLM_TIMEOUT      seconds a server request may take in all       300
 SITUATE_EMBED_URL        an OpenAI-compatible /v1/embeddings server     none (in process)
 SITUATE_EMBED_SERVED_MODEL  the embedding model name it serves          the first it lists
 SITUATE_EMBED_API_KEY    its bearer key (never logged)                  none
@@ -271,6 +272,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         blurbs_file=val("SITUATE_BLURBS_FILE", ""),
                         server_url=val("SITUATE_LLM_URL", ""), served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
                         server_key=val("SITUATE_LLM_API_KEY", ""), server_retries=val("SITUATE_LLM_RETRIES", 4, int),
+                        server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
                         kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
                         repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),
@@ -282,7 +284,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                              server_url=val("SITUATE_EMBED_URL", ""),
                              served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
                              server_key=val("SITUATE_EMBED_API_KEY", ""),
-                             server_retries=val("SITUATE_LLM_RETRIES", 4, int)),
+                             server_retries=val("SITUATE_LLM_RETRIES", 4, int),
+                             server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int)),
         "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
                              overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int)),
     }

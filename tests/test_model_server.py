@@ -116,7 +116,8 @@ def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
     assert local.failed == {} and through.failed == {}
     rows = _rows(tmp_path / "home")
     assert [(r["chunk_id"], r["text"]) for r in rows] == [(r["chunk_id"], r["text"]) for r in _rows(tmp_path / "local")]
-    assert len(rows) == 9 and through.model_calls == len(rows) == server.completions()
+    # one call a chunk, and the check's two one-token requests (with the served name and without)
+    assert len(rows) == 9 and through.model_calls == len(rows) == server.completions() - 2
     assert sum(r["blurb_status"] == "model" for r in rows) >= len(rows) - 1, [r["blurb_status"] for r in rows]
     assert all(r["llm_model"] == ALIAS for r in rows)
     # n_ctx 768 against a 3,900-character guide: fitted in windows, each within the context
@@ -227,7 +228,11 @@ def test_each_bad_server_setting_is_named(tmp_path, server):
             check_server(_llm(**update))
         return str(e.value)
 
-    assert "SITUATE_LLM_URL='ftp://x' is not an http(s) URL" in refused(server_url="ftp://x")
+    assert "SITUATE_LLM_URL is not an http(s) URL" in refused(server_url="ftp://x")
+    why = refused(server_url=server.url.replace("http://", "http://proxyuser:proxypass@"))
+    assert "holds a user or password: put the server's key in SITUATE_LLM_API_KEY" in why and "proxypass" not in why
+    why = refused(server_url=server.url, server_key="sk-LEAKME4\r")  # a key pasted with its line end
+    assert "SITUATE_LLM_API_KEY holds a space, a control character" in why and "LEAKME" not in why
     why = refused(server_url=f"http://127.0.0.1:{_free_port()}")
     assert "refused the connection" in why and "SITUATE_LLM_URL" in why
     why = refused(server_url=server.url, served_model="qwen-72b")
@@ -320,3 +325,107 @@ def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_p
     # dense search: each query's ranking of the rows is the same either way
     assert ((q_here * q_there).sum(axis=1) > 0.999).all()
     assert [list(np.argsort(-a @ q)[:3]) for q in q_here] == [list(np.argsort(-b @ q)[:3]) for q in q_there]
+
+
+class _StandIn(http.server.BaseHTTPRequestHandler):
+    """A FAKE model server (a plain HTTP server), for what a real one does only when broken: it
+    answers each path with ``ANSWERS[path]`` (a JSON text, or bytes trickled one a second)."""
+
+    ANSWERS: dict = {}
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = self.ANSWERS.get(self.path, '{"error": "not found"}')
+        self.send_response(200 if self.path in self.ANSWERS else 404)
+        self.send_header("Content-Type", "application/json")
+        if isinstance(body, bytes):  # trickled: a byte a second, no length
+            self.end_headers()
+            for b in body:
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(1)
+            return
+        data = body.encode()
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+def _stand_in(answers: dict) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = type("Handler", (_StandIn,), {"ANSWERS": answers})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_a_broken_server_is_named_never_trusted():
+    """Against a FAKE server: a prompt it cut (fewer prompt tokens read than sent, by one), an
+    answer with no token count, malformed listings, an embeddings error naming SITUATE_EMBED_URL,
+    and an answer trickled past the timeout."""
+    from resources.models.server import ContextExceeded, ServerClient, ServerError, embeddings
+
+    completion = '{"choices": [{"text": " a blurb.", "finish_reason": "stop"}], "usage": {"prompt_tokens": %d}}'
+    srv, url = _stand_in({"/v1/completions": completion % 19, "/v1/models": '{"data": null}',
+                          "/v1/embeddings": '{"data": [{"index": 0, "embedding": "no"}]}',
+                          "/slow": b'{"choices": []}'})
+    try:
+        client = ServerClient(url, "m", retries=0)
+        with pytest.raises(ContextExceeded, match=r"read only 19 of the prompt's tokens \(it cut the prompt\)"):
+            client.complete("text", 20, 8, [], 1.1, 0)
+        assert client.complete("text", 19, 8, [], 1.1, 0).text == " a blurb."  # all 19 read: fine
+        srv.RequestHandlerClass.ANSWERS["/v1/completions"] = '{"choices": [{"text": "x"}]}'
+        with pytest.raises(ServerError, match=r"without choices\[0\].text or usage.prompt_tokens"):
+            client.complete("text", 19, 8, [], 1.1, 0)
+        with pytest.raises(ServerError, match=r"/v1/models lists no model \(SITUATE_LLM_URL\)"):
+            client.check(lambda t: [])
+        embedder = ServerClient(url, "m", retries=0, settings="SITUATE_EMBED")
+        with pytest.raises(ServerError, match=r"not one vector of numbers .* \(SITUATE_EMBED_URL\)"):
+            embeddings(embedder, ["a"])
+        t0 = time.monotonic()
+        with pytest.raises(ServerError, match=r"did not answer within 2 s \(SITUATE_LLM_TIMEOUT\)"):
+            ServerClient(url, "m", retries=0, timeout=2)._send("GET", "/slow", None)
+        assert time.monotonic() - t0 < 6
+    finally:
+        srv.shutdown()
+
+
+def test_another_model_under_the_same_name_is_not_served_from_the_cache(tmp_path):
+    """The same alias served from another model file (here the same GGUF by another path): the
+    documents are stale and the blurbs are written again, never taken from the first model's cache."""
+    from resources.models import registry as models
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "note.md").write_text("## Release note\n\nVersion 2.4 adds a grace period to key rotation.\n")
+    other = tmp_path / "other.gguf"
+    other.symlink_to(models.path_of(models.LLM))
+    first = Server(tmp_path)
+    try:
+        a = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=first.url)
+    finally:
+        first.stop()
+    second = Server(tmp_path, model=str(other), port=first.port)
+    try:
+        b = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=second.url)
+        c = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=second.url)
+    finally:
+        second.stop()
+    assert a.model_calls == 1 and a.failed == {}
+    assert b.ingested == 1 and b.model_calls == 1 and b.blurbs_from_cache == 0  # written again
+    assert c.ingested == 0 and c.unchanged == 1  # the same server again: nothing to do
+
+
+def test_one_generation_lines_through_the_server_count_each_request(server, tmp_path):
+    """``by-reference-window``: each line is a request of its own through a server, so the prompt
+    tokens are summed over them and never fewer than those reused (it printed -1,521 reused)."""
+    docs = _docs(tmp_path)
+    s = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=server.url, SITUATE_PROMPT="by-reference-window")
+    rows = _rows(tmp_path / "home")
+    assert s.failed == {} and len(rows) == 9
+    assert s.prompt_tokens_reused >= 0 and s.prompt_tokens_evaluated > 0
+    assert sum(r["blurb_status"] == "model" for r in rows) >= len(rows) - 2

@@ -236,6 +236,9 @@ SETTING_BOUNDS: dict[str, Bound] = {
     "SITUATE_LLM_RETRIES": Bound(0, 10, int,
         "tries after the first when a model server refuses, drops, times out or answers 429/5xx "
         "(resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all"),
+    "SITUATE_LLM_TIMEOUT": Bound(1, 3600, int,
+        "seconds one model-server request may take in all (resources.models.server); an hour is "
+        "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)"),
     "SITUATE_MAX_FALLBACK_SHARE": Bound(0.0, 1.0, float,
         "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
         "under 0 it always would"),
@@ -245,11 +248,12 @@ SETTING_BOUNDS: dict[str, Bound] = {
 LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
                 "max_tokens": "SITUATE_MAX_TOKENS", "repeat_penalty": "SITUATE_REPEAT_PENALTY",
                 "batch": "SITUATE_BATCH", "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
-                "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES"}
+                "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES",
+                "server_timeout": "SITUATE_LLM_TIMEOUT"}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
 EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
-                     "server_retries": "SITUATE_LLM_RETRIES"}
+                     "server_retries": "SITUATE_LLM_RETRIES", "server_timeout": "SITUATE_LLM_TIMEOUT"}
 
 #: Dagster's whole-number ``dg.EnvVar.int`` reference (an ``int`` subclass whose value is a 0
 #: placeholder until a run resolves it).
@@ -347,6 +351,15 @@ def _held_to_bounds(data, fields: dict[str, str]):
     return data
 
 
+def forget_servers() -> None:
+    """Drop this process's checked model-server clients (:meth:`BlurbLLM.server`,
+    :meth:`Embedder.server`), so the next use checks the server again: what a URL serves can change
+    between two ingests of one process (a server restarted with another model under the same name)."""
+    with _LOCK:
+        for key in [k for k in _CACHE if k and k[0] in ("server", "embed-server")]:
+            _CACHE.pop(key, None)
+
+
 class BlurbLLM(dg.ConfigurableResource):
     """The instruct LLM that writes blurbs (llama-cpp-python, in process).
 
@@ -439,6 +452,8 @@ class BlurbLLM(dg.ConfigurableResource):
     server_retries : int
         Tries after the first on a refused or dropped connection, a timeout, 429 or 5xx
         (``SITUATE_LLM_RETRIES``, default 4: waits of 1, 2, 4 and 8 s).
+    server_timeout : int
+        Seconds one request may take in all (``SITUATE_LLM_TIMEOUT``, default 300).
     """
 
     model_path: str
@@ -463,6 +478,7 @@ class BlurbLLM(dg.ConfigurableResource):
     served_model: str = ""
     server_key: str = ""
     server_retries: int = 4
+    server_timeout: int = 300
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -503,12 +519,15 @@ class BlurbLLM(dg.ConfigurableResource):
 
     def identity(self) -> str:
         """sha256 hex of what writes the blurbs: the GGUF file in process; with a server,
-        ``openai-compatible|<served model>`` (so a server's blurbs are never taken for the local
-        file's, in the blurb cache, kept blurbs or blurb files)."""
+        ``openai-compatible|<served model>|<what it says served it>`` (the model file
+        llama-cpp-python's server names, a ``system_fingerprint``), so a server's blurbs are never
+        taken for the local file's, nor one served model's for another's under the same name, in
+        the blurb cache, kept blurbs or blurb files."""
         if self.server_url:
             import hashlib
 
-            return hashlib.sha256(f"openai-compatible|{self.resolved_model_id()}".encode()).hexdigest()
+            info = self.server().info
+            return hashlib.sha256(f"openai-compatible|{info.model}|{info.served_as}".encode()).hexdigest()
         from resources.store.cache import file_sha256
 
         return file_sha256(self.model_path)
@@ -539,10 +558,12 @@ class BlurbLLM(dg.ConfigurableResource):
         """
         from resources.models.server import ContextExceeded, ServerClient
 
-        key = ("server", self.server_url, self.served_model, hash(self.server_key), self.server_retries)
+        key = ("server", self.server_url, self.served_model, hash(self.server_key), self.server_retries,
+               self.server_timeout)
         client = _CACHE.get(key)
         if client is None:
-            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries)
+            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries,
+                                  timeout=self.server_timeout)
             vocab = self.load(vocab_only=True)
             info = client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
             if info.n_ctx is not None and info.n_ctx < self.n_ctx:
@@ -665,8 +686,9 @@ class BlurbLLM(dg.ConfigurableResource):
         -------
         Generation
             ``text`` is the first line's completion, then each start and its completion;
-            token counts and seconds are summed over the lines (``prompt_tokens`` is the last
-            call's prompt).  Lines stop early where the next one could overrun the context:
+            token counts and seconds are summed over the lines (in process ``prompt_tokens`` is
+            the last call's prompt; through a server, where each line is a request, the prompts'
+            sum, with the reuse the server reports).  Lines stop early where the next one could overrun the context:
             a line is begun only while the sequence, its start and ``max_tokens`` fit in
             ``n_ctx`` tokens, so the lines not begun are missing from ``text`` (the caller
             situates those chunks by their own calls), and llama.cpp's "Requested tokens exceed
@@ -681,8 +703,14 @@ class BlurbLLM(dg.ConfigurableResource):
                         max_tokens: int | None, grammar: str) -> Generation:
         """:meth:`generate_lines` on the loaded ``llm``, its lock held."""
         stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
+        served = bool(self.server_url)
+        if served:
+            from resources.models.server import defuse_controls
 
         def enc(s: str) -> list[int]:
+            # through a server the sequence goes back as text: a generated control-token
+            # spelling must not become the real token there
+            s = defuse_controls(s) if served and s else s
             return llm.tokenize(s.encode("utf-8"), add_bos=False, special=False) if s else []
 
         bound = max_tokens or self.max_tokens
@@ -695,17 +723,21 @@ class BlurbLLM(dg.ConfigurableResource):
                 text += starts[n - 1]
                 seq += start
             g = self.generate(seq, stop=stops, max_tokens=max_tokens, grammar=grammar)
-            text += g.text
-            seq += enc(g.text)
+            line = defuse_controls(g.text) if served else g.text
+            text += line
+            seq += enc(line)
             if total is None:
                 total = g
             else:
-                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds"):
+                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds") + \
+                        (("prompt_tokens", "reused") if served else ()):
                     setattr(total, f, getattr(total, f) + getattr(g, f))
-                total.prompt_tokens = g.prompt_tokens
+                if not served:
+                    total.prompt_tokens = g.prompt_tokens
         if total is None:
             return Generation("", len(tokens), 0, 0, 0, 0.0)
-        total.reused = total.prompt_tokens - total.evaluated
+        if not served:  # in process the lines continue one KV cache; a server's lines are requests
+            total.reused = total.prompt_tokens - total.evaluated
         total.text = text
         return total
 
@@ -812,9 +844,10 @@ class Embedder(dg.ConfigurableResource):
     pooling : str
         For an ONNX embedder: ``cls`` or ``mean`` (as its authors specify).  A GGUF pools as its
         metadata says (mean, where it says none).
-    server_url, served_model, server_key, server_retries
+    server_url, served_model, server_key, server_retries, server_timeout
         An OpenAI-compatible ``/v1/embeddings`` server running the model (``SITUATE_EMBED_URL``,
-        ``SITUATE_EMBED_SERVED_MODEL``, ``SITUATE_EMBED_API_KEY``, ``SITUATE_LLM_RETRIES``), as
+        ``SITUATE_EMBED_SERVED_MODEL``, ``SITUATE_EMBED_API_KEY``, ``SITUATE_LLM_RETRIES``,
+        ``SITUATE_LLM_TIMEOUT``), as
         :class:`BlurbLLM`'s; ``model_path`` must then be the served model's GGUF, whose
         vocabulary cuts each text to ``n_ctx`` tokens and is checked against the server at start.
     """
@@ -833,6 +866,7 @@ class Embedder(dg.ConfigurableResource):
     served_model: str = ""
     server_key: str = ""
     server_retries: int = 4
+    server_timeout: int = 300
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -855,11 +889,13 @@ class Embedder(dg.ConfigurableResource):
 
     def identity(self) -> str:
         """sha256 hex of what makes the vectors (the embedding cache's key): the model file in
-        process; with a server, ``openai-compatible-embeddings|<served model>``."""
+        process; with a server, ``openai-compatible-embeddings|<served model>|<what it says served
+        it, and the width>``."""
         if self.server_url:
             import hashlib
 
-            return hashlib.sha256(f"openai-compatible-embeddings|{self.resolved_model_id()}".encode()).hexdigest()
+            info = self.server().info
+            return hashlib.sha256(f"openai-compatible-embeddings|{info.model}|{info.served_as}".encode()).hexdigest()
         from resources.store.cache import file_sha256
 
         return file_sha256(self.model_path)
@@ -879,18 +915,17 @@ class Embedder(dg.ConfigurableResource):
         """
         from resources.models.server import ServerClient, ServerError
 
-        key = ("embed-server", self.server_url, self.served_model, hash(self.server_key), self.server_retries)
+        key = ("embed-server", self.server_url, self.served_model, hash(self.server_key), self.server_retries,
+               self.server_timeout)
         client = _CACHE.get(key)
         if client is None:
             if self.is_onnx():
                 raise ServerError("SITUATE_EMBED_URL needs SITUATE_EMBED_MODEL to be the served model's GGUF "
                                   "(its vocabulary cuts texts to the context and is checked against the server)")
-            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries)
+            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries,
+                                  timeout=self.server_timeout, settings="SITUATE_EMBED")
             vocab = self._vocab()
-            try:
-                client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
-            except ServerError as e:
-                raise ServerError(str(e).replace("SITUATE_LLM_", "SITUATE_EMBED_")) from None
+            client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True), kind="embeddings")
             _CACHE[key] = client
         return client
 

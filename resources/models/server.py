@@ -60,18 +60,27 @@ def defuse_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group(0)[0] + "\u200b" + m.group(0)[1:], text)
 
 
-def check_url(url: str) -> str:
+def check_url(url: str, settings: str = "SITUATE_LLM") -> str:
     """``url`` without a trailing ``/`` and ``/v1``.
 
     Raises
     ------
     ServerError
-        Not an ``http`` or ``https`` URL with a host.
+        Not an ``http`` or ``https`` URL with a host; a user or password in it (it would be in
+        every message and log: the key goes in ``<settings>_API_KEY``); a query or fragment.
     """
-    parts = urllib.parse.urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServerError(f"SITUATE_LLM_URL={url!r} is not an http(s) URL with a host "
-                          "(for example http://127.0.0.1:8080)")
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServerError(f"{settings}_URL is not an http(s) URL with a host (for example http://127.0.0.1:8080)")
+    if parts.username is not None or parts.password is not None:
+        raise ServerError(f"{settings}_URL holds a user or password: put the server's key in {settings}_API_KEY "
+                          "(the URL is shown in messages and logs; the key never is)")
+    if parts.query or parts.fragment:
+        raise ServerError(f"{settings}_URL has a query or fragment: give the server's base URL")
     return url.strip().rstrip("/").removesuffix("/v1")
 
 
@@ -87,6 +96,9 @@ class ServerInfo:
     dialect : str
         ``llama-cpp-python`` (``/extras/tokenize``), ``llama-server`` (``/tokenize`` with
         ``content``) or ``vllm`` (``/tokenize`` with ``prompt``).
+    served_as : str
+        What the server says served a one-token request (:meth:`ServerClient._served_as`): part of
+        the identity of what writes the blurbs or vectors.
     n_ctx : int or None
         The context the server serves, in its tokens; ``None`` where it does not say
         (llama-cpp-python's server): then a prompt too long for it is found on the document's
@@ -97,6 +109,7 @@ class ServerInfo:
     model: str
     dialect: str
     n_ctx: int | None
+    served_as: str = ""
 
 
 @dataclasses.dataclass
@@ -130,21 +143,34 @@ class ServerClient:
     """
 
     def __init__(self, url: str, model: str = "", key: str = "", timeout: float = 300.0,
-                 retries: int = 4, backoff: float = 1.0):
+                 retries: int = 4, backoff: float = 1.0, settings: str = "SITUATE_LLM"):
         import httpx
 
-        self.url, self.model, self.retries, self.backoff = check_url(url), model, retries, backoff
+        self.settings = settings
+        self.url = check_url(url, settings)
+        self.model, self.retries, self.backoff, self.timeout = model, retries, backoff, timeout
+        if key and not re.fullmatch(r"[\x21-\x7e]+", key):
+            raise ServerError(f"{settings}_API_KEY holds a space, a control character or a non-ASCII character: "
+                              "an HTTP header cannot carry it (the key is not shown)")
+        self._key = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
         self.info: ServerInfo | None = None
 
+    def _hide(self, text: str) -> str:
+        """``text`` without the key, whatever put it there (a library's error quoting a header)."""
+        return text.replace(self._key, "***") if self._key else text
+
     # -- transport ---------------------------------------------------------------------------------
     def _send(self, method: str, path: str, body: dict | None):
-        """One HTTP exchange with retries; returns ``(status, parsed JSON or None, text)``."""
+        """One HTTP exchange with retries; returns ``(status, parsed JSON or None, text)``.  A
+        request may take at most ``timeout`` seconds in all (a server trickling bytes is cut off
+        there too), and no message carries the key."""
         import httpx
 
         where = f"model server {self.url}"
         for attempt in range(self.retries + 1):
+            t0 = time.monotonic()
             try:
                 with self._http.stream(method, self.url + path, json=body) as r:
                     buf = bytearray()
@@ -152,7 +178,9 @@ class ServerClient:
                         buf += part
                         if len(buf) > MAX_ANSWER_BYTES:
                             raise ServerError(f"{where} {path}: an answer over {MAX_ANSWER_BYTES:,} bytes "
-                                              "(MAX_ANSWER_BYTES); not an answer situate asked for (SITUATE_LLM_URL)")
+                                              f"(MAX_ANSWER_BYTES); not an answer situate asked for ({self.settings}_URL)")
+                        if time.monotonic() - t0 > self.timeout:
+                            raise httpx.ReadTimeout("the whole answer took too long")
                 text = bytes(buf).decode("utf-8", "replace")
                 if r.status_code == 429 or r.status_code >= 500:
                     why = f"HTTP {r.status_code}: {text[:160]}"
@@ -162,14 +190,16 @@ class ServerClient:
                     except ValueError:
                         return r.status_code, None, text
             except httpx.ConnectError as e:
-                why = f"refused the connection ({e}); is it running? (SITUATE_LLM_URL)"
+                why = f"refused the connection ({e}); is it running? ({self.settings}_URL)"
             except httpx.TimeoutException:
-                why = f"did not answer within {self._http.timeout.read} s"
+                why = f"did not answer within {self.timeout:g} s ({self.settings}_TIMEOUT)"
+            except httpx.LocalProtocolError as e:  # a request that cannot be sent: no use retrying
+                raise ServerError(self._hide(f"{where} {path}: the request cannot be sent ({e})")) from None
             except httpx.HTTPError as e:  # a dropped connection, a broken answer
                 why = f"dropped the connection ({type(e).__name__}: {e})"
             if attempt < self.retries:
                 time.sleep(self.backoff * 2 ** attempt)
-        raise ServerError(f"{where} {path}: {why} (after {self.retries + 1} tries)")
+        raise ServerError(self._hide(f"{where} {path}: {why} (after {self.retries + 1} tries)"))
 
     def _json(self, method: str, path: str, body: dict | None = None) -> dict:
         """The JSON object a request answers.
@@ -186,22 +216,25 @@ class ServerClient:
     def _raise_for(self, path: str, status: int, data, text: str) -> None:
         """Raise the :class:`ServerError` of an answer that is an error or not a JSON object."""
         if status in (401, 403):
-            raise ServerError(f"model server {self.url} refused the key: HTTP {status} (SITUATE_LLM_API_KEY)")
+            raise ServerError(f"model server {self.url} refused the key: HTTP {status} ({self.settings}_API_KEY)")
         if status >= 400:
             raise ServerError(f"model server {self.url} {path}: HTTP {status}: {text[:200]}")
         if not isinstance(data, dict):
             raise ServerError(f"model server {self.url} {path}: answered {text[:80]!r}, not an "
-                              "OpenAI-compatible JSON object (SITUATE_LLM_URL)")
+                              f"OpenAI-compatible JSON object ({self.settings}_URL)")
 
     # -- start-up ----------------------------------------------------------------------------------
-    def check(self, local_tokens) -> ServerInfo:
-        """Learn the served model, the tokenizer dialect and the context; check the tokenizer.
+    def check(self, local_tokens, kind: str = "completions") -> ServerInfo:
+        """Learn the served model, the tokenizer dialect and the context; check the tokenizer;
+        ask for one token (or one embedding) to learn what the server says it served.
 
         Parameters
         ----------
         local_tokens : callable
             ``text -> list[int]``: the local GGUF's tokens of a text with special tokens parsed
             and BOS as the model adds it (what a server's tokenize endpoint answers).
+        kind : str
+            ``completions`` (a blurb model) or ``embeddings`` (an embedder).
 
         Raises
         ------
@@ -213,23 +246,48 @@ class ServerClient:
         if self.info is not None:
             return self.info
         listed = self._json("GET", "/v1/models")
-        models = [m for m in listed.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        data = listed.get("data")
+        models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if isinstance(data, list) else []
         if not models:
-            raise ServerError(f"model server {self.url}: /v1/models lists no model (SITUATE_LLM_URL)")
+            raise ServerError(f"model server {self.url}: /v1/models lists no model ({self.settings}_URL)")
         ids = [m["id"] for m in models]
         model = self.model or ids[0]
         if model not in ids:
             raise ServerError(f"model server {self.url} serves {', '.join(ids[:8])}, not {model!r} "
-                              "(SITUATE_LLM_SERVED_MODEL)")
+                              f"({self.settings}_SERVED_MODEL)")
         self.model = model
         dialect, tokens = self._tokenize_probe()
         if tokens != local_tokens(PROBE):
             raise ServerError(f"model server {self.url}: the served model {model!r} tokenizes text unlike the "
-                              "local GGUF, so prompts cannot be fitted in its tokens: set SITUATE_LLM_MODEL to "
+                              f"local GGUF, so prompts cannot be fitted in its tokens: set {self.settings}_MODEL to "
                               "the served model's GGUF (its vocabulary is read, not its weights)")
         n_ctx = self._served_context(dialect, next(m for m in models if m["id"] == model))
-        self.info = ServerInfo(self.url, model, dialect, n_ctx)
+        self._only_model = len(ids) == 1
+        self.info = ServerInfo(self.url, model, dialect, n_ctx, self._served_as(kind))
         return self.info
+
+    def _served_as(self, kind: str) -> str:
+        """What the server says served a one-token request: its ``model`` field (llama-cpp-python's
+        server names the model file there), ``system_fingerprint`` where given, and for an embedder
+        the vector width: so a server that serves another model under the same name is told apart."""
+        if kind == "embeddings":
+            data = self._json("POST", "/v1/embeddings", {"model": self.model, "input": ["a"]})
+            rows = data.get("data")
+            width = len(rows[0].get("embedding") or []) if isinstance(rows, list) and rows and isinstance(rows[0], dict) else 0
+        else:
+            data = self._json("POST", "/v1/completions", {"model": self.model, "prompt": "a", "max_tokens": 1,
+                                                          "temperature": 0.0})
+            width = 0
+        if data.get("model") == self.model and self._only_model:
+            # llama-cpp-python's server echoes the name asked for; asked for none, it names the
+            # file it serves
+            status, plain, _ = self._send("POST", "/v1/completions" if kind != "embeddings" else "/v1/embeddings",
+                                          {"prompt": "a", "max_tokens": 1, "temperature": 0.0}
+                                          if kind != "embeddings" else {"input": ["a"]})
+            if status == 200 and isinstance(plain, dict) and isinstance(plain.get("model"), str):
+                data = dict(data, model=f"{self.model}|{plain['model']}")
+        parts = [data.get("model"), data.get("system_fingerprint"), width or None]
+        return "|".join(str(x)[:300] for x in parts if isinstance(x, (str, int)) and not isinstance(x, bool))
 
     def _tokenize_probe(self) -> tuple[str, list[int]]:
         """The dialect that answered tokenize, and its tokens of :data:`PROBE`."""
@@ -245,22 +303,25 @@ class ServerClient:
                 return dialect, tokens
         raise ServerError(f"model server {self.url} has no tokenize endpoint (/extras/tokenize or /tokenize), "
                           "so prompts cannot be fitted in the served model's tokens: use llama-server, "
-                          "llama_cpp.server or vLLM (SITUATE_LLM_URL)")
+                          f"llama_cpp.server or vLLM ({self.settings}_URL)")
 
     def _served_context(self, dialect: str, listed: dict) -> int | None:
         """The served context in tokens, where the server tells it."""
-        if isinstance(listed.get("max_model_len"), int):  # vLLM, SGLang
-            return listed["max_model_len"]
+        n = listed.get("max_model_len")  # vLLM, SGLang
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
         if dialect == "llama-server":
             status, data, _ = self._send("GET", "/props", None)
-            n = (data or {}).get("default_generation_settings", {}).get("n_ctx") if isinstance(data, dict) else None
-            return n if isinstance(n, int) else None
+            settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+            n = settings.get("n_ctx") if isinstance(settings, dict) else None
+            return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
         return None
 
     # -- completions -------------------------------------------------------------------------------
     def complete(self, prompt: str, n_prompt: int, max_tokens: int, stop: list[str], repeat_penalty: float,
                  seed: int, grammar: str = "") -> Completion:
-        """Greedy completion of ``prompt`` (``n_prompt`` tokens as situate counted them).
+        """Greedy completion of ``prompt``: ``n_prompt`` tokens as the server reads it (the whole
+        text tokenized with the served model's vocabulary, which :meth:`check` compared).
 
         Raises
         ------
@@ -284,13 +345,14 @@ class ServerClient:
         try:
             choice = data["choices"][0]
             usage = data.get("usage") or {}
-            out = Completion(str(choice["text"]), int(usage.get("prompt_tokens", n_prompt)),
+            out = Completion(str(choice["text"]), int(usage["prompt_tokens"]),
                              int(usage.get("completion_tokens", 0)), _cached(data), seconds)
             finish = choice.get("finish_reason")
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise ServerError(f"model server {self.url}: a completion without choices[0].text ({text[:80]!r}); "
-                              "not an OpenAI-compatible server (SITUATE_LLM_URL)") from None
-        if out.prompt_tokens < n_prompt - max(8, n_prompt // 100):
+            raise ServerError(f"model server {self.url}: a completion without choices[0].text or usage.prompt_tokens "
+                              f"(so whether it read the whole prompt cannot be told: {text[:80]!r}); "
+                              f"not an OpenAI-compatible server ({self.settings}_URL)") from None
+        if out.prompt_tokens < n_prompt:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, read=out.prompt_tokens))
         if finish == "length" and out.generated < max_tokens:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, room=out.generated))
@@ -328,7 +390,7 @@ def embeddings(client: "ServerClient", inputs: list[str]) -> list[list[float]]:
         ok = False
     if not ok:
         raise ServerError(f"model server {client.url} /v1/embeddings: not one vector of numbers for each of the "
-                          f"{len(inputs)} inputs (SITUATE_EMBED_URL)")
+                          f"{len(inputs)} inputs ({client.settings}_URL)")
     return vecs
 
 
