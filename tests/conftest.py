@@ -57,6 +57,28 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
 
 
 
+#: Settings an end-to-end test may set for one ingest: cleared around each :func:`ingest_with`,
+#: so a value set by one test (or the shell) never reaches another's ingest.
+INGEST_SETTINGS = ("SITUATE_CONTEXT", "SITUATE_PROMPT", "SITUATE_BLURBS_FILE", "SITUATE_MAX_BLURB_CHUNKS",
+                   "SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY", "SITUATE_LLM_RETRIES",
+                   "SITUATE_EMBED_URL", "SITUATE_EMBED_MODEL")
+
+
+def ingest_with(docs, home, **env):
+    """A real in-process ingest of ``docs`` into ``home`` with :func:`small_settings` and ``env``
+    (the process environment restored afterwards); returns its ``IngestSummary``."""
+    from pipelines.operations import ingest
+    from pipelines.settings import restored_env
+
+    settings = small_settings(docs, home) | env
+    names = tuple(settings) + INGEST_SETTINGS
+    with restored_env(names):
+        for k in names:
+            os.environ.pop(k, None)
+        os.environ.update(settings)
+        return ingest(str(docs), str(home), echo=lambda *_: None)
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A real S3-compatible server for the session (:func:`benchmarks.s3server.seaweedfs`:

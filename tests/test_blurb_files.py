@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from conftest import needs_models, small_settings
+from conftest import ingest_with as _ingest, needs_models
 from test_kept_blurbs import guide
 
 SHA = {k: k * 64 for k in "abcdef0123"}
@@ -155,17 +155,6 @@ def test_instruction_text_is_cleaned_like_a_model_answer():
 
 
 # -- a real ingest with a hostile file -------------------------------------------------------------
-def _ingest(docs, home, **env):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
-
-    settings = small_settings(docs, home) | env
-    with restored_env(tuple(settings) + ("SITUATE_BLURBS_FILE",)):
-        os.environ.pop("SITUATE_BLURBS_FILE", None)
-        os.environ.update(settings)
-        return ingest(str(docs), str(home), echo=lambda *_: None)
-
-
 def _rows(home):
     from resources.store.store import Store
 

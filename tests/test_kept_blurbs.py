@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import needs_models, small_settings
+from conftest import ingest_with as _ingest, needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
@@ -65,24 +65,21 @@ def guide(name: str = "rotate_keys") -> str:
     return "\n\n".join(f"## {h}\n\n{b}" for h, b in SECTIONS).replace("rotate_keys", name) + "\n"
 
 
-def _ingest(docs, home, **env):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
-
-    settings = small_settings(docs, home) | env
-    names = tuple(settings) + ("SITUATE_CONTEXT", "SITUATE_PROMPT", "SITUATE_BLURBS_FILE", "SITUATE_MAX_BLURB_CHUNKS")
-    with restored_env(names):
-        for k in names:
-            os.environ.pop(k, None)
-        os.environ.update(settings)
-        return ingest(str(docs), str(home), echo=lambda *_: None)
-
-
 def _rows(home):
     from resources.store.store import Store
 
     cols = ["source", "chunk_index", "text", "blurb", "blurb_status", "doc_sha256", "blurb_doc_sha256"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
+
+
+def _llm_for(docs, home):
+    """The blurb LLM resource an ingest with :func:`small_settings` uses."""
+    from pipelines.settings import resources_from_env, restored_env
+
+    settings = small_settings(docs, home)
+    with restored_env(tuple(settings)):
+        os.environ.update(settings)
+        return resources_from_env(plain=True)["llm"]
 
 
 def _llm_sha() -> str:
@@ -184,7 +181,6 @@ def test_a_blurb_file_saved_after_an_edit_finds_every_chunk_again(tmp_path):
     """Finding 5: blurbs kept across an edit are exported under the version they now serve, so the
     file re-loads with no LLM call; the file is written under another name and renamed into place."""
     from pipelines.evaluate import write_blurb_file
-    from pipelines.settings import resources_from_env, restored_env
     from resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
@@ -201,10 +197,7 @@ def test_a_blurb_file_saved_after_an_edit_finds_every_chunk_again(tmp_path):
     out = tmp_path / "saved.jsonl.gz"
     out.write_bytes(b"an older file")
     inode = out.stat().st_ino
-    settings = small_settings(docs, home)
-    with restored_env(tuple(settings)):
-        os.environ.update(settings)
-        llm = resources_from_env(plain=True)["llm"]
+    llm = _llm_for(docs, home)
     assert write_blurb_file(Store(home=str(home)), llm, str(out)) == len(after)
     again = _ingest(docs, tmp_path / "home2", SITUATE_BLURBS_FILE=str(out))
     assert again.model_calls == 0 and again.failed == {}
@@ -218,7 +211,6 @@ def test_a_removed_blurb_file_supplies_no_more_blurbs(tmp_path):
     by every later ingest after the file was removed, and exported as the model's.  They carry
     the file they came from: kept only while that file is set, exported with status ``file``."""
     from pipelines.evaluate import write_blurb_file
-    from pipelines.settings import resources_from_env, restored_env
     from resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
@@ -231,10 +223,7 @@ def test_a_removed_blurb_file_supplies_no_more_blurbs(tmp_path):
     from_file = {r["blurb"] for r in _rows(home)}
     assert given.model_calls == 0 and all("key rotation guide" in b for b in from_file)
     out = tmp_path / "saved.jsonl.gz"
-    settings = small_settings(docs, home)
-    with restored_env(tuple(settings)):
-        os.environ.update(settings)
-        llm = resources_from_env(plain=True)["llm"]
+    llm = _llm_for(docs, home)
     assert write_blurb_file(Store(home=str(home)), llm, str(out)) == len(rows)
     import gzip
     import json

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import needs_models, small_settings
+from conftest import ingest_with as _ingest, needs_models
 from test_kept_blurbs import guide
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -72,20 +71,6 @@ def server(tmp_path):
     s = Server(tmp_path)
     yield s
     s.stop()
-
-
-def _ingest(docs, home, **env):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
-
-    settings = small_settings(docs, home) | env
-    names = tuple(settings) + ("SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY",
-                               "SITUATE_LLM_RETRIES", "SITUATE_CONTEXT")
-    with restored_env(names):
-        for k in names:
-            os.environ.pop(k, None)
-        os.environ.update(settings)
-        return ingest(str(docs), str(home), echo=lambda *_: None)
 
 
 def _rows(home):

@@ -351,6 +351,13 @@ def _held_to_bounds(data, fields: dict[str, str]):
     return data
 
 
+def _normalised(vecs: list, n: int) -> np.ndarray:
+    """``float32[n, dim]`` of ``vecs``, each row L2-normalised (a zero row stays zero)."""
+    arr = np.asarray(vecs, dtype=np.float32).reshape(n, -1)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return arr / np.where(norms == 0, 1, norms)
+
+
 def forget_servers() -> None:
     """Drop this process's checked model-server clients (:meth:`BlurbLLM.server`,
     :meth:`Embedder.server`), so the next use checks the server again: what a URL serves can change
@@ -1011,35 +1018,25 @@ class Embedder(dg.ConfigurableResource):
         vocabulary, sent 16 at a time, L2-normalised here."""
         from resources.models.server import embeddings
 
-        client, vocab = self.server(), self._vocab()
+        client = self.server()
+        inputs, n_cut = self._fitted(self._vocab(), texts, prefix)
+        vecs = [v for i in range(0, len(inputs), 16) for v in embeddings(client, inputs[i:i + 16])]
+        return _normalised(vecs, len(inputs)), n_cut
+
+    def _fitted(self, llm, texts: list[str], prefix: str) -> tuple[list[str], int]:
+        """Each of ``texts`` with ``prefix``, cut to ``n_ctx`` tokens of ``llm``'s vocabulary
+        (:meth:`_fit`), and how many were cut."""
         CALLS["embed_texts"] += len(texts)
-        inputs, n_cut = [], 0
-        for t in texts:
-            fitted, cut = self._fit(vocab, prefix + t)
-            inputs.append(fitted)
-            n_cut += cut
-        vecs = []
-        for i in range(0, len(inputs), 16):
-            vecs.extend(embeddings(client, inputs[i:i + 16]))
-        arr = np.asarray(vecs, dtype=np.float32).reshape(len(inputs), -1)
-        norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        return arr / np.where(norms == 0, 1, norms), n_cut
+        fitted = [self._fit(llm, prefix + t) for t in texts]
+        return [f for f, _ in fitted], sum(cut for _, cut in fitted)
 
     def _embed(self, llm, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
         """:meth:`embed` on the loaded ``llm``, its lock held."""
         fit_threads(llm, self.n_threads)
-        CALLS["embed_texts"] += len(texts)
-        inputs, n_cut = [], 0
-        for t in texts:
-            fitted, cut = self._fit(llm, prefix + t)
-            inputs.append(fitted)
-            n_cut += cut
-        vecs = []
-        for i in range(0, len(inputs), self.batch_size):
-            vecs.extend(llm.embed(inputs[i:i + self.batch_size], normalize=False, truncate=False))
-        arr = np.asarray(vecs, dtype=np.float32).reshape(len(inputs), -1)
-        norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        return arr / np.where(norms == 0, 1, norms), n_cut
+        inputs, n_cut = self._fitted(llm, texts, prefix)
+        vecs = [v for i in range(0, len(inputs), self.batch_size)
+                for v in llm.embed(inputs[i:i + self.batch_size], normalize=False, truncate=False)]
+        return _normalised(vecs, len(inputs)), n_cut
 
     def embed_documents(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """``float32[n, dim]`` for contextualised texts (document prefix) and the count cut."""
