@@ -371,10 +371,10 @@ def test_a_broken_server_is_named_never_trusted():
         embedder = ServerClient(url, "m", retries=0, settings="SITUATE_EMBED")
         with pytest.raises(ServerError, match=r"not one vector of numbers .* \(SITUATE_EMBED_URL\)"):
             embeddings(embedder, ["a"])
-        t0 = time.monotonic()
+        # a byte a second never trips a per-read timeout of 2 s: only the whole-request bound
+        # refuses it (without it, the 15 bytes arrive and parse)
         with pytest.raises(ServerError, match=r"did not answer within 2 s \(SITUATE_LLM_TIMEOUT\)"):
             ServerClient(url, "m", retries=0, timeout=2)._send("GET", "/slow", None)
-        assert time.monotonic() - t0 < 6
     finally:
         srv.shutdown()
 
