@@ -599,14 +599,11 @@ class Store(dg.ConfigurableResource):
 
     def _merge_document(self, name: str, table, key: str, rows: pa.Table) -> int:
         if table is None:
-            if rows.num_rows:
-                try:
-                    self.connect().create_table(name, data=rows, schema=rows.schema)
-                except (ValueError, OSError) as e:  # another run created it first: merge into it
-                    if "exist" not in str(e).lower():
-                        raise
-                    return self._merge_document(name, self._open(name), key, rows)
-            return rows.num_rows
+            if not rows.num_rows:
+                return 0
+            table = self._create_table(name, rows)
+            if table is None:
+                return rows.num_rows  # created with these rows
         if not rows.num_rows:
             table.delete(f"document_key = {_quote(key)}")
             return 0
@@ -616,6 +613,26 @@ class Store(dg.ConfigurableResource):
          .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
          .execute(rows))
         return rows.num_rows
+
+    def _create_table(self, name: str, rows: pa.Table):
+        """Create table ``name`` holding ``rows``, or return the table another run created first.
+
+        Creation is serialised by the data folder's ``.table-<name>`` lock (:meth:`lock`) and the
+        table is looked for again inside it: Lance commits a ``create`` that raced another
+        writer's as a new version that *overwrites* it (seen here: three writers starting on an
+        empty folder, version 2 of ``chunks`` held only the second writer's document, the first's
+        rows gone), so an unserialised create can drop a document another run has just written.
+
+        Returns
+        -------
+        lancedb.table.Table or None
+            The existing table to merge ``rows`` into, or None when this call created it.
+        """
+        with self.lock(f".table-{name}"):  # no document key starts with "."
+            table = self._open(name)
+            if table is None:
+                self.connect().create_table(name, data=rows, schema=rows.schema)
+            return table
 
     def _promote_if_complete(self) -> bool:
         """Make NEXT_TABLE's rows the ``chunks`` table once every document of ``chunks`` has rows
