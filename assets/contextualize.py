@@ -92,6 +92,9 @@ class PromptBuilder:
     def __post_init__(self):
         self._head = self.tokenizer.encode_template(self.frame.head, self.frame.bos)
         self._tail = self.tokenizer.encode_template(self.frame.tail, False)
+        # where the shared prefix ends, for a tokenizer that marks it (a chat API's cache
+        # breakpoint: resources.models.anthropic_api.ChatTokenizer); none for a model's own
+        self._break = self.tokenizer.cache_breakpoint() if hasattr(self.tokenizer, "cache_breakpoint") else []
 
     @property
     def by_reference(self) -> bool:
@@ -102,7 +105,7 @@ class PromptBuilder:
         """LLM tokens of the chat template around the user message (head + tail) and of the
         answer prefix."""
         answer = len(self.tokenizer.encode(self.template.answer_prefix)) if self.template.answer_prefix else 0
-        return len(self._head) + len(self._tail) + answer
+        return len(self._head) + len(self._tail) + len(self._break) + answer
 
     def count_block(self, window: str) -> int:
         """Exact LLM tokens of the document block holding ``window`` (by reference: without
@@ -158,14 +161,14 @@ class PromptBuilder:
 
     def prefix(self, window: str) -> list[int]:
         """Tokens shared by every chunk of a window: template head + document block."""
-        return self._head + self.tokenizer.encode(self.template.document_block(window))
+        return self._head + self.tokenizer.encode(self.template.document_block(window)) + self._break
 
     def window_prefix(self, text: str, spans, a: int, b: int) -> list[int]:
         """:meth:`prefix` of window ``[a, b)`` of ``text``; by reference with the marks of the
         chunks that start in it and the instruction."""
         if not self.by_reference:
             return self.prefix(text[a:b])
-        return self._head + self._marked_block(text[a:b], self.marks(spans, a, b))
+        return self._head + self._marked_block(text[a:b], self.marks(spans, a, b)) + self._break
 
     def chunk_text(self, index: int, chunk: str) -> str:
         """What the chunk's suffix says of it: the chunk (tags and instruction around it), or by

@@ -54,7 +54,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
                 "context": CONTEXT_VERSION,
                 **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure"
                    else {}),
-                **({"llm_served": llm.identity()} if llm.server_url and llm.context != "structure" else {}),
+                **({"llm_served": llm.identity()} if llm.remote and llm.context != "structure" else {}),
                 "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
                 **({"embed_served": embedder.identity()} if embedder.server_url else {}),
                 "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}

@@ -32,10 +32,14 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
     from resources.models.registry import ModelFileError
 
     tok = llm.tokenizer()
-    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
-        if tok.llm.token_bos() >= 0 else ""
     template = template or PROMPTS[llm.prompt]
     system = template.system_code if source and template.system_code else template.system
+    if hasattr(tok, "frame"):  # a chat API: the turns are the API's, not a chat template's
+        from assets.contextualize import ChatFrame
+
+        return PromptBuilder(tok, ChatFrame(*tok.frame(system), bos=False), template)
+    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
+        if tok.llm.token_bos() >= 0 else ""
     try:
         frame = chat_frame(tok.chat_template(), bos, tok.eos_text(), system)
     except TemplateRefused as e:

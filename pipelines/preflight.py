@@ -138,9 +138,9 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
                            "replace them (add --replace to do so, or give another --home)")
 
 
-def check_models(llm_path: str, embed_path: str | None, embed_tokenizer: str = "") -> None:
-    """The LLM (and the embedder, with an ONNX embedder's tokenizer, when given) exist and are
-    sound (:func:`resources.models.registry.check_model_file`).
+def check_models(llm_path: str | None, embed_path: str | None, embed_tokenizer: str = "") -> None:
+    """The LLM (when given: not with Anthropic's API) and the embedder (with an ONNX embedder's
+    tokenizer, when given) exist and are sound (:func:`resources.models.registry.check_model_file`).
 
     Raises
     ------
@@ -150,7 +150,8 @@ def check_models(llm_path: str, embed_path: str | None, embed_tokenizer: str = "
     from resources.models.registry import ModelFileError, check_model_file
 
     try:
-        check_model_file(llm_path, "SITUATE_LLM_MODEL")
+        if llm_path:
+            check_model_file(llm_path, "SITUATE_LLM_MODEL")
         if embed_path:
             check_model_file(embed_path, "SITUATE_EMBED_MODEL")
         if embed_tokenizer:
@@ -210,11 +211,37 @@ def check_server(llm) -> None:
     if llm.batch > 1:
         raise StartupError("SITUATE_BATCH applies to the in-process model; a model server batches requests itself: "
                            "leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
+    if llm.api == "anthropic":
+        check_chat_api_prompt(llm)
     try:
-        check_url(llm.server_url)
-        llm.server()
+        if llm.api == "anthropic":
+            llm.api_client()
+        else:
+            check_url(llm.server_url)
+            llm.server()
     except ServerError as e:
         raise StartupError(str(e)) from None
+
+
+def check_chat_api_prompt(llm) -> None:
+    """The prompt works on a chat API (Anthropic's): no GBNF grammar, no one-generation prompt
+    (which continues the model's own tokens line by line).
+
+    Raises
+    ------
+    StartupError
+        Naming ``SITUATE_PROMPT`` and the prompts that work.
+    """
+    from assets.prompting import PROMPTS
+
+    if llm.context != "chunk" or llm.prompt not in PROMPTS:
+        return
+    template = PROMPTS[llm.prompt]
+    if template.grammar or template.one_generation:
+        usable = ", ".join(n for n, t in PROMPTS.items() if not t.grammar and not t.one_generation)
+        what = "a GBNF grammar" if template.grammar else "one generation a window, continued token by token"
+        raise StartupError(f"SITUATE_PROMPT={llm.prompt} needs {what}, which only a llama.cpp model gives; with "
+                           f"SITUATE_LLM_API=anthropic choose one of {usable}")
 
 
 def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list[str]:
@@ -242,7 +269,9 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
 
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
-    check_models(res["llm"].model_path, res["embedder"].model_path, res["embedder"].tokenizer_path)
+    # Anthropic's API reads no local model file: only the embedder's is checked then
+    check_models(None if res["llm"].api == "anthropic" else res["llm"].model_path,
+                 res["embedder"].model_path, res["embedder"].tokenizer_path)
     if res["embedder"].server_url:
         from resources.models.server import ServerError, check_url
 
@@ -253,8 +282,9 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
             raise StartupError(str(e)) from None
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
-    check_chat_model(res["llm"])
-    if res["llm"].server_url:
+    if res["llm"].api != "anthropic":
+        check_chat_model(res["llm"])
+    if res["llm"].remote:
         check_server(res["llm"])
     warning = context_warning(res["llm"])
     return [warning] if warning else []

@@ -10,6 +10,8 @@ SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.
 SITUATE_LLM_URL          an OpenAI-compatible server running it         none (in process)
 SITUATE_LLM_SERVED_MODEL the model name the server serves               the first it lists
 SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
+SITUATE_LLM_API          the API it speaks: openai or anthropic         openai (with a URL)
+ANTHROPIC_API_KEY        the key for SITUATE_LLM_API=anthropic           none
 SITUATE_LLM_RETRIES      retries of a failed server request             4
 SITUATE_LLM_TIMEOUT      seconds a server request may take in all       300
 SITUATE_EMBED_URL        an OpenAI-compatible /v1/embeddings server     none (in process)
@@ -230,6 +232,11 @@ def check_environment() -> dict[str, int | float]:
     return values
 
 
+#: Values of ``SITUATE_LLM_API`` (empty: ``openai``, an OpenAI-compatible server where
+#: ``SITUATE_LLM_URL`` is set).
+LLM_APIS = ("", "openai", "anthropic")
+
+
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
     calls resource methods outside a run); otherwise set variables become ``dg.EnvVar`` (resolved
@@ -254,6 +261,12 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     llm_path, llm_id, llm_spec = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))
     # an embedder name is resolved here too: its file, tokenizer, prefixes, pooling and context
     embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))
+    llm_api = os.environ.get("SITUATE_LLM_API", "").strip()
+    if llm_api not in LLM_APIS:
+        from pipelines.preflight import StartupError
+
+        raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
+    llm_api = "" if llm_api == "openai" else llm_api
     llm_penalty = setting_from_env("SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else 1.1)
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
@@ -271,7 +284,9 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
                         blurbs_file=val("SITUATE_BLURBS_FILE", ""),
                         server_url=val("SITUATE_LLM_URL", ""), served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
-                        server_key=val("SITUATE_LLM_API_KEY", ""), server_retries=val("SITUATE_LLM_RETRIES", 4, int),
+                        api=llm_api,
+                        server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
+                        server_retries=val("SITUATE_LLM_RETRIES", 4, int),
                         server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
                         flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
                         kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",

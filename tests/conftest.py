@@ -61,7 +61,8 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
 #: so a value set by one test (or the shell) never reaches another's ingest.
 INGEST_SETTINGS = ("SITUATE_CONTEXT", "SITUATE_PROMPT", "SITUATE_BLURBS_FILE", "SITUATE_MAX_BLURB_CHUNKS",
                    "SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY", "SITUATE_LLM_RETRIES",
-                   "SITUATE_EMBED_URL", "SITUATE_EMBED_MODEL")
+                   "SITUATE_EMBED_URL", "SITUATE_EMBED_MODEL", "SITUATE_LLM_API", "ANTHROPIC_API_KEY",
+                   "SITUATE_LLM_TIMEOUT")
 
 
 def ingest_with(docs, home, **env):

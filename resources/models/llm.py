@@ -461,6 +461,13 @@ class BlurbLLM(dg.ConfigurableResource):
         (``SITUATE_LLM_RETRIES``, default 4: waits of 1, 2, 4 and 8 s).
     server_timeout : int
         Seconds one request may take in all (``SITUATE_LLM_TIMEOUT``, default 300).
+    api : str
+        The API a server speaks (``SITUATE_LLM_API``): empty or ``openai`` (an OpenAI-compatible
+        server at ``server_url``) or ``anthropic`` (Anthropic's Messages API through the official
+        SDK, :mod:`resources.models.anthropic_api`: ``served_model`` is the Claude model,
+        ``server_key`` the key from ``ANTHROPIC_API_KEY``, ``server_url`` an optional gateway;
+        windows are fitted in UTF-8 bytes, a bound on the model's tokens, and ``model_path`` is
+        not read).
     """
 
     model_path: str
@@ -486,6 +493,7 @@ class BlurbLLM(dg.ConfigurableResource):
     server_key: str = ""
     server_retries: int = 4
     server_timeout: int = 300
+    api: str = ""
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -517,9 +525,17 @@ class BlurbLLM(dg.ConfigurableResource):
             out.update(type_k=kinds[self.kv_type], type_v=kinds[self.kv_type])
         return out
 
+    @property
+    def remote(self) -> bool:
+        """Whether a server or an API runs the model (not this process)."""
+        return bool(self.server_url) or self.api == "anthropic"
+
     def resolved_model_id(self) -> str:
         """``model_id``, or the GGUF file name without ``.gguf``; with a server, the served model's
-        name (``served_model``, else the one the server lists first)."""
+        name (``served_model``, else the one the server lists first); with Anthropic's API, the
+        model id it gives for ``served_model``."""
+        if self.api == "anthropic":
+            return self.api_client().info.model
         if self.server_url:
             return self.served_model or self.server().info.model
         return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
@@ -529,7 +545,11 @@ class BlurbLLM(dg.ConfigurableResource):
         ``openai-compatible|<served model>|<what it says served it>`` (the model file
         llama-cpp-python's server names, a ``system_fingerprint``), so a server's blurbs are never
         taken for the local file's, nor one served model's for another's under the same name, in
-        the blurb cache, kept blurbs or blurb files."""
+        the blurb cache, kept blurbs or blurb files; with Anthropic's API, ``anthropic|<model id>``."""
+        if self.api == "anthropic":
+            from resources.models.anthropic_api import identity
+
+            return identity(self.api_client().info.model)
         if self.server_url:
             import hashlib
 
@@ -542,7 +562,12 @@ class BlurbLLM(dg.ConfigurableResource):
     def backend(self) -> str:
         """What runs the model, for a run's metadata: ``in-process`` or ``openai-compatible
         <scheme://host:port> (<dialect>; context <n> tokens | context not reported; prompt tokens
-        reused: reported | not reported)``, never a path, user or key of the URL."""
+        reused: reported | not reported)`` or ``anthropic-messages <scheme://host:port> (…)``, never
+        a path, user or key of the URL."""
+        if self.api == "anthropic":
+            c = self.api_client()
+            return (f"anthropic-messages {c.info.url} ({c.info.model}; the document block marked cache_control; "
+                    "windows fitted in UTF-8 bytes; prompt tokens reused: reported)")
         if not self.server_url:
             return "in-process"
         import urllib.parse
@@ -552,6 +577,28 @@ class BlurbLLM(dg.ConfigurableResource):
         ctx = f"context {info.n_ctx} tokens" if info.n_ctx else "context not reported"
         reuse = "not reported" if info.dialect == "llama-cpp-python" else "reported where the server counts them"
         return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"
+
+    def api_client(self):
+        """The process-wide :class:`resources.models.anthropic_api.MessagesClient` for these
+        settings, checked (:meth:`~resources.models.anthropic_api.MessagesClient.check`) on first use.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As the client and its check (no model or key, a wrong key, an unknown model, an
+            unreachable endpoint).
+        """
+        from resources.models.anthropic_api import MessagesClient
+
+        key = ("server", "anthropic", self.server_url, self.served_model, hash(self.server_key),
+               self.server_retries, self.server_timeout)
+        client = _CACHE.get(key)
+        if client is None:
+            client = MessagesClient(self.served_model, self.server_key, self.server_url,
+                                    retries=self.server_retries, timeout=self.server_timeout)
+            client.check()
+            _CACHE[key] = client
+        return client
 
     def server(self):
         """The process-wide :class:`resources.models.server.ServerClient` for ``server_url``, checked
@@ -597,7 +644,12 @@ class BlurbLLM(dg.ConfigurableResource):
 
     def tokenizer(self) -> "LlmTokenizer":
         """The model's own tokenizer (loads the vocabulary only, no weights); with a server, one
-        that never lets document text spell a control token (it is sent as text)."""
+        that never lets document text spell a control token (it is sent as text); with
+        Anthropic's API, :class:`resources.models.anthropic_api.ChatTokenizer` (UTF-8 bytes)."""
+        if self.api == "anthropic":
+            from resources.models.anthropic_api import ChatTokenizer
+
+            return ChatTokenizer()
         return LlmTokenizer(self.load(vocab_only=True), defuse=bool(self.server_url))
 
     def generate(self, tokens: list[int], stop: list[str] | None = None,
@@ -622,8 +674,12 @@ class BlurbLLM(dg.ConfigurableResource):
         Raises
         ------
         resources.models.server.ServerError
-            With ``server_url``: the server failed after its retries, or cut the prompt.
+            With ``server_url``: the server failed after its retries, or cut the prompt; with
+            Anthropic's API, as :meth:`resources.models.anthropic_api.MessagesClient.complete`, or
+            a grammar was asked for (the API has none).
         """
+        if self.api == "anthropic":
+            return self._api_generate(tokens, stop, max_tokens, grammar)
         if self.server_url:
             return self._server_generate(tokens, stop, max_tokens, grammar)
         llm = self.load()
@@ -646,6 +702,23 @@ class BlurbLLM(dg.ConfigurableResource):
                                    self.repeat_penalty, self.seed, grammar)
         reused = min(c.cached_tokens or 0, len(tokens))
         return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
+
+    def _api_generate(self, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
+                      grammar: str) -> Generation:
+        """:meth:`generate` through Anthropic's Messages API: ``tokens`` are a
+        :class:`~resources.models.anthropic_api.ChatTokenizer` prompt, sent as the system line,
+        the cached document block, the chunk's block and the answer's start."""
+        from resources.models.anthropic_api import ChatTokenizer
+        from resources.models.server import ServerError
+
+        if grammar:
+            raise ServerError("a prompt with a grammar (SITUATE_PROMPT) needs a llama.cpp model: Anthropic's API "
+                              "has no grammars")
+        system, blocks, answer = ChatTokenizer().split(tokens)
+        CALLS["llm_generate"] += 1
+        c = self.api_client().complete(system, blocks, answer, max_tokens or self.max_tokens, stop or [])
+        reused = c.cached_tokens or 0
+        return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds)
 
     def _generate(self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
                   grammar: str) -> Generation:
@@ -702,6 +775,9 @@ class BlurbLLM(dg.ConfigurableResource):
             context window" is never reached.  With no room for even the first line, ``text``
             is empty and nothing is evaluated.
         """
+        if self.api == "anthropic":
+            raise ValueError("a one-generation prompt (SITUATE_PROMPT=by-reference-window) continues the model's "
+                             "own tokens line by line: it needs a llama.cpp model, not Anthropic's API")
         llm = self.load(vocab_only=bool(self.server_url))  # a server: the tokenizer only
         with model_lock(llm):  # the lines continue one KV cache: no other caller in between
             return self._generate_lines(llm, tokens, starts, stop, max_tokens, grammar)
@@ -754,7 +830,7 @@ class BlurbLLM(dg.ConfigurableResource):
         ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
         from resources.models.batching import SharedPrefixBatcher
 
-        if self.server_url:
+        if self.remote:
             raise ValueError("SITUATE_BATCH applies to the in-process model; a model server batches requests "
                              "itself: leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
         bound = max_tokens or self.max_tokens

@@ -1,0 +1,308 @@
+"""The blurb model through Anthropic's Messages API (``SITUATE_LLM_API=anthropic``).
+
+The prompts are the ones the in-process model gets, built by the same
+:class:`assets.contextualize.PromptBuilder` over a stand-in tokenizer (:class:`ChatTokenizer`)
+whose "tokens" are the UTF-8 bytes of the text plus three markers: where the system line ends,
+where the document prefix ends (the cache breakpoint) and where the user turn ends.  A request
+then has the system line as ``system``, the document prefix as the first text block of the user
+turn marked with ``cache_control`` (the published recipe's placement: Anthropic's contextual
+retrieval cookbook), the chunk's part as the second block, and a started answer (a primed
+prompt) as the assistant turn's beginning.
+
+Counting.  Claude's tokenizer is not published and the token-counting endpoint is a request a
+count, so windows are fitted in UTF-8 bytes: a byte-level BPE token stands for at least one byte,
+so ``SITUATE_N_CTX`` bytes is never more than ``SITUATE_N_CTX`` of the model's tokens and a
+fitted prompt is never cut.  The cost: a window holds about a quarter of what the model could
+read (English runs about 4 bytes a token); set ``SITUATE_N_CTX`` up to 131,072 (its bound; Claude
+reads 200,000 tokens).  The tokens the API reports having read are what the telemetry shows.
+
+Retries are the official SDK's (``anthropic``: 408, 409, 429, 5xx and 529 overloaded, refused
+and dropped connections; ``retry-after`` honoured), ``SITUATE_LLM_RETRIES`` times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+
+from resources.models.server import Completion, ContextExceeded, ServerError, check_url
+
+#: The public endpoint (``SITUATE_LLM_URL`` overrides it: a gateway, or the tests' fake).
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+#: Marker "tokens" of :class:`ChatTokenizer` (above the 256 byte values).
+SYSTEM_END, CACHE_BREAK, TURN_END = 256, 257, 258
+#: How the chat frame spells them (only :meth:`ChatTokenizer.encode_template` reads these: text
+#: from a document goes through :meth:`ChatTokenizer.encode`, which never does).
+_MARKS = {"\x00situate:system-end\x00": SYSTEM_END, "\x00situate:turn-end\x00": TURN_END}
+
+#: Longest answer text taken from the API, in characters (a blurb is at most a few hundred).
+MAX_ANSWER_CHARS = 64 * 1024
+
+
+class ChatTokenizer:
+    """UTF-8 bytes as tokens, for prompts sent to a chat API as text.
+
+    ``encode`` never adds or parses anything, so a document's text stays text; a count is an upper
+    bound on any byte-level tokenizer's count of the same text (each of its tokens is at least one
+    byte).  The chat frame's markers (:meth:`frame`) are tokens 256-258.
+
+    Examples
+    --------
+    >>> tok = ChatTokenizer()
+    >>> tok.encode("né")
+    [110, 195, 169]
+    >>> tok.split(tok.encode_template(tok.frame("Be brief.")[0], False) + tok.encode("doc")
+    ...           + tok.cache_breakpoint() + tok.encode("chunk") + [TURN_END] + tok.encode("This"))
+    ('Be brief.', ['doc', 'chunk'], 'This')
+    """
+
+    llm = None  # no GGUF behind it
+
+    def encode(self, text: str) -> list[int]:
+        """The UTF-8 bytes of ``text``, one token each."""
+        return list(text.encode("utf-8"))
+
+    def count(self, text: str) -> int:
+        """UTF-8 bytes of ``text`` (an upper bound on the model's tokens)."""
+        return len(text.encode("utf-8"))
+
+    def encode_template(self, text: str, bos: bool = False) -> list[int]:
+        """Tokens of chat-frame text: its markers as tokens 256-258, the rest as bytes; ``bos`` is
+        ignored (the API frames the conversation)."""
+        out: list[int] = []
+        while text:
+            at = {m: text.find(m) for m in _MARKS if m in text}
+            if not at:
+                out += self.encode(text)
+                break
+            mark = min(at, key=at.get)
+            out += self.encode(text[:at[mark]]) + [_MARKS[mark]]
+            text = text[at[mark] + len(mark):]
+        return out
+
+    def pieces(self, tokens: list[int]) -> list[bytes]:
+        """Each token's bytes (a marker: none)."""
+        return [bytes([t]) if t < 256 else b"" for t in tokens]
+
+    def cache_breakpoint(self) -> list[int]:
+        """The token a prompt builder puts where the document prefix ends."""
+        return [CACHE_BREAK]
+
+    def frame(self, system: str = "") -> tuple[str, str]:
+        """The chat frame's text ``(head, tail)``: the system line (if any) then its end marker;
+        after the user message, the turn's end marker."""
+        end = next(m for m, t in _MARKS.items() if t == TURN_END)
+        head = f"{system}{next(m for m, t in _MARKS.items() if t == SYSTEM_END)}" if system else ""
+        return head, end
+
+    def chat_template(self) -> None:
+        return None
+
+    def eos_text(self) -> str:
+        return ""
+
+    def split(self, tokens: list[int]) -> tuple[str, list[str], str]:
+        """``(system, user blocks, started answer)`` of a prompt built with this tokenizer: the user
+        turn is cut at each cache breakpoint into blocks.
+
+        Raises
+        ------
+        ValueError
+            The prompt has no end of the user turn (it was not built with :meth:`frame`).
+        """
+        if TURN_END not in tokens:
+            raise ValueError("a prompt for a chat API has no end of the user turn")
+        end = tokens.index(TURN_END)
+        user, answer = tokens[:end], tokens[end + 1:]
+        system = ""
+        if SYSTEM_END in user:
+            cut = user.index(SYSTEM_END)
+            system, user = bytes(user[:cut]).decode("utf-8"), user[cut + 1:]
+        blocks, cur = [], []
+        for t in user:
+            if t == CACHE_BREAK:
+                blocks.append(cur)
+                cur = []
+            elif t < 256:
+                cur.append(t)
+        blocks.append(cur)
+        text = [bytes(b).decode("utf-8") for b in blocks]
+        return system, [b for b in text if b], bytes(t for t in answer if t < 256).decode("utf-8")
+
+
+@dataclasses.dataclass
+class ApiInfo:
+    """What a checked API serves: ``url`` (scheme, host and port only) and ``model`` (the model id
+    the API gives for the name asked, e.g. a dated snapshot for an alias)."""
+
+    url: str
+    model: str
+
+
+def _safe_url(url: str) -> str:
+    import urllib.parse
+
+    p = urllib.parse.urlsplit(url)
+    return f"{p.scheme}://{p.hostname}{':' + str(p.port) if p.port else ''}"
+
+
+class MessagesClient:
+    """A blurb model behind Anthropic's Messages API, through the official ``anthropic`` SDK.
+
+    Parameters
+    ----------
+    model : str
+        The model name (``SITUATE_LLM_SERVED_MODEL``, e.g. ``claude-haiku-4-5``); required.
+    key : str
+        The API key (``ANTHROPIC_API_KEY``, read as a ``dg.EnvVar``); never logged, never in an
+        error or metadata.
+    base_url : str
+        ``SITUATE_LLM_URL``; empty: :data:`DEFAULT_BASE_URL`.
+    retries : int
+        The SDK's retries of a request (``SITUATE_LLM_RETRIES``).
+    timeout : float
+        Seconds one request may take (``SITUATE_LLM_TIMEOUT``).
+
+    Raises
+    ------
+    resources.models.server.ServerError
+        No model or no key given, or a URL with credentials in it.
+    """
+
+    def __init__(self, model: str, key: str, base_url: str = "", retries: int = 4, timeout: float = 300.0):
+        if not model:
+            raise ServerError("SITUATE_LLM_API=anthropic needs SITUATE_LLM_SERVED_MODEL (a Claude model name, "
+                              "e.g. claude-haiku-4-5)")
+        if not key:
+            raise ServerError("SITUATE_LLM_API=anthropic needs ANTHROPIC_API_KEY (the key is read from the "
+                              "environment, never from a file or the command line)")
+        if any(c in key for c in "\r\n\x00") or len(key) > 512:
+            raise ServerError("ANTHROPIC_API_KEY is not a key (a line break, a NUL or over 512 characters)")
+        import anthropic
+
+        self.url = check_url(base_url, "SITUATE_LLM") if base_url else DEFAULT_BASE_URL
+        self.model = model
+        self._key = key
+        self.client = anthropic.Anthropic(api_key=key, base_url=self.url, max_retries=retries, timeout=timeout)
+        self.info: ApiInfo | None = None
+
+    def _hide(self, text: str) -> str:
+        return text.replace(self._key, "<ANTHROPIC_API_KEY>") if self._key else text
+
+    def _error(self, e: Exception, what: str) -> ServerError:
+        """A :class:`ServerError` naming the setting to fix for an SDK error."""
+        import anthropic
+
+        where = _safe_url(self.url)
+        if isinstance(e, anthropic.AuthenticationError):
+            return ServerError(f"{where} refused ANTHROPIC_API_KEY (401): set a valid key")
+        if isinstance(e, anthropic.PermissionDeniedError):
+            return ServerError(f"{where}: ANTHROPIC_API_KEY may not use {self.model} (403)")
+        if isinstance(e, anthropic.NotFoundError):
+            return ServerError(f"{where} serves no model {self.model!r} (404): set SITUATE_LLM_SERVED_MODEL to "
+                               "a model the key can use")
+        if isinstance(e, anthropic.APITimeoutError):
+            return ServerError(f"{what} at {where} took longer than SITUATE_LLM_TIMEOUT, after its retries")
+        if isinstance(e, anthropic.APIConnectionError):
+            return ServerError(f"cannot reach {where} (SITUATE_LLM_URL) after SITUATE_LLM_RETRIES retries: "
+                               f"{type(e.__cause__ or e).__name__}")
+        if isinstance(e, anthropic.APIStatusError):
+            body = self._hide(str(getattr(e, "message", "") or ""))[:300]
+            if e.status_code == 400 and "prompt is too long" in body:
+                return ContextExceeded(f"{what}: {where} says the prompt is too long ({body}): lower SITUATE_N_CTX")
+            return ServerError(f"{what} at {where} failed with HTTP {e.status_code} after its retries: {body}")
+        if isinstance(e, anthropic.APIResponseValidationError):
+            return ServerError(f"{where} answered {what} with something that is not a Messages API answer")
+        return ServerError(f"{what} at {where}: {type(e).__name__}: {self._hide(str(e))[:300]}")
+
+    def check(self) -> ApiInfo:
+        """Ask the API for the model (``GET /v1/models/{model}``): the key is accepted and the
+        model is served.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As :meth:`_error`: a wrong key, an unknown model, an unreachable endpoint, an answer
+            that is not the API's.
+        """
+        import anthropic
+
+        try:
+            m = self.client.models.retrieve(self.model)
+        except anthropic.AnthropicError as e:
+            raise self._error(e, "the model check") from None
+        model = getattr(m, "id", "")
+        if not isinstance(model, str) or not model or len(model) > 200:
+            raise ServerError(f"{_safe_url(self.url)} answered the model check without a model id")
+        self.info = ApiInfo(_safe_url(self.url), model)
+        return self.info
+
+    def complete(self, system: str, blocks: list[str], answer: str, max_tokens: int,
+                 stop: list[str]) -> Completion:
+        """One blurb: ``blocks`` as the user turn's text blocks, the first (the document prefix,
+        when there are two or more) marked ``cache_control: ephemeral``; ``answer`` as the
+        assistant turn's beginning.  The SDK (2.16) sets no sampling temperature (the current
+        models fix it), so two requests may answer differently: the blurb cache keeps the first.
+
+        Parameters
+        ----------
+        system : str
+            The system line; empty for none.
+        blocks : list of str
+            The user turn's text: the document prefix, then the chunk's part.
+        answer : str
+            The answer's start (a primed prompt); the completion continues it.
+        max_tokens : int
+            Bound on generated tokens.
+        stop : list of str
+            Stop strings; whitespace-only ones (which the API refuses) are applied here.
+
+        Returns
+        -------
+        resources.models.server.Completion
+            ``text`` up to the first stop string; ``prompt_tokens`` = input + cache-written +
+            cache-read tokens, ``cached_tokens`` = cache-read, as the API reports them.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As :meth:`_error`, after the SDK's retries; or the answer has no text block.
+        """
+        import anthropic
+
+        content = [{"type": "text", "text": b} for b in blocks]
+        if len(content) > 1:
+            content[0]["cache_control"] = {"type": "ephemeral"}
+        messages = [{"role": "user", "content": content}]
+        if answer:
+            messages.append({"role": "assistant", "content": answer.rstrip()})
+        kwargs = {"system": system} if system else {}
+        api_stops = [s for s in stop if s.strip()]
+        if api_stops:
+            kwargs["stop_sequences"] = api_stops
+        t0 = time.perf_counter()
+        try:
+            msg = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages, **kwargs)
+        except anthropic.AnthropicError as e:
+            raise self._error(e, "a blurb request") from None
+        seconds = time.perf_counter() - t0
+        parts = [getattr(b, "text", "") for b in (msg.content or []) if getattr(b, "type", "") == "text"]
+        if not parts and msg.stop_reason not in ("refusal", "max_tokens"):
+            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with no text "
+                              f"(stop_reason {msg.stop_reason!r})")
+        text = "".join(p for p in parts if isinstance(p, str))[:MAX_ANSWER_CHARS]
+        cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+        u = msg.usage
+        read = int(getattr(u, "cache_read_input_tokens", 0) or 0)
+        written = int(getattr(u, "cache_creation_input_tokens", 0) or 0)
+        prompt = int(u.input_tokens or 0) + read + written
+        return Completion(text, prompt, int(u.output_tokens or 0), read, seconds)
+
+
+def identity(model: str) -> str:
+    """sha256 hex of what writes the blurbs through the API: ``anthropic|<model id>``."""
+    return hashlib.sha256(f"anthropic|{model}".encode()).hexdigest()

@@ -1,0 +1,138 @@
+"""FAKE Anthropic Messages API: a local stand-in for a paid API this machine cannot reach.
+
+It answers the three requests situate makes (``GET /v1/models/{id}``, ``POST /v1/messages``,
+the key as ``Authorization: Bearer`` or ``x-api-key``) in the API's documented shapes, records every request body, simulates
+prompt caching (a block marked ``cache_control`` seen before is reported as read from the cache,
+in ``cache_read_input_tokens``), and can be told to fail the next requests with 429 or 529 (with
+``retry-after-ms``), to cut the connection, or to refuse a prompt as too long.  Its "model" writes
+a sentence made of the chunk's first words: it is a fake, not a model.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+
+KEY = "sk-ant-FAKE-key-0123456789"
+#: The alias the tests ask for and the dated id the fake answers with (as the API does).
+ALIAS, MODEL_ID = "claude-fake", "claude-fake-20261201"
+
+
+def _words(text: str, n: int = 6) -> str:
+    return " ".join(re.findall(r"[A-Za-z][A-Za-z_]+", text)[:n])
+
+
+class FakeAnthropic:
+    """FAKE: a ``ThreadingHTTPServer`` on 127.0.0.1 in a thread; ``url``, ``requests`` (bodies of
+    ``POST /v1/messages``), ``fail`` (statuses to answer the next messages requests with, in
+    order: 429, 529, or 0 to drop the connection), ``max_prompt_bytes``."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self.fail: list[int] = []
+        self.max_prompt_bytes = 10 ** 9
+        self.cached: set[str] = set()
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, status: int, obj: dict, headers: dict | None = None):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("request-id", "req_fake")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, kind: str, message: str, headers: dict | None = None):
+                self._send(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
+
+            def _authorised(self) -> bool:
+                # the SDK (2.16) sends the key as a bearer token; older ones as x-api-key
+                if KEY not in (self.headers.get("x-api-key"), self.headers.get("authorization", "").removeprefix("Bearer ")):
+                    self._error(401, "authentication_error", "invalid x-api-key")
+                    return False
+                return True
+
+            def do_GET(self):
+                if not self._authorised():
+                    return
+                m = re.fullmatch(r"/v1/models/([^/?]+)", self.path)
+                if not m or m.group(1) not in (ALIAS, MODEL_ID):
+                    return self._error(404, "not_found_error", f"model: {m.group(1) if m else self.path}")
+                self._send(200, {"type": "model", "id": MODEL_ID, "display_name": "Claude Fake",
+                                 "created_at": "2026-12-01T00:00:00Z"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+                if self.path.split("?")[0] != "/v1/messages":
+                    return self._error(404, "not_found_error", self.path)
+                if not self._authorised():
+                    return
+                with fake.lock:
+                    fake.requests.append(body)
+                    fake.headers.append(dict(self.headers))
+                    status = fake.fail.pop(0) if fake.fail else 200
+                if status == 0:  # a dropped connection
+                    self.connection.shutdown(2)
+                    return
+                if status == 429:
+                    return self._error(429, "rate_limit_error", "rate limited", {"retry-after-ms": "5"})
+                if status == 529:
+                    return self._error(529, "overloaded_error", "Overloaded", {"retry-after-ms": "5"})
+                if body.get("model") not in (ALIAS, MODEL_ID):
+                    return self._error(404, "not_found_error", f"model: {body.get('model')}")
+                size = fake.prompt_bytes(body)
+                if size > fake.max_prompt_bytes:
+                    return self._error(400, "invalid_request_error",
+                                       f"prompt is too long: {size} tokens > {fake.max_prompt_bytes} maximum")
+                self._send(200, fake.answer(body))
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def prompt_bytes(body: dict) -> int:
+        user = body["messages"][0]["content"]
+        blocks = [user] if isinstance(user, str) else [b["text"] for b in user]
+        return sum(len(b.encode()) for b in blocks) + len(body.get("system", "").encode())
+
+    def answer(self, body: dict) -> dict:
+        """The Messages API answer to ``body``: usage with simulated caching (4 bytes a token)."""
+        user = body["messages"][0]["content"]
+        blocks = [user] if isinstance(user, str) else [b["text"] for b in user]
+        read = written = 0
+        plain = len(body.get("system", "").encode()) // 4
+        for b in (user if not isinstance(user, str) else [{"text": user}]):
+            n = len(b["text"].encode()) // 4
+            if b.get("cache_control"):
+                with self.lock:
+                    hit = b["text"] in self.cached
+                    self.cached.add(b["text"])
+                read, written = (read + n, written) if hit else (read, written + n)
+            else:
+                plain += n
+        last = blocks[-1]
+        m = re.search(r"<chunk>\n(.*?)(?:\n</chunk>|$)", last, re.S)
+        topic = _words(m.group(1) if m else blocks[0].removeprefix("<document>"))
+        started = body["messages"][1]["content"] if len(body["messages"]) > 1 else ""
+        text = f"{'' if started else 'This chunk is about'} the part of the guide on {topic}."
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": MODEL_ID,
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": plain, "output_tokens": len(text) // 4,
+                          "cache_creation_input_tokens": written, "cache_read_input_tokens": read}}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

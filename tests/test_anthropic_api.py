@@ -1,0 +1,192 @@
+"""Issue 33: the blurb model through Anthropic's Messages API (``SITUATE_LLM_API=anthropic``).
+
+The API is paid and this machine cannot reach it, so the requests go to
+:class:`fake_anthropic.FakeAnthropic`, a local stand-in named as a FAKE; everything on situate's
+side is real: the official ``anthropic`` SDK (its retries included), the real ingest (Dagster in
+process), the real embedder, real files.  ``test_live_api`` runs only where ``ANTHROPIC_API_KEY``
+is set, against the real API.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from conftest import ingest_with, needs_models
+from fake_anthropic import ALIAS, KEY, MODEL_ID, FakeAnthropic
+from test_kept_blurbs import guide
+
+pytestmark = [needs_models, pytest.mark.models]
+
+
+@pytest.fixture
+def fake():
+    f = FakeAnthropic()
+    yield f
+    f.close()
+
+
+def _docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir(parents=True)
+    (docs / "keys.md").write_text(guide())
+    return docs
+
+
+def _api(fake, **extra) -> dict:
+    return {"SITUATE_LLM_API": "anthropic", "SITUATE_LLM_URL": fake.url, "SITUATE_LLM_SERVED_MODEL": ALIAS,
+            "ANTHROPIC_API_KEY": KEY, "SITUATE_LLM_RETRIES": "3", **extra}
+
+
+def _rows(home):
+    from resources.store.store import Store
+
+    cols = ["chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model"]
+    return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: r["chunk_index"])
+
+
+def _files_text(home: Path) -> str:
+    out = []
+    for p in home.rglob("*"):
+        if p.is_file() and p.stat().st_size < 50_000_000:
+            out.append(p.read_bytes().decode("latin-1"))
+    return "\n".join(out)
+
+
+def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp_path, fake):
+    from assets.prompting import ANTHROPIC_2024
+
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    # 2,500 bytes: the 3.9 kB guide needs two or more windows, each shared by several chunks
+    s = ingest_with(docs, home, **_api(fake, SITUATE_PROMPT="anthropic-2024", SITUATE_N_CTX="2500"))
+    assert not s.failed, s.failed
+    rows = _rows(home)
+    assert len(rows) >= 4 and {r["blurb_status"] for r in rows} == {"model"}, [r["blurb_status"] for r in rows]
+    assert {r["llm_model"] for r in rows} == {MODEL_ID}  # the id the API gave, not the alias asked
+    assert s.model_calls == len(rows) == len(fake.requests)
+    chunks = {r["text"] for r in rows}
+    text = (docs / "keys.md").read_text()
+    for body in fake.requests:
+        assert body["model"] == ALIAS and "system" not in body
+        assert len(body["messages"]) == 1  # the published prompt: no started answer
+        doc, chunk = body["messages"][0]["content"]
+        assert doc["cache_control"] == {"type": "ephemeral"} and "cache_control" not in chunk
+        assert doc["text"].startswith("<document>\n") and doc["text"].endswith("\n</document>\n")
+        assert doc["text"][len("<document>\n"):-len("\n</document>\n")] in text
+        inner = chunk["text"].removeprefix(ANTHROPIC_2024.chunk_head).removesuffix(ANTHROPIC_2024.chunk_tail)
+        # the chunk (its beginning, where the window leaves less room than the whole chunk)
+        assert chunk["text"] == ANTHROPIC_2024.chunk_block(inner) and any(c.startswith(inner) for c in chunks)
+        assert "\n\n" not in body.get("stop_sequences", [])  # whitespace-only stops are applied by situate
+    # the windows are fitted in bytes: each at most n_ctx with its chunk block and answer
+    windows = {b["messages"][0]["content"][0]["text"] for b in fake.requests}
+    assert 2 <= len(windows) < len(rows)
+    for b in fake.requests:
+        assert sum(len(x["text"].encode()) for x in b["messages"][0]["content"]) + b["max_tokens"] <= 2500
+    # each window's first request writes the cache, the others read it (as the API reports)
+    assert s.prompt_tokens_reused > 0 and s.prompt_tokens_reused < s.prompt_tokens_evaluated + s.prompt_tokens_reused
+    for r in rows:
+        assert r["blurb"].startswith("This chunk is about the part of the guide on"), r["blurb"]
+    assert KEY not in _files_text(home)  # never in a stage file, the table, metadata or the event log
+
+
+def test_a_primed_prompt_starts_the_answer_and_the_blurb_keeps_it(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    s = ingest_with(docs, home, **_api(fake))  # the default prompt: the answer started
+    assert not s.failed, s.failed
+    for body in fake.requests:
+        assert body["messages"][1] == {"role": "assistant", "content": "This chunk is about"}
+    rows = _rows(home)
+    assert rows and all(r["blurb"].startswith("This chunk is about the part of the guide on") for r in rows)
+
+
+def test_document_mode_sends_one_request_a_document(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service.\n")
+    s = ingest_with(docs, home, **_api(fake, SITUATE_CONTEXT="document"))
+    assert not s.failed, s.failed
+    assert len(fake.requests) == 2
+    assert all("summary" in b["messages"][0]["content"][-1]["text"] for b in fake.requests)
+
+
+def test_429_and_529_are_retried_and_a_chunk_that_still_fails_is_left_to_the_next_run(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    fake.fail = [429, 529, 0]  # rate limited, overloaded, a dropped connection: each retried by the SDK
+    s = ingest_with(docs, home, **_api(fake))
+    assert not s.failed, s.failed
+    n = len(_rows(home))
+    assert len(fake.requests) == n + 3
+    # no retries left: the document fails with a named error and no row is written for it
+    docs2, home2 = _docs(tmp_path / "two"), tmp_path / "home2"
+    fake.requests.clear()
+    fake.fail = [429] * 3
+    s = ingest_with(docs2, home2, **_api(fake, SITUATE_LLM_RETRIES="0"))
+    (key, why), = s.failed.items()
+    assert "HTTP 429" in why and "after its retries" in why, why
+    assert KEY not in why
+    from resources.store.store import Store
+
+    assert Store(home=str(home2)).table() is None or not _rows(home2)
+    s = ingest_with(docs2, home2, **_api(fake))  # the next run finishes it
+    assert not s.failed and len(_rows(home2)) == n and {r["blurb_status"] for r in _rows(home2)} == {"model"}
+
+
+def test_a_prompt_the_api_calls_too_long_is_a_named_error(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    fake.max_prompt_bytes = 200
+    s = ingest_with(docs, home, **_api(fake))
+    (key, why), = s.failed.items()
+    assert "prompt is too long" in why and "SITUATE_N_CTX" in why, why
+
+
+def _preflight(tmp_path, env: dict) -> str:
+    from pipelines.preflight import StartupError, preflight
+    from pipelines.settings import resources_from_env, restored_env
+
+    docs = _docs(tmp_path)
+    with restored_env(tuple(env) + ("SITUATE_PROMPT", "SITUATE_CONTEXT")):
+        os.environ.update(env)
+        try:
+            preflight(str(docs), resources_from_env(plain=True), tmp_path / "home")
+        except StartupError as e:
+            return str(e)
+    return ""
+
+
+def test_start_up_errors_name_the_setting_to_fix(tmp_path, fake):
+    from resources.models.llm import forget_servers
+
+    def check(**env):
+        forget_servers()
+        return _preflight(tmp_path / str(len(os.listdir(tmp_path))), _api(fake) | env)
+
+    assert check() == ""
+    assert "ANTHROPIC_API_KEY" in check(ANTHROPIC_API_KEY="sk-ant-wrong") and "401" in check(ANTHROPIC_API_KEY="x")
+    assert "sk-ant-wrong" not in check(ANTHROPIC_API_KEY="sk-ant-wrong")
+    assert "SITUATE_LLM_SERVED_MODEL" in check(SITUATE_LLM_SERVED_MODEL="claude-none")
+    assert "SITUATE_LLM_SERVED_MODEL" in check(SITUATE_LLM_SERVED_MODEL="")
+    assert "ANTHROPIC_API_KEY" in check(ANTHROPIC_API_KEY="")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    assert "SITUATE_LLM_URL" in check(SITUATE_LLM_URL=closed, SITUATE_LLM_RETRIES="0")
+    grammar = check(SITUATE_CONTEXT="chunk", SITUATE_PROMPT="anthropic-2024+grammar")
+    assert "SITUATE_PROMPT" in grammar and "grammar" in grammar
+    assert "SITUATE_PROMPT" in check(SITUATE_CONTEXT="chunk", SITUATE_PROMPT="by-reference-window")
+    assert "SITUATE_LLM_API" in check(SITUATE_LLM_API="anthropics")
+
+
+@pytest.mark.skipif(not os.environ.get("ANTHROPIC_API_KEY"), reason="ANTHROPIC_API_KEY not set: the live API "
+                    "test runs only with a key")
+def test_live_api(tmp_path):
+    """The real API: one small document, a blurb a chunk, the document block cached."""
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    model = os.environ.get("SITUATE_TEST_CLAUDE_MODEL", "claude-haiku-4-5")
+    s = ingest_with(docs, home, SITUATE_LLM_API="anthropic", SITUATE_LLM_SERVED_MODEL=model,
+                    ANTHROPIC_API_KEY=os.environ["ANTHROPIC_API_KEY"], SITUATE_N_CTX="131072",
+                    SITUATE_CHUNK_TOKENS="120", SITUATE_MAX_TOKENS="100")
+    assert not s.failed, s.failed
+    rows = _rows(home)
+    assert rows and {r["blurb_status"] for r in rows} == {"model"}
