@@ -191,8 +191,10 @@ def blurb_summary(records: list) -> dict:
             "model_calls": len(called), "cached": len(records) - len(fresh),
             "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
             "prompt_tokens_reused": prompt - evaluated,
+            "prompt_tokens_cache_written": sum(getattr(r, "written", 0) for r in fresh),
             "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
             "generated_tokens": sum(r.generated for r in records),
+            "generated_tokens_called": sum(r.generated for r in fresh),  # by this run's calls
             "llm_seconds": round(seconds, 2),
             "blurbs_per_second": round(len(fresh) / seconds, 3) if seconds else 0.0}
 

@@ -210,6 +210,9 @@ class BlurbRecord:
         Tags from :func:`assets.prompting.clean_blurb`.
     prompt_tokens, evaluated, reused, generated : int
         LLM tokens: in the prompt, evaluated, served from the KV cache, generated.
+    written : int
+        Of ``evaluated``, the tokens an API wrote to its prompt cache (billed above plain input:
+        Anthropic's ``cache_creation_input_tokens``); 0 for a model without such a cache.
     seconds : float
     window : int
         Index of the window used.
@@ -250,6 +253,7 @@ class BlurbRecord:
     text_sha256: str = ""
     mode: str = ""
     from_file: str = ""
+    written: int = 0
 
 
 _LINE_MARK = re.compile(r"^\s*[-*]?\s*\[\s*chunk\s+(\d+)\s*\]\s*[:.\-–]?\s*", re.I)
@@ -430,6 +434,8 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
             if rec.status != "model" and log is not None:
                 log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
                             i, ", ".join(rec.problems), raw[:200])
+            if entry is None:
+                rec.written = getattr(gen, "written", 0)
             if i in fell_back:
                 rec.problems = rec.problems + [f"one-generation-fallback:{fell_back[i]}"]
                 if unpaid:  # the window's call made no usable line: its figures go here

@@ -92,6 +92,12 @@ class IngestSummary:
     table_rows: int = 0
     prompt_tokens_evaluated: int = 0
     prompt_tokens_reused: int = 0
+    #: of the evaluated prompt tokens, those an API wrote to its prompt cache (Anthropic)
+    prompt_tokens_cache_written: int = 0
+    generated_tokens: int = 0
+    #: USD of the run's LLM requests at ``cost_rates`` (a paid API), None where no rate is known
+    cost_usd: float | None = None
+    cost_rates: str = ""
     llm_seconds: float = 0.0
     seconds: float = 0.0
     per_document: dict = dataclasses.field(default_factory=dict)
@@ -109,7 +115,11 @@ class IngestSummary:
                   if self.blurbs_skipped else "")
                + (f", kept from an earlier version: {self.blurbs_kept}" if self.blurbs_kept else ""),
                f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
-               f"{self.prompt_tokens_reused:,}",
+               f"{self.prompt_tokens_reused:,}"
+               + (f" (written to the API's cache: {self.prompt_tokens_cache_written:,})"
+                  if self.prompt_tokens_cache_written else "")
+               + f"; generated: {self.generated_tokens:,}"
+               + (f"; cost ${self.cost_usd:,.4f} at {self.cost_rates}" if self.cost_usd is not None else ""),
                f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
                + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
                + f"; wall time {self.seconds:.1f} s"]
@@ -267,6 +277,8 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
             summary.skipped_reasons[why] = summary.skipped_reasons.get(why, 0) + n
         summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
         summary.prompt_tokens_reused += s["prompt_tokens_reused"]
+        summary.prompt_tokens_cache_written += s.get("prompt_tokens_cache_written", 0)
+        summary.generated_tokens += s.get("generated_tokens_called", 0)
         summary.llm_seconds += s["llm_seconds"]
     # documents the sensor gave up on (MAX_RUN_ATTEMPTS failed runs): named with their last error
     # while they still fail; cleared once ingested
@@ -284,6 +296,17 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         record_stuck(store, left)
     summary.table_rows = store.count_rows()
     summary.seconds = time.perf_counter() - t0
+    if res["llm"].api == "anthropic" and res["llm"].context != "structure":
+        from pipelines.settings import llm_price
+        from resources.models.anthropic_api import cost_usd
+
+        price = llm_price(res["llm"].resolved_model_id())
+        if price is not None:
+            summary.cost_usd = cost_usd(price, summary.prompt_tokens_evaluated, summary.prompt_tokens_cache_written,
+                                        summary.prompt_tokens_reused, summary.generated_tokens)
+            summary.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+        else:
+            summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
     return summary
 
 

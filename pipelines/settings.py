@@ -14,6 +14,8 @@ SITUATE_LLM_API          the API it speaks: openai or anthropic         openai (
 ANTHROPIC_API_KEY        the key for SITUATE_LLM_API=anthropic           none
 SITUATE_LLM_RETRIES      retries of a failed server request             4
 SITUATE_LLM_TIMEOUT      seconds a server request may take in all       300
+SITUATE_LLM_PRICE_INPUT  USD per million input tokens (paid API)      Anthropic's rate for the model
+SITUATE_LLM_PRICE_OUTPUT USD per million output tokens (paid API)     Anthropic's rate for the model
 SITUATE_EMBED_URL        an OpenAI-compatible /v1/embeddings server     none (in process)
 SITUATE_EMBED_SERVED_MODEL  the embedding model name it serves          the first it lists
 SITUATE_EMBED_API_KEY    its bearer key (never logged)                  none
@@ -235,6 +237,21 @@ def check_environment() -> dict[str, int | float]:
 #: Values of ``SITUATE_LLM_API`` (empty: ``openai``, an OpenAI-compatible server where
 #: ``SITUATE_LLM_URL`` is set).
 LLM_APIS = ("", "openai", "anthropic")
+
+
+def llm_price(model: str):
+    """The rates a run's cost is counted at for ``model`` (``SITUATE_LLM_PRICE_INPUT`` /
+    ``_OUTPUT`` where set, else Anthropic's published rate for it), or None.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        A rate that is not a number or is outside its bound.
+    """
+    from resources.models.anthropic_api import price_of
+
+    given = [setting_from_env(n, -1.0) for n in ("SITUATE_LLM_PRICE_INPUT", "SITUATE_LLM_PRICE_OUTPUT")]
+    return price_of(model, *(None if g < 0 else float(g) for g in given))
 
 
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:

@@ -62,7 +62,7 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
 INGEST_SETTINGS = ("SITUATE_CONTEXT", "SITUATE_PROMPT", "SITUATE_BLURBS_FILE", "SITUATE_MAX_BLURB_CHUNKS",
                    "SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY", "SITUATE_LLM_RETRIES",
                    "SITUATE_EMBED_URL", "SITUATE_EMBED_MODEL", "SITUATE_LLM_API", "ANTHROPIC_API_KEY",
-                   "SITUATE_LLM_TIMEOUT")
+                   "SITUATE_LLM_TIMEOUT", "SITUATE_LLM_PRICE_INPUT", "SITUATE_LLM_PRICE_OUTPUT")
 
 
 def ingest_with(docs, home, **env):

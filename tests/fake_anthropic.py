@@ -31,6 +31,7 @@ class FakeAnthropic:
 
     def __init__(self):
         self.requests: list[dict] = []
+        self.usages: list[dict] = []  # the usage of each answer sent
         self.headers: list[dict] = []
         self.fail: list[int] = []
         self.max_prompt_bytes = 10 ** 9
@@ -95,7 +96,10 @@ class FakeAnthropic:
                 if size > fake.max_prompt_bytes:
                     return self._error(400, "invalid_request_error",
                                        f"prompt is too long: {size} tokens > {fake.max_prompt_bytes} maximum")
-                self._send(200, fake.answer(body))
+                answer = fake.answer(body)
+                with fake.lock:
+                    fake.usages.append(answer["usage"])
+                self._send(200, answer)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

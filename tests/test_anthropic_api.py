@@ -90,6 +90,28 @@ def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp
     for r in rows:
         assert r["blurb"].startswith("This chunk is about the part of the guide on"), r["blurb"]
     assert KEY not in _files_text(home)  # never in a stage file, the table, metadata or the event log
+    # the cost at the model's rates: the fake's model has none published, so the rates are asked for
+    assert s.cost_usd is None and "SITUATE_LLM_PRICE_INPUT" in s.cost_rates
+
+
+def test_the_cost_of_a_run_is_counted_from_the_tokens_the_api_reports(tmp_path, fake):
+    from resources.models.anthropic_api import CACHE_READ, CACHE_WRITE
+
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    s = ingest_with(docs, home, **_api(fake, SITUATE_N_CTX="2500", SITUATE_LLM_PRICE_INPUT="2",
+                                       SITUATE_LLM_PRICE_OUTPUT="10"))
+    assert not s.failed, s.failed
+    usage = fake.usages  # what the API reported, summed by situate as it is
+    assert s.prompt_tokens_reused == sum(u["cache_read_input_tokens"] for u in usage) > 0
+    assert s.prompt_tokens_cache_written == sum(u["cache_creation_input_tokens"] for u in usage) > 0
+    assert s.prompt_tokens_evaluated == sum(u["input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
+    assert s.generated_tokens == sum(u["output_tokens"] for u in usage)
+    plain = s.prompt_tokens_evaluated - s.prompt_tokens_cache_written
+    want = (plain * 2 + s.prompt_tokens_cache_written * 2 * CACHE_WRITE + s.prompt_tokens_reused * 2 * CACHE_READ
+            + s.generated_tokens * 10) / 1e6
+    assert s.cost_usd == pytest.approx(want) and s.cost_usd > 0
+    assert "$2.0/$10.0" in s.cost_rates
+    assert any("cost $" in line for line in s.lines())
 
 
 def test_a_primed_prompt_starts_the_answer_and_the_blurb_keeps_it(tmp_path, fake):

@@ -300,9 +300,63 @@ class MessagesClient:
         read = int(getattr(u, "cache_read_input_tokens", 0) or 0)
         written = int(getattr(u, "cache_creation_input_tokens", 0) or 0)
         prompt = int(u.input_tokens or 0) + read + written
-        return Completion(text, prompt, int(u.output_tokens or 0), read, seconds)
+        return Completion(text, prompt, int(u.output_tokens or 0), read, seconds, written)
 
 
 def identity(model: str) -> str:
     """sha256 hex of what writes the blurbs through the API: ``anthropic|<model id>``."""
     return hashlib.sha256(f"anthropic|{model}".encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Price:
+    """USD per million tokens of a model: ``input`` (plain input) and ``output``; a cache write
+    costs :data:`CACHE_WRITE` × input, a cache read :data:`CACHE_READ` × input, and a request
+    through the Message Batches API :data:`BATCH` of all of it."""
+
+    input: float
+    output: float
+    source: str
+
+
+#: Anthropic's published rates, USD per million tokens (anthropic.com/pricing, as read in 2025-11;
+#: they change: ``SITUATE_LLM_PRICE_INPUT`` / ``SITUATE_LLM_PRICE_OUTPUT`` set today's).  Keyed by
+#: the model id's beginning (a dated snapshot id starts with its model's name).
+PRICES = {
+    "claude-opus-4-5": (5.0, 25.0), "claude-opus-4-1": (15.0, 75.0), "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-5": (3.0, 15.0), "claude-sonnet-4": (3.0, 15.0), "claude-3-7-sonnet": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0), "claude-3-5-haiku": (0.8, 4.0), "claude-3-haiku": (0.25, 1.25),
+}
+PRICES_READ = "anthropic.com/pricing, read 2025-11"
+#: Cache write (5-minute entries) and cache read, as multiples of the input rate; batch discount
+#: (same source as :data:`PRICES`).
+CACHE_WRITE, CACHE_READ, BATCH = 1.25, 0.1, 0.5
+
+
+def price_of(model: str, input_rate: float | None = None, output_rate: float | None = None) -> Price | None:
+    """The rates for ``model``: the given ones (settings) where set, else :data:`PRICES` by the
+    longest matching name; None when neither knows it."""
+    known = max((k for k in PRICES if model.startswith(k)), key=len, default=None)
+    if input_rate is not None and output_rate is not None:
+        return Price(input_rate, output_rate, "SITUATE_LLM_PRICE_INPUT/OUTPUT")
+    if known is None:
+        return None
+    i, o = PRICES[known]
+    return Price(input_rate if input_rate is not None else i, output_rate if output_rate is not None else o,
+                 PRICES_READ if input_rate is None and output_rate is None else f"{PRICES_READ}, partly set")
+
+
+def cost_usd(price: Price, evaluated: int, written: int, reused: int, generated: int, batch: bool = False) -> float:
+    """USD of requests that read ``evaluated`` prompt tokens (of which ``written`` went into the
+    cache), read ``reused`` from the cache and generated ``generated`` tokens.
+
+    Examples
+    --------
+    >>> round(cost_usd(Price(1.0, 5.0, ""), evaluated=2_000_000, written=1_000_000, reused=10_000_000,
+    ...                generated=100_000), 4)
+    3.75
+    """
+    plain = max(evaluated - written, 0)
+    usd = (plain * price.input + written * price.input * CACHE_WRITE + reused * price.input * CACHE_READ
+           + generated * price.output) / 1e6
+    return usd * (BATCH if batch else 1.0)

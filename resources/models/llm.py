@@ -143,6 +143,9 @@ class Generation:
     prefill_seconds, generate_seconds : float
         llama.cpp's own time in prompt evaluation and in generation for this call
         (``t_p_eval_ms`` / ``t_eval_ms`` of ``llama_perf_context``); 0 when not available.
+    written : int
+        Of ``evaluated``, the tokens an API wrote to its prompt cache (Anthropic's
+        ``cache_creation_input_tokens``, billed above plain input); 0 elsewhere.
     """
 
     text: str
@@ -153,6 +156,7 @@ class Generation:
     seconds: float
     prefill_seconds: float = 0.0
     generate_seconds: float = 0.0
+    written: int = 0
 
 
 # -- setting bounds ------------------------------------------------------------------------------
@@ -239,6 +243,12 @@ SETTING_BOUNDS: dict[str, Bound] = {
     "SITUATE_LLM_TIMEOUT": Bound(1, 3600, int,
         "seconds one model-server request may take in all (resources.models.server); an hour is "
         "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)"),
+    "SITUATE_LLM_PRICE_INPUT": Bound(0.0, 10_000.0, float,
+        "USD per million input tokens of a paid API (resources.models.anthropic_api.price_of); a price "
+        "is not negative, and 10,000 is 100 times the dearest published rate (Claude Opus 4: 75 for "
+        "output)"),
+    "SITUATE_LLM_PRICE_OUTPUT": Bound(0.0, 10_000.0, float,
+        "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"),
     "SITUATE_MAX_FALLBACK_SHARE": Bound(0.0, 1.0, float,
         "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
         "under 0 it always would"),
@@ -718,7 +728,8 @@ class BlurbLLM(dg.ConfigurableResource):
         CALLS["llm_generate"] += 1
         c = self.api_client().complete(system, blocks, answer, max_tokens or self.max_tokens, stop or [])
         reused = c.cached_tokens or 0
-        return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds)
+        return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds,
+                          written=c.written)
 
     def _generate(self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
                   grammar: str) -> Generation:

@@ -121,6 +121,8 @@ class Completion:
     generated: int
     cached_tokens: int | None
     seconds: float
+    #: prompt tokens written to the server's cache (Anthropic's ``cache_creation_input_tokens``)
+    written: int = 0
 
 
 class ServerClient:
