@@ -59,6 +59,10 @@ def _main(argv: list[str] | None = None) -> int:
     p_ingest.add_argument("--allow-removal", action="store_true",
                           help="remove the rows of documents gone from the folder even when most (or all) "
                                "are gone (held otherwise, exit status 2: an unmounted share?)")
+    p_ingest.add_argument("--estimate", action="store_true",
+                          help="count the LLM requests, prompt tokens and (a paid API) the cost an ingest of "
+                               "PATH would take: every document is read, chunked and fitted, no model is "
+                               "asked and nothing is written")
     p_search = sub.add_parser("search", help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "
                               "the local cross-encoder")
     p_search.add_argument("query")
@@ -134,6 +138,18 @@ def _run(args) -> int:
         bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
         return 1 if bad else 0
+    if args.command == "ingest" and args.estimate:
+        from pipelines.estimate import estimate
+        from pipelines.preflight import check_docs
+        from pipelines.settings import resources_from_env
+
+        est = estimate(resources_from_env(docs_path=str(check_docs(args.path)), plain=True),
+                       echo=lambda m: print(m, file=sys.stderr))
+        for line in est.lines():
+            print(f"situate: estimate: {line}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(dataclasses.asdict(est), indent=2))
+        return 0
     if args.command == "ingest":
         summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal)
         for line in summary.lines():

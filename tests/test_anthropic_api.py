@@ -212,3 +212,51 @@ def test_live_api(tmp_path):
     assert not s.failed, s.failed
     rows = _rows(home)
     assert rows and {r["blurb_status"] for r in rows} == {"model"}
+
+
+def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
+    from pipelines.estimate import estimate
+    from pipelines.settings import resources_from_env, restored_env
+
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    env = {"SITUATE_DOCS": str(docs), "SITUATE_HOME": str(home), "SITUATE_CONTEXT": "chunk", "SITUATE_N_CTX": "2500",
+           "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120", "SITUATE_OVERLAP_TOKENS": "0",
+           "SITUATE_LLM_PRICE_INPUT": "2", "SITUATE_LLM_PRICE_OUTPUT": "10", **_api(fake)}
+    with restored_env(tuple(env)):
+        os.environ.update(env)
+        est = estimate(resources_from_env(plain=True))
+    assert fake.requests == [] and not home.exists()  # no model call, nothing written
+    assert est.unit == "bytes" and est.documents == est.readable == 1 and est.cost_usd > 0
+    s = ingest_with(docs, home, **{k: v for k, v in env.items() if k not in ("SITUATE_DOCS", "SITUATE_HOME")})
+    assert not s.failed, s.failed
+    assert est.requests == len(fake.requests) == s.model_calls
+    # the fake counts 4 bytes a token; the estimate's bytes (a bound) match what was sent
+    sent = sum(len(b["text"].encode()) for body in fake.requests for b in body["messages"][0]["content"]) \
+        + sum(len(body["messages"][1]["content"].encode()) for body in fake.requests)  # the started answers
+    assert sent <= est.prompt_written + est.prompt_read <= sent + 8 * est.requests
+    assert abs(est.prompt_read / 4 - s.prompt_tokens_reused) <= est.requests
+    assert est.cost_usd >= s.cost_usd  # an upper bound: bytes, and every answer at its bound
+
+
+def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
+    """``situate ingest --estimate`` with the in-process model (document mode, one request): the
+    prompt tokens it counts are the ones the real ingest then evaluates."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO, small_settings
+
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "ANTHROPIC_"))}
+    env |= small_settings(docs, home, context="document") | {"PYTHONPATH": str(REPO)}
+    out = tmp_path / "estimate.json"
+    p = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "prompt tokens evaluated" in p.stdout and not home.exists()
+    est = json.loads(out.read_text())
+    assert est["requests"] == 1 and est["unit"] == "tokens" and est["cost_usd"] is None
+    s = ingest_with(docs, home, SITUATE_CONTEXT="document")
+    assert not s.failed and s.model_calls == 1
+    assert est["prompt_written"] == s.prompt_tokens_evaluated + s.prompt_tokens_reused

@@ -1,0 +1,182 @@
+"""``situate ingest --estimate``: the prompt tokens and cost of an ingest, before any model call.
+
+The folder is read, chunked and fitted exactly as an ingest would (the same plain functions as the
+``raw_documents``, ``chunks`` and ``fitted_preambles`` assets), nothing is written and no model is
+asked.  Each request the blurbs step would send is then counted as a cold ingest makes it (no
+blurb cache, no blurbs kept from an earlier version): in ``chunk`` mode, per window, the first
+chunk's request writes the window's document prefix to the server's cache and the others read it;
+in ``document`` mode, one request a document.  Generated tokens are counted at their bound
+(``SITUATE_MAX_TOKENS``), so the cost is an upper bound on output.
+
+Counts are in the blurb model's own tokens for a local GGUF (exact).  Through Anthropic's API the
+windows are fitted in UTF-8 bytes (:mod:`resources.models.anthropic_api`); the estimate then gives
+the bytes (a bound on Claude's tokens) and an estimate in ``cl100k_base`` tokens, scaled per
+document by its cl100k tokens a byte (Claude's tokenizer is not published).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Estimate:
+    """What an ingest of a folder would send to the blurb model.
+
+    Attributes
+    ----------
+    documents, readable, requests : int
+        Documents found, read, and LLM requests a cold ingest makes.
+    unit : str
+        What the token counts count: ``tokens`` (the model's own), or ``bytes`` (a bound).
+    prompt_written, prompt_read, generated_bound : int
+        In ``unit``: prompt tokens evaluated (with the cache writes among them: each window's
+        first request), read from the cache, and generated at most.
+    cache_writes : int
+        Of ``prompt_written``, the document prefixes a server caches.
+    approx_tokens : dict
+        Through a chat API: the same three counts estimated in cl100k_base tokens.
+    failed : dict
+        Document key to why it could not be read or fitted.
+    """
+
+    documents: int = 0
+    readable: int = 0
+    requests: int = 0
+    unit: str = "tokens"
+    prompt_written: int = 0
+    prompt_read: int = 0
+    generated_bound: int = 0
+    cache_writes: int = 0
+    approx_tokens: dict = dataclasses.field(default_factory=dict)
+    failed: dict = dataclasses.field(default_factory=dict)
+    cost_usd: float | None = None
+    cost_rates: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"documents: {self.documents} ({self.readable} readable); LLM requests of a cold ingest: "
+               f"{self.requests:,}",
+               f"prompt {self.unit} evaluated: {self.prompt_written:,} (of them written to the cache: "
+               f"{self.cache_writes:,}), read from the cache: {self.prompt_read:,}; generated at most: "
+               f"{self.generated_bound:,}"]
+        if self.approx_tokens:
+            a = self.approx_tokens
+            out.append(f"in cl100k_base tokens, about: evaluated {a['evaluated']:,} (written to the cache "
+                       f"{a['written']:,}), read from the cache {a['read']:,}")
+        if self.cost_usd is not None:
+            out.append(f"cost at most ${self.cost_usd:,.4f} at {self.cost_rates}"
+                       + (" (input counted in bytes, a bound)" if self.unit == "bytes" else ""))
+        elif self.cost_rates:
+            out.append(f"cost: {self.cost_rates}")
+        for key, why in self.failed.items():
+            out.append(f"not counted {key}: {why}")
+        return out
+
+
+def _requests(text: str, spans: list[tuple[int, int]], reasons: list, plan, builder, mode: str) -> list[tuple]:
+    """``(prefix, rest, first_of_window)`` lengths in the builder's units, one per request."""
+    out = []
+    if mode == "document":
+        if plan.windows and not all(reasons):
+            w = plan.windows[0]
+            out.append((len(builder.window_prefix(text, [(0, 0)], w.start, w.end)), len(builder.suffix("", 0)), True))
+        return out
+    for wi, w in enumerate(plan.windows):
+        prefix = len(builder.window_prefix(text, spans, w.start, w.end))
+        first = True
+        for i in w.chunks:
+            if reasons[i]:
+                continue
+            a, b = spans[i]
+            out.append((prefix, len(builder.suffix(text[a:b][:plan.chunk_prompt_ends[i]], i)), first))
+            first = False
+    return out
+
+
+def estimate(res: dict, echo=print) -> Estimate:
+    """Count what ingesting ``res["docs"]`` would send to ``res["llm"]`` (:mod:`pipelines.estimate`).
+
+    Parameters
+    ----------
+    res : dict
+        :func:`pipelines.settings.resources_from_env` (``docs``, ``llm``, ``chunking``).
+    echo : callable
+        Called with one progress line every 100 documents.
+
+    Returns
+    -------
+    Estimate
+
+    Raises
+    ------
+    resources.models.server.ServerError
+        Through Anthropic's API: the model check failed (the rates are the model's).
+    """
+    from assets.chunking import make_chunks
+    from assets.chunks import count_cl100k
+    from assets.code_context import is_source
+    from assets.fitted_preambles import (document_builder, fit_bound, fit_document, fit_summary,
+                                         generation_bound, prompt_builder)
+    from assets.skipping import chunk_reasons
+    from resources.documents.reading import DocumentError, load
+
+    docs, llm, chunking = res["docs"], res["llm"], res["chunking"]
+    api = llm.api == "anthropic"
+    est = Estimate(unit="bytes" if api else "tokens")
+    approx = {"evaluated": 0.0, "written": 0.0, "read": 0.0}
+    builders: dict = {}
+    refs = docs.discover()
+    est.documents = len(refs)
+    for n, ref in enumerate(refs, 1):
+        if n % 100 == 0:
+            echo(f"situate: estimate: {n}/{len(refs)} documents read")
+        try:
+            doc = load(ref)
+        except DocumentError as e:
+            est.failed[ref.key] = str(e)
+            continue
+        est.readable += 1
+        text = doc.text
+        chunks = make_chunks(ref.key, text, doc.headings, count_cl100k, chunking.chunk_tokens,
+                             chunking.overlap_tokens, doc.given_chunks)
+        spans = [(c.start, c.end) for c in chunks]
+        reasons = chunk_reasons(doc.source, [c.text for c in chunks])
+        if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
+            continue
+        kind = "document" if llm.context == "document" else is_source(doc.to_json())
+        if kind not in builders:
+            builders[kind] = document_builder(llm) if kind == "document" else prompt_builder(llm, source=kind)
+        builder = builders[kind]
+        if kind == "document":
+            plan = fit_summary(text, builder, llm)
+        else:
+            plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
+        if plan.reason:
+            est.failed[ref.key] = f"no prompt fits: {plan.reason}"
+            continue
+        bound = generation_bound(llm, builder)
+        ratio = count_cl100k(text) / max(len(text.encode("utf-8")), 1) if api else 1.0
+        for prefix, rest, first in _requests(text, spans, reasons, plan, builder, llm.context):
+            est.requests += 1
+            est.generated_bound += bound
+            if first:
+                est.prompt_written += prefix + rest
+                est.cache_writes += prefix
+                approx["written"] += prefix * ratio
+            else:
+                est.prompt_written += rest
+                est.prompt_read += prefix
+                approx["read"] += prefix * ratio
+            approx["evaluated"] += (prefix + rest if first else rest) * ratio
+    if api:
+        est.approx_tokens = {k: round(v) for k, v in approx.items()}
+        from pipelines.settings import llm_price
+        from resources.models.anthropic_api import cost_usd
+
+        price = llm_price(llm.resolved_model_id())
+        if price is None:
+            est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
+        else:
+            est.cost_usd = cost_usd(price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound)
+            est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+    return est
