@@ -21,6 +21,7 @@ from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from assets.partitions import BACKFILL, LLM_POOL, documents
 from resources.store.cache import blurb_cache_for, digest
 from resources.models.llm import BlurbLLM
+from resources.models.message_batches import BatchCache
 from resources.store.store import Store
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
@@ -221,8 +222,20 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     model_sha = llm.identity() if llm.context != "structure" else ""
     wanted = "document" if llm.context == "document" else f"chunk:{llm.prompt}"
     from_file = LazyBlurbFile(llm.blurbs_file, wanted, model_sha, context.log)
+    # Anthropic's Message Batches: a first pass gathers the run's requests, then they are answered
+    # from the batches (resources.models.message_batches)
+    batches = llm.batch_round() if llm.context != "structure" else None
+
+    def call(tokens: list[int], stop: list[str], max_tokens: int, grammar: str = ""):
+        if batches is not None:
+            return batches.call(tokens, stop, max_tokens)
+        return llm.generate(tokens, stop=stop, max_tokens=max_tokens, grammar=grammar)
 
     def work(key: str) -> dict:
+        gathering = batches is not None and batches.gathering
+        cache_now = BatchCache(cache, batches) if batches is not None else cache
+        if batches is not None:
+            batches.start_document()
         doc = read_ok(store, key, "document")
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         plan = FitPlan.from_json(read_ok(store, key, "preambles"))
@@ -266,8 +279,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 key_fn = blurb_key(llm, builder.template.name, builder.frame.reasoning, bound)
                 records = document_records(
                     doc["text"], n, plan, builder,
-                    lambda t: llm.generate(t, stop=stops(builder.frame.reasoning), max_tokens=bound),
-                    reasons, cache=cache, cache_key=key_fn, doc_sha256=doc_sha,
+                    lambda t: call(t, stops(builder.frame.reasoning), bound),
+                    reasons, cache=cache_now, cache_key=key_fn, doc_sha256=doc_sha,
                     given_raw=next(iter(given.values())) if given else None,
                     blurb_file=loaded.sha256 if loaded else "")
             else:
@@ -278,7 +291,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 grammar = builder.template.grammar
 
                 def generate(tokens: list[int]):
-                    return llm.generate(tokens, stop=stops(reasoning), max_tokens=bound, grammar=grammar)
+                    return call(tokens, stops(reasoning), bound, grammar)
 
                 decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
                 kept, edit = kept_blurbs(store.read_stage_if_any(key, "blurbs"),
@@ -306,14 +319,18 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                     return llm.generate_lines(tokens, starts, stop=stops(reasoning),
                                               max_tokens=min(max_tokens, bound), grammar=grammar)
 
-                records = contextualize(doc["text"], texts, plan, builder, generate, log=_Log(), on_blurb=progress,
-                                        cache=cache, cache_key=key_fn, spans=spans, kept=decided,
+                records = contextualize(doc["text"], texts, plan, builder, generate, log=None if gathering else _Log(),
+                                        on_blurb=None if gathering else progress, cache=cache_now, cache_key=key_fn, spans=spans, kept=decided,
                                         generate_window=generate_window if builder.template.one_generation else None,
                                         generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
                 for r in records:
                     if not r.mode:
                         r.mode = f"chunk:{llm.prompt}" if not r.status.startswith("skipped:") else "structure"
                     r.doc_sha256 = r.doc_sha256 or doc_sha
+        if gathering:
+            return {}  # the requests are gathered; nothing is written until the batch answers
+        if batches is not None:
+            batches.check_document()  # a chunk the batch did not answer: to the next run, nothing written
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
         store.write_stage(key, "blurbs", {
@@ -327,6 +344,16 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                                           "kept_failed_recheck": edit.get("rechecked_out", 0),
                                           "kept_drifted": edit.get("drifted", 0)} if edit else {})
 
+    batch_summary = {}
+    if batches is not None:
+        for key in (context.partition_keys if context.has_partition_key_range or context.has_partition_key else []):
+            try:
+                work(key)
+            except Exception as e:  # noqa: BLE001 - the answering pass below reports each document's error
+                context.log.debug(f"blurbs {key}: not gathered for the Message Batch: {e}")
+        context.log.info(f"blurbs: {len(batches.requests)} request(s) gathered for the Message Batches API")
+        batch_summary = batches.submit_and_wait(log=context.log.info)
+        context.log.info(f"blurbs: Message Batches {batch_summary}")
     report = for_each_document(context, store, "blurbs", work)
 
     def totals(ok: dict) -> dict:
@@ -347,4 +374,5 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
                                           "context_mode": llm.context,
                                           "backend": llm.backend() if llm.context != "structure" else "none",
-                                          **report.metadata(totals), **from_file.summary()})
+                                          **report.metadata(totals), **from_file.summary(),
+                                          **({"message_batches": batch_summary} if batch_summary else {})})

@@ -177,6 +177,8 @@ def estimate(res: dict, echo=print) -> Estimate:
         if price is None:
             est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
         else:
-            est.cost_usd = cost_usd(price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound)
-            est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+            est.cost_usd = cost_usd(price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound,
+                                    batch=llm.api_batch)
+            est.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+                              + (", half of it through the Message Batches API" if llm.api_batch else ""))
     return est

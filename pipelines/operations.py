@@ -303,8 +303,9 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         price = llm_price(res["llm"].resolved_model_id())
         if price is not None:
             summary.cost_usd = cost_usd(price, summary.prompt_tokens_evaluated, summary.prompt_tokens_cache_written,
-                                        summary.prompt_tokens_reused, summary.generated_tokens)
-            summary.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+                                        summary.prompt_tokens_reused, summary.generated_tokens, batch=res["llm"].api_batch)
+            summary.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
+                                  + (", half of it through the Message Batches API" if res["llm"].api_batch else ""))
         else:
             summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
     return summary

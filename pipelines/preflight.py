@@ -280,6 +280,9 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
             res["embedder"].server()
         except ServerError as e:
             raise StartupError(str(e)) from None
+    if res["llm"].api_batch and res["llm"].api != "anthropic":
+        raise StartupError("SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: set "
+                           "SITUATE_LLM_API=anthropic, or leave SITUATE_LLM_BATCH unset")
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     if res["llm"].api != "anthropic":

@@ -35,6 +35,12 @@ class FakeAnthropic:
         self.headers: list[dict] = []
         self.fail: list[int] = []
         self.max_prompt_bytes = 10 ** 9
+        # Message Batches: id -> {"requests", "results", "looks"}; ``batch_fail`` makes the first
+        # requests of the next batch ``errored`` or ``expired``; a batch ends on its
+        # ``batch_looks``-th retrieve
+        self.batches: dict[str, dict] = {}
+        self.batch_fail: list[str] = []
+        self.batch_looks = 2
         self.cached: set[str] = set()
         self.lock = threading.Lock()
         fake = self
@@ -67,6 +73,21 @@ class FakeAnthropic:
             def do_GET(self):
                 if not self._authorised():
                     return
+                b = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?(?:\?.*)?", self.path)
+                if b:
+                    batch = fake.batches.get(b.group(1))
+                    if batch is None:
+                        return self._error(404, "not_found_error", b.group(1))
+                    if b.group(2):
+                        data = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+                        self.send_response(200)
+                        self.send_header("content-type", "application/binary")
+                        self.send_header("content-length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return
+                    batch["looks"] += 1
+                    return self._send(200, fake.batch_json(b.group(1)))
                 m = re.fullmatch(r"/v1/models/([^/?]+)", self.path)
                 if not m or m.group(1) not in (ALIAS, MODEL_ID):
                     return self._error(404, "not_found_error", f"model: {m.group(1) if m else self.path}")
@@ -75,6 +96,10 @@ class FakeAnthropic:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+                if self.path.split("?")[0] == "/v1/messages/batches":
+                    if not self._authorised():
+                        return
+                    return self._send(200, fake.batch_json(fake.new_batch(body["requests"])))
                 if self.path.split("?")[0] != "/v1/messages":
                     return self._error(404, "not_found_error", self.path)
                 if not self._authorised():
@@ -136,6 +161,38 @@ class FakeAnthropic:
                 "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
                 "usage": {"input_tokens": plain, "output_tokens": len(text) // 4,
                           "cache_creation_input_tokens": written, "cache_read_input_tokens": read}}
+
+    def new_batch(self, requests: list[dict]) -> str:
+        """Answer a batch's requests now (they are read when it ends)."""
+        bid = f"msgbatch_fake{len(self.batches)}"
+        results = []
+        for n, r in enumerate(requests):
+            fail = self.batch_fail[n] if n < len(self.batch_fail) else ""
+            if fail == "errored":
+                result = {"type": "errored", "error": {"type": "error", "error": {"type": "overloaded_error",
+                                                                                  "message": "Overloaded"}}}
+            elif fail == "expired":
+                result = {"type": "expired"}
+            else:
+                msg = self.answer(r["params"])
+                self.usages.append(msg["usage"])
+                result = {"type": "succeeded", "message": msg}
+            results.append({"custom_id": r["custom_id"], "result": result})
+        self.batch_fail = []
+        self.batches[bid] = {"requests": requests, "results": results, "looks": 0}
+        return bid
+
+    def batch_json(self, bid: str) -> dict:
+        b = self.batches[bid]
+        ended = b["looks"] >= self.batch_looks
+        kinds = [r["result"]["type"] for r in b["results"]]
+        return {"id": bid, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": {"processing": 0 if ended else len(kinds), "succeeded": kinds.count("succeeded"),
+                                   "errored": kinds.count("errored"), "canceled": 0, "expired": kinds.count("expired")},
+                "created_at": "2026-12-03T00:00:00Z", "expires_at": "2026-12-04T00:00:00Z",
+                "ended_at": "2026-12-03T00:01:00Z" if ended else None, "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None}
 
     def close(self) -> None:
         self.server.shutdown()

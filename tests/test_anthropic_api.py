@@ -260,3 +260,38 @@ def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
     s = ingest_with(docs, home, SITUATE_CONTEXT="document")
     assert not s.failed and s.model_calls == 1
     assert est["prompt_written"] == s.prompt_tokens_evaluated + s.prompt_tokens_reused
+
+
+def test_a_cold_ingest_through_message_batches(tmp_path, fake):
+    """SITUATE_LLM_BATCH=1: the run's requests go as one Message Batch (keyed, the same prompts as
+    live), the run polls until it ends, and each chunk's blurb comes from it; a request the batch
+    errored or let expire fails its document, and the next run sends only those."""
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service. " * 3 + "\n")
+    env = _api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1", SITUATE_LLM_PRICE_INPUT="2",
+               SITUATE_LLM_PRICE_OUTPUT="10")
+    fake.batch_fail = ["errored", "expired"]
+    s = ingest_with(docs, home, **env)
+    assert fake.requests == []  # no live request: everything went through the batch
+    (batch,) = fake.batches.values()
+    assert batch["looks"] >= 2  # polled until it ended (the SDK looks once more for the results)
+    n = len(batch["requests"])
+    assert len({r["custom_id"] for r in batch["requests"]}) == n
+    for r in batch["requests"]:
+        assert len(r["custom_id"]) <= 64 and r["custom_id"].isalnum()
+        content = r["params"]["messages"][0]["content"]
+        assert content[0]["cache_control"] == {"type": "ephemeral"} and content[0]["text"].startswith("<document>")
+        assert r["params"]["model"] == ALIAS
+    # the first two requests were not answered: their document(s) failed, named, nothing written for them
+    assert s.failed and all("Message Batch" in why and "next run" in why for why in s.failed.values()), s.failed
+    assert s.cost_usd is not None and "Message Batches" in s.cost_rates
+    first_rows = len(_rows(home)) if (home / "lancedb").exists() else 0
+    # the next run sends only what is still missing, and finishes
+    s2 = ingest_with(docs, home, **env)
+    assert not s2.failed, s2.failed
+    assert len(fake.batches) == 2
+    second = fake.batches["msgbatch_fake1"]["requests"]
+    assert 2 <= len(second) < n
+    rows = _rows(home)
+    assert len(rows) > first_rows and {r["blurb_status"] for r in rows} == {"model"}
+    assert fake.requests == []

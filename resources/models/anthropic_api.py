@@ -272,22 +272,39 @@ class MessagesClient:
         """
         import anthropic
 
+        t0 = time.perf_counter()
+        try:
+            msg = self.client.messages.create(**self.params(system, blocks, answer, max_tokens, stop))
+        except anthropic.AnthropicError as e:
+            raise self._error(e, "a blurb request") from None
+        return self.completion_of(msg, stop, time.perf_counter() - t0)
+
+    def params(self, system: str, blocks: list[str], answer: str, max_tokens: int, stop: list[str]) -> dict:
+        """The Messages API request body of :meth:`complete` (also a Message Batches request's
+        ``params``)."""
         content = [{"type": "text", "text": b} for b in blocks]
         if len(content) > 1:
             content[0]["cache_control"] = {"type": "ephemeral"}
         messages = [{"role": "user", "content": content}]
         if answer:
             messages.append({"role": "assistant", "content": answer.rstrip()})
-        kwargs = {"system": system} if system else {}
+        out = {"model": self.model, "max_tokens": max_tokens, "messages": messages}
+        if system:
+            out["system"] = system
         api_stops = [s for s in stop if s.strip()]
         if api_stops:
-            kwargs["stop_sequences"] = api_stops
-        t0 = time.perf_counter()
-        try:
-            msg = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages, **kwargs)
-        except anthropic.AnthropicError as e:
-            raise self._error(e, "a blurb request") from None
-        seconds = time.perf_counter() - t0
+            out["stop_sequences"] = api_stops
+        return out
+
+    def completion_of(self, msg, stop: list[str], seconds: float) -> Completion:
+        """A :class:`~resources.models.server.Completion` of an API ``Message``: its text (bounded
+        to :data:`MAX_ANSWER_CHARS`) up to the first of ``stop``, and its usage.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            The message has no text block (and did not stop for a refusal or its bound).
+        """
         parts = [getattr(b, "text", "") for b in (msg.content or []) if getattr(b, "type", "") == "text"]
         if not parts and msg.stop_reason not in ("refusal", "max_tokens"):
             raise ServerError(f"{_safe_url(self.url)} answered a blurb request with no text "

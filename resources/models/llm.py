@@ -249,6 +249,12 @@ SETTING_BOUNDS: dict[str, Bound] = {
         "output)"),
     "SITUATE_LLM_PRICE_OUTPUT": Bound(0.0, 10_000.0, float,
         "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"),
+    "SITUATE_LLM_BATCH_POLL": Bound(1, 3600, int,
+        "seconds between two looks at a Message Batch in progress (resources.models.message_batches); "
+        "an hour: most batches end within one (Anthropic's Message Batches docs)"),
+    "SITUATE_LLM_BATCH_WAIT": Bound(1, 172_800, int,
+        "seconds a run waits for its Message Batches; a batch expires 24 hours after it is sent "
+        "(Anthropic's docs), so 48 hours is past any answer"),
     "SITUATE_MAX_FALLBACK_SHARE": Bound(0.0, 1.0, float,
         "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
         "under 0 it always would"),
@@ -259,7 +265,8 @@ LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_g
                 "max_tokens": "SITUATE_MAX_TOKENS", "repeat_penalty": "SITUATE_REPEAT_PENALTY",
                 "batch": "SITUATE_BATCH", "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
                 "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES",
-                "server_timeout": "SITUATE_LLM_TIMEOUT"}
+                "server_timeout": "SITUATE_LLM_TIMEOUT", "batch_poll_s": "SITUATE_LLM_BATCH_POLL",
+                "batch_wait_s": "SITUATE_LLM_BATCH_WAIT"}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
 EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
@@ -478,6 +485,12 @@ class BlurbLLM(dg.ConfigurableResource):
         ``server_key`` the key from ``ANTHROPIC_API_KEY``, ``server_url`` an optional gateway;
         windows are fitted in UTF-8 bytes, a bound on the model's tokens, and ``model_path`` is
         not read).
+    api_batch : bool
+        With ``api="anthropic"``: a run's blurb requests go through the Message Batches API at
+        half the price (``SITUATE_LLM_BATCH=1``; :mod:`resources.models.message_batches`).
+    batch_poll_s, batch_wait_s : int
+        Seconds between two looks at a batch in progress (``SITUATE_LLM_BATCH_POLL``, default
+        30) and seconds a run waits for its batches (``SITUATE_LLM_BATCH_WAIT``, default 86,400).
     """
 
     model_path: str
@@ -504,6 +517,9 @@ class BlurbLLM(dg.ConfigurableResource):
     server_retries: int = 4
     server_timeout: int = 300
     api: str = ""
+    api_batch: bool = False
+    batch_poll_s: int = 30
+    batch_wait_s: int = 86_400
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -609,6 +625,26 @@ class BlurbLLM(dg.ConfigurableResource):
             client.check()
             _CACHE[key] = client
         return client
+
+    def batch_round(self):
+        """A new :class:`resources.models.message_batches.MessageBatchRound` for one run (Anthropic's
+        Message Batches API), or None when ``api_batch`` is off.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            As :meth:`api_client`; or ``api_batch`` is set without ``api="anthropic"``.
+        """
+        if not self.api_batch:
+            return None
+        if self.api != "anthropic":
+            from resources.models.server import ServerError
+
+            raise ServerError("SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: it "
+                              "needs SITUATE_LLM_API=anthropic")
+        from resources.models.message_batches import MessageBatchRound
+
+        return MessageBatchRound(self.api_client(), poll_s=self.batch_poll_s, wait_s=self.batch_wait_s)
 
     def server(self):
         """The process-wide :class:`resources.models.server.ServerClient` for ``server_url``, checked
