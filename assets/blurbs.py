@@ -7,6 +7,7 @@ token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache f
 
 import collections
 import dataclasses
+import threading
 
 import dagster as dg
 
@@ -102,6 +103,7 @@ class LazyBlurbFile:
         self.path, self.mode, self.model_sha256, self.log = path, mode, model_sha256, log
         self._file: blurb_files.BlurbFile | None = None
         self._error: blurb_files.BlurbFileError | None = None
+        self._lock = threading.Lock()  # documents in flight: the file is read once
 
     def get(self) -> blurb_files.BlurbFile:
         """The file's lines for this mode and model.
@@ -111,6 +113,10 @@ class LazyBlurbFile:
         assets.blurb_files.BlurbFileError
             The file cannot be read (first try, and every later call of the run).
         """
+        with self._lock:
+            return self._get()
+
+    def _get(self) -> blurb_files.BlurbFile:
         if self._error is not None:
             raise self._error
         if self._file is None:
@@ -354,7 +360,10 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         context.log.info(f"blurbs: {len(batches.requests)} request(s) gathered for the Message Batches API")
         batch_summary = batches.submit_and_wait(log=context.log.info)
         context.log.info(f"blurbs: Message Batches {batch_summary}")
-    report = for_each_document(context, store, "blurbs", work)
+    # documents in flight: through a server or an API (the in-process model takes one call at a
+    # time), and not while a Message Batch round answers (its bookkeeping is per document)
+    report = for_each_document(context, store, "blurbs", work,
+                               in_flight=llm.in_flight if llm.remote and batches is None else 1)
 
     def totals(ok: dict) -> dict:
         prompt = sum(v["prompt_tokens"] for v in ok.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -127,7 +128,7 @@ def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[st
 
 
 def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
-                      work: Callable[[str], dict]) -> StageReport:
+                      work: Callable[[str], dict], in_flight: int = 1) -> StageReport:
     """Call ``work(key)`` for every partition key of the run and collect the outcomes.
 
     ``work`` writes the stage file itself and returns the document's metadata.  A
@@ -136,6 +137,11 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     marks the document skipped.  A key that is not a valid document key
     (:func:`resources.documents.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
     nothing is read, written or deleted for it.
+
+    ``in_flight``: documents worked on at once, each in its own thread (a model server's
+    continuous batching serves several documents' requests together; a document's own chunks
+    still go one after another, so its first request has written the server's cache before the
+    next is sent).  1: one after another, in the run's order.
     """
     report = StageReport(stage)
     t0 = time.perf_counter()
@@ -146,22 +152,30 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
     from resources.documents.keys import PartitionKeyError, check_key
 
-    for n, key in enumerate(keys, start=1):
+    lock = threading.Lock()
+    done = [0]
+
+    def one(n: int, key: str) -> None:
         try:
             check_key(key)
         except PartitionKeyError as e:  # registered by hand (the UI takes any key): left alone
             report.failed[key] = f"invalid partition key, not processed: {e}"
             context.log.error(f"{stage} [{n}/{len(keys)}] {key!r}: {report.failed[key]}")
-            continue
+            return
+
         def waiting(key=key, n=n):
             context.log.warning(f"{stage} [{n}/{len(keys)}] {key}: another run is writing this document; "
                                 "waiting for it (two runs never write one document at once)")
 
         try:
             with store.document_lock(key, on_wait=waiting):
-                report.ok[key] = work(key)
+                out = work(key)
+            with lock:
+                report.ok[key] = out
+                done[0] += 1
+                line = progress_line(stage, done[0], len(keys), time.perf_counter() - t0, dict(report.ok))
             if len(keys) > 1:
-                context.log.info(progress_line(stage, n, len(keys), time.perf_counter() - t0, report.ok))
+                context.log.info(line)
         except UpstreamError as e:
             report.skipped[key] = str(e)
             store.write_stage(key, stage, {"error": str(e), "upstream": True})
@@ -176,5 +190,14 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
             report.failed[key] = reason
             store.write_stage(key, stage, {"error": reason})
             context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {reason}\n{traceback.format_exc()}")
+
+    if in_flight <= 1 or len(keys) <= 1:
+        for n, key in enumerate(keys, start=1):
+            one(n, key)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=f"situate-{stage}") as pool:
+            list(pool.map(one, range(1, len(keys) + 1), keys))
     report.seconds = time.perf_counter() - t0
     return report

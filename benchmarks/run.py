@@ -737,6 +737,12 @@ def markdown(report: dict) -> str:
             lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
                          f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
                          f"{r['concurrent']['requests_per_s']} |")
+    if "backends" in s:  # the section's own Markdown (benchmarks/backends.py), its title a section's
+        import backends
+
+        body = backends.markdown({"date": report["date"], **s["backends"]})
+        lines += [""] + ["## Backends" + ln[len("# Backends"):] if ln.startswith("# Backends") else ln
+                         for ln in body.splitlines()]
     if "scale_out" in s:  # the section's own Markdown (benchmarks/scale_out.py), without its title
         import scale_out
 
@@ -751,7 +757,7 @@ DEFAULT_SECTIONS = ("cost", "threads", "skipping", "llm", "embed", "search", "re
 #: Every section, in the order ``--only all`` runs them (``service`` after ``reingest``: without
 #: ``--service-home`` it serves the data folder that section ingested).
 ALL_SECTIONS = ("cost", "threads", "skipping", "llm", "models", "embedq", "embed", "embedders", "search", "rerank",
-                "reingest", "partitions", "service", "scale_out")
+                "reingest", "partitions", "service", "scale_out", "backends")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -773,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
     ap.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
-                    help="comma-separated sections, or all (also: models, embedq, embedders, service, scale_out)")
+                    help="comma-separated sections, or all (also: models, embedq, embedders, service, scale_out, backends)")
     ap.add_argument("--service-home", help="for service: an ingested data folder (benchmarks/service.py); "
                                            "default: the reingest section's, when it ran before")
     args = ap.parse_args(argv)
@@ -856,6 +862,10 @@ def main(argv: list[str] | None = None) -> int:
                     os.environ["SITUATE_CACHE"] = str(work / "cache")
                     r = {"search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
                          "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8)}
+            elif name == "backends":  # in process against llama_cpp.server: benchmarks/backends.py
+                import backends
+
+                r = backends.measure(("variables.py",), (1,)) if tiny else backends.measure()
             report["sections"][name] = r
             report.update({k: r[k] for k in KEYS if k in r})
     finally:

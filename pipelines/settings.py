@@ -12,6 +12,7 @@ SITUATE_LLM_SERVED_MODEL the model name the server serves               the firs
 SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
 SITUATE_LLM_API          the API it speaks: openai or anthropic         openai (with a URL)
 ANTHROPIC_API_KEY        the key for SITUATE_LLM_API=anthropic           none
+SITUATE_LLM_IN_FLIGHT    documents asked of a server/API at once        1
 SITUATE_LLM_BATCH        1: blurbs through Anthropic's Message Batches   0 (live requests)
 SITUATE_LLM_BATCH_POLL   seconds between looks at a batch in progress   30
 SITUATE_LLM_BATCH_WAIT   seconds a run waits for its batches            86400
@@ -307,6 +308,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         api=llm_api, api_batch=os.environ.get("SITUATE_LLM_BATCH", "") not in ("", "0"),
                         batch_poll_s=val("SITUATE_LLM_BATCH_POLL", 30, int),
                         batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", 86_400, int),
+                        in_flight=val("SITUATE_LLM_IN_FLIGHT", 1, int),
                         server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
                         server_retries=val("SITUATE_LLM_RETRIES", 4, int),
                         server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),

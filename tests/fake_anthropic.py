@@ -41,6 +41,10 @@ class FakeAnthropic:
         self.batches: dict[str, dict] = {}
         self.batch_fail: list[str] = []
         self.batch_looks = 2
+        # seconds each messages request takes, and (start, end, first block) of each, for
+        # checking what was in flight at once
+        self.delay = 0.0
+        self.spans: list[tuple[float, float, str]] = []
         self.cached: set[str] = set()
         self.lock = threading.Lock()
         fake = self
@@ -121,9 +125,15 @@ class FakeAnthropic:
                 if size > fake.max_prompt_bytes:
                     return self._error(400, "invalid_request_error",
                                        f"prompt is too long: {size} tokens > {fake.max_prompt_bytes} maximum")
+                import time
+
+                t0 = time.monotonic()
+                time.sleep(fake.delay)
                 answer = fake.answer(body)
                 with fake.lock:
                     fake.usages.append(answer["usage"])
+                    content = body["messages"][0]["content"]
+                    fake.spans.append((t0, time.monotonic(), content[0]["text"] if isinstance(content, list) else content))
                 self._send(200, answer)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)

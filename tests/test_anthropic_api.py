@@ -295,3 +295,32 @@ def test_a_cold_ingest_through_message_batches(tmp_path, fake):
     rows = _rows(home)
     assert len(rows) > first_rows and {r["blurb_status"] for r in rows} == {"model"}
     assert fake.requests == []
+
+
+def test_documents_in_flight_overlap_but_a_documents_own_requests_do_not(tmp_path, fake):
+    """SITUATE_LLM_IN_FLIGHT=3: three documents' requests at once (the API batches them), each
+    document's chunks still one after another, so a window's first request has written the cache
+    before the next is sent; the rows are the same as one document at a time."""
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    for n in range(3):  # every line tagged, so every window names its document
+        (docs / f"guide{n}.md").write_text("\n".join(f"{x} (copy {n})" if x else x for x in guide().split("\n")))
+    fake.delay = 0.15
+    s = ingest_with(docs, home, **_api(fake, SITUATE_LLM_IN_FLIGHT="3", SITUATE_N_CTX="2500"))
+    assert not s.failed, s.failed
+    spans = sorted(fake.spans)
+    most = max(sum(1 for a, b, _ in spans if a <= t < b) for t, _, _ in spans)
+    assert most >= 2, "no two documents were in flight at once"
+    by_window: dict = {}
+    for a, b, w in spans:
+        by_window.setdefault(w, []).append((a, b))
+    for w, ivs in by_window.items():
+        assert all(ivs[i][1] <= ivs[i + 1][0] for i in range(len(ivs) - 1)), "a document's requests overlapped"
+    rows = _rows(home)
+    assert len(rows) == s.model_calls == len(spans) and {r["blurb_status"] for r in rows} == {"model"}
+    serial, home2 = FakeAnthropic(), tmp_path / "home2"
+    try:
+        s2 = ingest_with(docs, home2, **_api(serial, SITUATE_N_CTX="2500"))
+    finally:
+        serial.close()
+    assert not s2.failed
+    assert [(r["chunk_id"], r["blurb"]) for r in _rows(home2)] == [(r["chunk_id"], r["blurb"]) for r in rows]

@@ -249,6 +249,10 @@ SETTING_BOUNDS: dict[str, Bound] = {
         "output)"),
     "SITUATE_LLM_PRICE_OUTPUT": Bound(0.0, 10_000.0, float,
         "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"),
+    "SITUATE_LLM_IN_FLIGHT": Bound(1, 256, int,
+        "documents whose blurbs are asked of a model server or API at once (assets.per_document."
+        "for_each_document, one thread each); 256: llama.cpp's most sequences (LLAMA_MAX_SEQ), so no "
+        "llama-server has more slots to keep documents on"),
     "SITUATE_LLM_BATCH_POLL": Bound(1, 3600, int,
         "seconds between two looks at a Message Batch in progress (resources.models.message_batches); "
         "an hour: most batches end within one (Anthropic's Message Batches docs)"),
@@ -266,7 +270,7 @@ LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_g
                 "batch": "SITUATE_BATCH", "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
                 "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES",
                 "server_timeout": "SITUATE_LLM_TIMEOUT", "batch_poll_s": "SITUATE_LLM_BATCH_POLL",
-                "batch_wait_s": "SITUATE_LLM_BATCH_WAIT"}
+                "batch_wait_s": "SITUATE_LLM_BATCH_WAIT", "in_flight": "SITUATE_LLM_IN_FLIGHT"}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
 EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
@@ -488,6 +492,11 @@ class BlurbLLM(dg.ConfigurableResource):
     api_batch : bool
         With ``api="anthropic"``: a run's blurb requests go through the Message Batches API at
         half the price (``SITUATE_LLM_BATCH=1``; :mod:`resources.models.message_batches`).
+    in_flight : int
+        Documents whose blurbs are asked at once through a server or API
+        (``SITUATE_LLM_IN_FLIGHT``, default 1), each document's chunks still back to back; on
+        llama-server each thread keeps to its own slot (``id_slot``), so each document's prefix
+        stays in one slot's cache.  The in-process model takes one document at a time.
     batch_poll_s, batch_wait_s : int
         Seconds between two looks at a batch in progress (``SITUATE_LLM_BATCH_POLL``, default
         30) and seconds a run waits for its batches (``SITUATE_LLM_BATCH_WAIT``, default 86,400).
@@ -520,6 +529,7 @@ class BlurbLLM(dg.ConfigurableResource):
     api_batch: bool = False
     batch_poll_s: int = 30
     batch_wait_s: int = 86_400
+    in_flight: int = 1
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -744,8 +754,10 @@ class BlurbLLM(dg.ConfigurableResource):
         # counted with the same vocabulary, so a cut prompt is told exactly
         sent = len(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
         CALLS["llm_generate"] += 1
+        from resources.models.server import worker_slot
+
         c = self.server().complete(text, sent, max_tokens or self.max_tokens, stop or [],
-                                   self.repeat_penalty, self.seed, grammar)
+                                   self.repeat_penalty, self.seed, grammar, slot=worker_slot())
         reused = min(c.cached_tokens or 0, len(tokens))
         return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
 

@@ -110,6 +110,8 @@ class ServerInfo:
     dialect: str
     n_ctx: int | None
     served_as: str = ""
+    #: llama-server's parallel slots (``/props`` ``total_slots``); None elsewhere
+    slots: int | None = None
 
 
 @dataclasses.dataclass
@@ -123,6 +125,15 @@ class Completion:
     seconds: float
     #: prompt tokens written to the server's cache (Anthropic's ``cache_creation_input_tokens``)
     written: int = 0
+
+
+def worker_slot() -> int | None:
+    """The index of the document worker this thread is (``situate-<stage>_<i>``, the threads of
+    :func:`assets.per_document.for_each_document`), or None on another thread."""
+    import threading
+
+    m = re.fullmatch(r"situate-\w+_(\d+)", threading.current_thread().name)
+    return int(m.group(1)) if m else None
 
 
 class ServerClient:
@@ -158,6 +169,7 @@ class ServerClient:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
         self.info: ServerInfo | None = None
+        self._props_slots: int | None = None
 
     def _hide(self, text: str) -> str:
         """``text`` without the key, whatever put it there (a library's error quoting a header)."""
@@ -265,7 +277,7 @@ class ServerClient:
                               "the served model's GGUF (its vocabulary is read, not its weights)")
         n_ctx = self._served_context(dialect, next(m for m in models if m["id"] == model))
         self._only_model = len(ids) == 1
-        self.info = ServerInfo(self.url, model, dialect, n_ctx, self._served_as(kind))
+        self.info = ServerInfo(self.url, model, dialect, n_ctx, self._served_as(kind), self._props_slots)
         return self.info
 
     def _served_as(self, kind: str) -> str:
@@ -314,6 +326,8 @@ class ServerClient:
             return n
         if dialect == "llama-server":
             status, data, _ = self._send("GET", "/props", None)
+            slots = data.get("total_slots") if isinstance(data, dict) else None
+            self._props_slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
             settings = data.get("default_generation_settings") if isinstance(data, dict) else None
             n = settings.get("n_ctx") if isinstance(settings, dict) else None
             return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
@@ -321,9 +335,11 @@ class ServerClient:
 
     # -- completions -------------------------------------------------------------------------------
     def complete(self, prompt: str, n_prompt: int, max_tokens: int, stop: list[str], repeat_penalty: float,
-                 seed: int, grammar: str = "") -> Completion:
+                 seed: int, grammar: str = "", slot: int | None = None) -> Completion:
         """Greedy completion of ``prompt``: ``n_prompt`` tokens as the server reads it (the whole
         text tokenized with the served model's vocabulary, which :meth:`check` compared).
+        ``slot``: on llama-server, the slot to use (``id_slot``, modulo its ``total_slots``), so
+        one document's requests find its prefix in that slot's cache; ignored elsewhere.
 
         Raises
         ------
@@ -337,6 +353,8 @@ class ServerClient:
                 "repeat_penalty": repeat_penalty, "repetition_penalty": repeat_penalty, "stop": stop, "seed": seed}
         if grammar:
             body["grammar"] = grammar
+        if slot is not None and self.info is not None and self.info.dialect == "llama-server":
+            body["id_slot"] = slot % (self.info.slots or 1)
         t0 = time.perf_counter()
         status, data, text = self._send("POST", "/v1/completions", body)
         seconds = time.perf_counter() - t0
