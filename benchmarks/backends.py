@@ -2,7 +2,9 @@
 
 The same documents (python-dotenv's ``main.py``, ``parser.py`` and ``variables.py``, installed
 with situate) are ingested in ``chunk`` mode with the default model, once in process and once
-through ``python -m llama_cpp.server`` started here with the same GGUF, context and threads; each
+through ``python -m llama_cpp.server`` started here with the same GGUF, context and threads (and
+``--logits_all false``: the server's default keeps every prompt token's logits, which measured
+1.42x the in-process LLM seconds a chunk with the same prompt tokens evaluated); each
 ingest into a fresh data folder, the in-process one first and the server started only after it,
 so the two never share the cores.  Reported: LLM seconds a chunk (the ingest's ``llm_seconds`` over
 its model calls), the ratio server / in-process, wall seconds, and how many blurbs are identical.
@@ -67,7 +69,7 @@ def _server(port: int, log: Path) -> subprocess.Popen:
     from resources.models import registry as models
 
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(models.path_of(models.LLM)),
-                             "--n_ctx", "8192", "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)],
+                             "--n_ctx", "8192", "--n_threads", "2", "--n_threads_batch", "2", "--logits_all", "false", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     for _ in range(600):
         try:
@@ -90,20 +92,37 @@ def _records(home: Path) -> list[dict]:
     return out
 
 
-def _prefix_reuse(records: list[dict], evaluated: list[int] | None = None) -> float:
-    """Share of the prompt read from the cache, over the requests after each window's first
-    (``evaluated``: the server's own count per request, in the records' order)."""
-    sent = read = 0
+def _prefix_reuse(home: Path, records: list[dict], head: int, evaluated: list[int] | None = None) -> float:
+    """Prompt tokens read from the cache over the document prefix (``head``, the chat template's
+    tokens before the user message, plus the window's document block: the preambles stage's
+    ``n_tokens``), over the requests after each window's first (``evaluated``: the server's own
+    count per request, in the records' order)."""
+    from resources.store.store import Store
+
+    store = Store(home=str(home))
+    windows = {}
+    read = prefix = 0
     seen = set()
     for n, r in enumerate(records):
+        if r["document"] not in windows:
+            windows[r["document"]] = store.read_stage_if_any(r["document"], "preambles")["windows"]
         first = (r["document"], r["window"]) not in seen
         seen.add((r["document"], r["window"]))
         if first:
             continue
         ev = evaluated[n] if evaluated is not None else r["evaluated"]
-        sent += r["prompt_tokens"]
-        read += r["prompt_tokens"] - ev
-    return round(read / sent, 3) if sent else 0.0
+        prefix += head + windows[r["document"]][r["window"]]["n_tokens"]
+        read += min(r["prompt_tokens"] - ev, head + windows[r["document"]][r["window"]]["n_tokens"])
+    return round(read / prefix, 3) if prefix else 0.0
+
+
+def _head_tokens() -> int:
+    """Tokens of the default model's chat template before the user message (the start of every
+    prompt's document prefix)."""
+    from assets.fitted_preambles import prompt_builder
+    from pipelines.settings import resources_from_env
+
+    return len(prompt_builder(resources_from_env(plain=True)["llm"])._head)
 
 
 def _row(s, wall: float) -> dict:
@@ -125,8 +144,9 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
         root = Path(d)
         docs = _docs(root, files)
         local, local_s = _ingest(docs, root / "local", {})
-        local_records = _records(root / "local")
-        out = {"in-process": _row(local, local_s) | {"prefix_reuse_after_first": _prefix_reuse(local_records)}}
+        head = _head_tokens()
+        out = {"in-process": _row(local, local_s)
+               | {"prefix_reuse_after_first": _prefix_reuse(root / "local", _records(root / "local"), head)}}
         logs = {}
         for k in in_flight:
             with socket.socket() as s:
@@ -150,7 +170,8 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
             sent = row["prompt_tokens"]
             row["reuse_ratio_by_its_log"] = round(1 - sum(evaluated[2:]) / sent, 3) if sent else 0.0
             if k == 1:  # one document at a time: the log's requests are in the records' order
-                row["prefix_reuse_after_first"] = _prefix_reuse(_records(root / "served-1"), evaluated[2:])
+                row["prefix_reuse_after_first"] = _prefix_reuse(root / "served-1", _records(root / "served-1"), head,
+                                                                evaluated[2:])
                 logs["blurbs"] = _blurbs(root / "served-1")
             out[f"llama_cpp.server, {k} in flight"] = row
         a = _blurbs(root / "local")
@@ -167,7 +188,7 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
 
 def markdown(res: dict) -> str:
     rows = ["| backend | chunks | model calls | LLM s | LLM s a chunk | generated tokens | LLM s a generated token | "
-            "prompt tokens reused | reuse after a window's first request | wall s |",
+            "prompt tokens reused | document prefix reused after a window's first request | wall s |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for name in ["in-process"] + [f"llama_cpp.server, {k} in flight" for k in res.get("in_flight", IN_FLIGHT)]:
         r = res[name]

@@ -45,7 +45,7 @@ class Server:
         self.log = tmp / f"server-{self.port}-{time.monotonic_ns()}.log"
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model or str(models.path_of(models.LLM)),
                "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(self.port), "--model_alias", ALIAS,
-               "--n_threads", "2", *extra] + (["--api_key", api_key] if api_key else [])
+               "--n_threads", "2", "--logits_all", "false", *extra] + (["--api_key", api_key] if api_key else [])
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
