@@ -22,7 +22,7 @@ from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from assets.partitions import BACKFILL, LLM_POOL, documents
 from resources.store.cache import blurb_cache_for, digest
 from resources.models.llm import BlurbLLM
-from resources.models.message_batches import BatchCache
+from resources.models.message_batches import BatchCache, BatchLedger
 from resources.store.store import Store
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
@@ -231,6 +231,9 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     # Anthropic's Message Batches: a first pass gathers the run's requests, then they are answered
     # from the batches (resources.models.message_batches)
     batches = llm.batch_round() if llm.context != "structure" else None
+    from resources.models.llm import API_USAGE, api_usage_since
+
+    usage0 = dict(API_USAGE)  # what a paid API bills this step: every answer, failed documents' too
 
     def call(tokens: list[int], stop: list[str], max_tokens: int, grammar: str = ""):
         if batches is not None:
@@ -358,7 +361,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             except Exception as e:  # noqa: BLE001 - the answering pass below reports each document's error
                 context.log.debug(f"blurbs {key}: not gathered for the Message Batch: {e}")
         context.log.info(f"blurbs: {len(batches.requests)} request(s) gathered for the Message Batches API")
-        batch_summary = batches.submit_and_wait(log=context.log.info)
+        batch_summary = batches.submit_and_wait(log=context.log.info, ledger=BatchLedger(store))
         context.log.info(f"blurbs: Message Batches {batch_summary}")
     # documents in flight: through a server or an API (the in-process model takes one call at a
     # time), and not while a Message Batch round answers (its bookkeeping is per document)
@@ -384,4 +387,5 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                                           "context_mode": llm.context,
                                           "backend": llm.backend() if llm.context != "structure" else "none",
                                           **report.metadata(totals), **from_file.summary(),
-                                          **({"message_batches": batch_summary} if batch_summary else {})})
+                                          **({"message_batches": batch_summary} if batch_summary else {}),
+                                          **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {})})

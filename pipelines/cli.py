@@ -143,8 +143,17 @@ def _run(args) -> int:
         from pipelines.preflight import check_docs
         from pipelines.settings import resources_from_env
 
-        est = estimate(resources_from_env(docs_path=str(check_docs(args.path)), plain=True),
-                       echo=lambda m: print(m, file=sys.stderr))
+        from pipelines.preflight import StartupError, preflight_models
+        from resources.models.server import ServerError
+
+        try:
+            res = resources_from_env(docs_path=str(check_docs(args.path)), plain=True)
+            for warning in preflight_models(res):  # the API, the model and the prompt, before the folder is read
+                print(f"situate: warning: {warning}", file=sys.stderr)
+            est = estimate(res, echo=lambda m: print(m, file=sys.stderr))
+        except (StartupError, ServerError) as e:
+            print(f"situate: error: {e}", file=sys.stderr)
+            return 2
         for line in est.lines():
             print(f"situate: estimate: {line}")
         if args.json:

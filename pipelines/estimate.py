@@ -6,7 +6,9 @@ asked.  Each request the blurbs step would send is then counted as a cold ingest
 blurb cache, no blurbs kept from an earlier version): in ``chunk`` mode, per window, the first
 chunk's request writes the window's document prefix to the server's cache and the others read it;
 in ``document`` mode, one request a document.  Generated tokens are counted at their bound
-(``SITUATE_MAX_TOKENS``), so the cost is an upper bound on output.
+(``SITUATE_MAX_TOKENS``).  Two costs: with the cache as planned, and with no cache hit at all
+(every prefix written again), an upper bound whatever the cache does: a prefix under the model's
+minimum cacheable length is not cached, and caching inside a Message Batch is best-effort.
 
 Counts are in the blurb model's own tokens for a local GGUF (exact).  Through Anthropic's API the
 windows are fitted in UTF-8 bytes (:mod:`resources.models.anthropic_api`); the estimate then gives
@@ -51,6 +53,10 @@ class Estimate:
     approx_tokens: dict = dataclasses.field(default_factory=dict)
     failed: dict = dataclasses.field(default_factory=dict)
     cost_usd: float | None = None
+    #: the cost with no cache hit at all (every prefix written again: 1.25x input), an upper
+    #: bound whatever the cache does (a prefix under the model's minimum cacheable length is not
+    #: cached; caching inside a batch is best-effort), with each answer at its bound
+    cost_usd_bound: float | None = None
     cost_rates: str = ""
 
     def lines(self) -> list[str]:
@@ -64,8 +70,9 @@ class Estimate:
             out.append(f"in cl100k_base tokens, about: evaluated {a['evaluated']:,} (written to the cache "
                        f"{a['written']:,}), read from the cache {a['read']:,}")
         if self.cost_usd is not None:
-            out.append(f"cost at most ${self.cost_usd:,.4f} at {self.cost_rates}"
-                       + (" (input counted in bytes, a bound)" if self.unit == "bytes" else ""))
+            out.append(f"cost ${self.cost_usd:,.4f} with the cache as planned, at most ${self.cost_usd_bound:,.4f} "
+                       f"with no cache hit; every answer at its bound, at {self.cost_rates}"
+                       + (" (input counted in bytes, a bound on tokens)" if self.unit == "bytes" else ""))
         elif self.cost_rates:
             out.append(f"cost: {self.cost_rates}")
         for key, why in self.failed.items():
@@ -179,6 +186,10 @@ def estimate(res: dict, echo=print) -> Estimate:
         else:
             est.cost_usd = cost_usd(price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound,
                                     batch=llm.api_batch)
+            # no hit: every request's prefix written again (the dearest the cache can make it)
+            prefixes = est.cache_writes + est.prompt_read
+            est.cost_usd_bound = cost_usd(price, est.prompt_written + est.prompt_read, prefixes, 0,
+                                          est.generated_bound, batch=llm.api_batch)
             est.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
                               + (", half of it through the Message Batches API" if llm.api_batch else ""))
     return est

@@ -95,7 +95,10 @@ class IngestSummary:
     #: of the evaluated prompt tokens, those an API wrote to its prompt cache (Anthropic)
     prompt_tokens_cache_written: int = 0
     generated_tokens: int = 0
-    #: USD of the run's LLM requests at ``cost_rates`` (a paid API), None where no rate is known
+    #: what a paid API billed this run (:data:`resources.models.llm.API_USAGE`): every answer,
+    #: those of documents that then failed included
+    api_usage: dict = dataclasses.field(default_factory=dict)
+    #: USD of ``api_usage`` at ``cost_rates``, None where no rate is known
     cost_usd: float | None = None
     cost_rates: str = ""
     llm_seconds: float = 0.0
@@ -119,7 +122,8 @@ class IngestSummary:
                + (f" (written to the API's cache: {self.prompt_tokens_cache_written:,})"
                   if self.prompt_tokens_cache_written else "")
                + f"; generated: {self.generated_tokens:,}"
-               + (f"; cost ${self.cost_usd:,.4f} at {self.cost_rates}" if self.cost_usd is not None else ""),
+               + (f"; cost ${self.cost_usd:,.4f} for {self.api_usage.get('requests', 0) + self.api_usage.get('batch_requests', 0)} "
+                  f"API answers at {self.cost_rates}" if self.cost_usd is not None else ""),
                f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
                + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
                + f"; wall time {self.seconds:.1f} s"]
@@ -192,6 +196,9 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     from resources.models.llm import forget_servers
 
     forget_servers()  # a model server is checked again at each ingest: it may serve another model now
+    from resources.models.llm import API_USAGE, api_usage_since
+
+    usage0 = dict(API_USAGE)
     res = resources_from_env(plain=True)
     store = res["store"]
     for warning in preflight(None, res, store.location):
@@ -298,14 +305,14 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     summary.seconds = time.perf_counter() - t0
     if res["llm"].api == "anthropic" and res["llm"].context != "structure":
         from pipelines.settings import llm_price
-        from resources.models.anthropic_api import cost_usd
+        from resources.models.anthropic_api import usage_cost_usd
 
+        summary.api_usage = api_usage_since(usage0)
         price = llm_price(res["llm"].resolved_model_id())
         if price is not None:
-            summary.cost_usd = cost_usd(price, summary.prompt_tokens_evaluated, summary.prompt_tokens_cache_written,
-                                        summary.prompt_tokens_reused, summary.generated_tokens, batch=res["llm"].api_batch)
+            summary.cost_usd = usage_cost_usd(price, summary.api_usage)
             summary.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
-                                  + (", half of it through the Message Batches API" if res["llm"].api_batch else ""))
+                                  + (", Message Batches answers at half" if res["llm"].api_batch else ""))
         else:
             summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
     return summary

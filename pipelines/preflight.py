@@ -265,6 +265,19 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     if docs_path is not None:
         check_docs(docs_path)
     check_data_folder(home)
+    return preflight_models(res)
+
+
+def preflight_models(res: dict) -> list[str]:
+    """The start-up checks of the settings and models (:func:`preflight` without the folders; also
+    ``situate ingest --estimate``'s, which writes nothing); returns the warnings.
+
+    Raises
+    ------
+    StartupError
+        As :func:`check_models`, :func:`check_server`, :func:`check_chat_api_prompt`; an unknown
+        ``SITUATE_CONTEXT``; ``SITUATE_LLM_BATCH=1`` without Anthropic's API.
+    """
     from assets.blurbs import CONTEXT_MODES
 
     if res["llm"].context not in CONTEXT_MODES:

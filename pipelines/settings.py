@@ -238,6 +238,22 @@ def check_environment() -> dict[str, int | float]:
     return values
 
 
+def _switch(name: str) -> bool:
+    """An on/off setting: unset, empty or ``0`` is off, ``1`` is on.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        Any other value (``false``, ``no``: read as on by a looser test, so refused here).
+    """
+    raw = os.environ.get(name, "").strip()
+    if raw not in ("", "0", "1"):
+        from pipelines.preflight import StartupError
+
+        raise StartupError(f"{name}={raw!r}: set 1 (on) or 0 (off)")
+    return raw == "1"
+
+
 #: Values of ``SITUATE_LLM_API`` (empty: ``openai``, an OpenAI-compatible server where
 #: ``SITUATE_LLM_URL`` is set).
 LLM_APIS = ("", "openai", "anthropic")
@@ -305,7 +321,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
                         document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
                         blurbs_file=val("SITUATE_BLURBS_FILE", ""),
                         server_url=val("SITUATE_LLM_URL", ""), served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
-                        api=llm_api, api_batch=os.environ.get("SITUATE_LLM_BATCH", "") not in ("", "0"),
+                        api=llm_api, api_batch=_switch("SITUATE_LLM_BATCH"),
                         batch_poll_s=val("SITUATE_LLM_BATCH_POLL", 30, int),
                         batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", 86_400, int),
                         in_flight=val("SITUATE_LLM_IN_FLIGHT", 1, int),

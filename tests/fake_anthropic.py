@@ -44,6 +44,11 @@ class FakeAnthropic:
         # seconds each messages request takes, and (start, end, first block) of each, for
         # checking what was in flight at once
         self.delay = 0.0
+        # hostile answers: the next messages requests get these (status, body bytes, content type),
+        # None for a normal answer
+        self.override: list[tuple[int, bytes, str]] = []
+        # batch results replaced by position in the next batch (a dict: the result object)
+        self.batch_override: dict[int, dict] = {}
         self.spans: list[tuple[float, float, str]] = []
         self.cached: set[str] = set()
         self.lock = threading.Lock()
@@ -112,6 +117,15 @@ class FakeAnthropic:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
                     status = fake.fail.pop(0) if fake.fail else 200
+                hostile = fake.override.pop(0) if fake.override and status == 200 else None
+                if hostile is not None:  # None in the list: that request is answered normally
+                    code, raw, ctype = hostile
+                    self.send_response(code)
+                    self.send_header("content-type", ctype)
+                    self.send_header("content-length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return
                 if status == 0:  # a dropped connection
                     self.connection.shutdown(2)
                     return
@@ -178,7 +192,12 @@ class FakeAnthropic:
         results = []
         for n, r in enumerate(requests):
             fail = self.batch_fail[n] if n < len(self.batch_fail) else ""
-            if fail == "errored":
+            if n in self.batch_override:
+                msg = self.answer(r["params"])
+                self.usages.append(msg["usage"])
+                result = self.batch_override[n] | ({"message": {**msg, **self.batch_override[n]["message"]}}
+                                                   if "message" in self.batch_override[n] else {})
+            elif fail == "errored":
                 result = {"type": "errored", "error": {"type": "error", "error": {"type": "overloaded_error",
                                                                                   "message": "Overloaded"}}}
             elif fail == "expired":
@@ -189,6 +208,7 @@ class FakeAnthropic:
                 result = {"type": "succeeded", "message": msg}
             results.append({"custom_id": r["custom_id"], "result": result})
         self.batch_fail = []
+        self.batch_override = {}
         self.batches[bid] = {"requests": requests, "results": results, "looks": 0}
         return bid
 

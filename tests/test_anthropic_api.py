@@ -9,6 +9,7 @@ is set, against the real API.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
@@ -235,7 +236,8 @@ def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
         + sum(len(body["messages"][1]["content"].encode()) for body in fake.requests)  # the started answers
     assert sent <= est.prompt_written + est.prompt_read <= sent + 8 * est.requests
     assert abs(est.prompt_read / 4 - s.prompt_tokens_reused) <= est.requests
-    assert est.cost_usd >= s.cost_usd  # an upper bound: bytes, and every answer at its bound
+    assert est.cost_usd_bound >= est.cost_usd >= s.cost_usd  # bounds: bytes, every answer at its bound
+    assert est.cost_usd_bound > est.cost_usd
 
 
 def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
@@ -324,3 +326,76 @@ def test_documents_in_flight_overlap_but_a_documents_own_requests_do_not(tmp_pat
         serial.close()
     assert not s2.failed
     assert [(r["chunk_id"], r["blurb"]) for r in _rows(home2)] == [(r["chunk_id"], r["blurb"]) for r in rows]
+
+
+def test_hostile_answers_are_named_errors_and_what_was_billed_is_counted(tmp_path, fake):
+    """An answer that is not the API's (HTML, negative or non-numeric usage) fails its document
+    with an error naming the URL, the other documents go on, and the cost counts every answer the
+    API billed, those of the failed document included."""
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service.\n")
+    bad = json.dumps({"id": "m", "type": "message", "role": "assistant", "model": MODEL_ID,
+                      "content": [{"type": "text", "text": "x y z"}], "stop_reason": "end_turn",
+                      "usage": {"input_tokens": -1000000, "output_tokens": 5}}).encode()
+    env = _api(fake, SITUATE_LLM_PRICE_INPUT="2", SITUATE_LLM_PRICE_OUTPUT="10")
+    fake.override = [None, None, (200, b"<html>gateway</html>", "text/html")]  # keys.md's second request
+    s = ingest_with(docs, home, **env)
+    (why,) = s.failed.values()
+    assert "not a Messages API answer" in why and fake.url.split("//")[1] in why, why
+    # billed: b.md's answer and keys.md's first, though keys.md then failed
+    assert s.api_usage["requests"] == len(fake.usages) == 2 and s.api_usage["evaluated"] > 0
+    assert s.cost_usd > 0
+    fake.override = [(200, bad, "application/json")]
+    (why,) = ingest_with(docs, home, **env).failed.values()
+    assert "usage.input_tokens" in why and "not a token count" in why, why
+    s3 = ingest_with(docs, home, **env)  # the next run finishes what failed
+    assert not s3.failed and {r["blurb_status"] for r in _rows(home)} == {"model"}
+
+
+def test_a_malformed_batch_result_fails_only_its_own_chunk(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service.\n")
+    fake.batch_override = {0: {"type": "succeeded", "message": {"usage": {"input_tokens": "n/a", "output_tokens": 1}}}}
+    s = ingest_with(docs, home, **_api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1"))
+    assert len(s.failed) == 1, s.failed
+    (why,) = s.failed.values()
+    assert "not a token count" in why or "not a Messages API answer" in why, why
+    assert len(_rows(home)) >= 1  # the other document was written
+    before = len(fake.batches)
+    s2 = ingest_with(docs, home, **_api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1"))
+    assert not s2.failed and len(fake.batches) == before + 1
+    assert len(list(fake.batches.values())[-1]["requests"]) == 1  # only the one that was missing
+
+
+def test_a_batch_that_outlasts_the_wait_is_collected_by_the_next_run_not_sent_again(tmp_path, fake):
+    docs, home = _docs(tmp_path), tmp_path / "home"
+    env = _api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1", SITUATE_LLM_BATCH_WAIT="2")
+    fake.batch_looks = 10 ** 6  # never ends while this run waits
+    s = ingest_with(docs, home, **env)
+    assert s.failed and all("still in progress" in w and "next run collects" in w for w in s.failed.values())
+    assert (home / "cache" / "message-batches.json").exists()
+    fake.batch_looks = 0  # it has ended by the next run
+    s2 = ingest_with(docs, home, **env)
+    assert not s2.failed, s2.failed
+    assert len(fake.batches) == 1  # collected, not sent again
+    assert json.loads((home / "cache" / "message-batches.json").read_text()) == {}
+
+
+def test_the_estimate_refuses_what_an_ingest_refuses_in_one_line(tmp_path, fake):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    docs = _docs(tmp_path)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "ANTHROPIC_"))}
+    base |= {"PYTHONPATH": str(REPO), "SITUATE_HOME": str(tmp_path / "home"), **_api(fake)}
+    for extra, word in (({"ANTHROPIC_API_KEY": "sk-wrong"}, "ANTHROPIC_API_KEY"),
+                        ({"SITUATE_CONTEXT": "chunk", "SITUATE_PROMPT": "anthropic-2024+grammar"}, "SITUATE_PROMPT"),
+                        ({"SITUATE_LLM_BATCH": "false"}, "SITUATE_LLM_BATCH")):
+        p = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate"],
+                           env=base | extra, capture_output=True, text=True, timeout=120, cwd=str(REPO))
+        assert p.returncode == 2, (extra, p.stdout, p.stderr[-800:])
+        assert "Traceback" not in p.stderr and word in p.stderr, (extra, p.stderr[-800:])
+        assert "sk-wrong" not in p.stderr
+    assert fake.requests == []

@@ -39,6 +39,9 @@ _MARKS = {"\x00situate:system-end\x00": SYSTEM_END, "\x00situate:turn-end\x00": 
 
 #: Longest answer text taken from the API, in characters (a blurb is at most a few hundred).
 MAX_ANSWER_CHARS = 64 * 1024
+#: Largest token count taken from an answer's usage: 10 million is 50 times Claude's context
+#: (200,000 tokens); a larger or negative count is not a count of this request.
+MAX_USAGE_TOKENS = 10_000_000
 
 
 class ChatTokenizer:
@@ -182,7 +185,10 @@ class MessagesClient:
             raise ServerError("ANTHROPIC_API_KEY is not a key (a line break, a NUL or over 512 characters)")
         import anthropic
 
-        self.url = check_url(base_url, "SITUATE_LLM") if base_url else DEFAULT_BASE_URL
+        try:
+            self.url = check_url(base_url, "SITUATE_LLM") if base_url else DEFAULT_BASE_URL
+        except ServerError as e:  # the key of this API is ANTHROPIC_API_KEY
+            raise ServerError(str(e).replace("SITUATE_LLM_API_KEY", "ANTHROPIC_API_KEY")) from None
         self.model = model
         self._key = key
         self.client = anthropic.Anthropic(api_key=key, base_url=self.url, max_retries=retries, timeout=timeout)
@@ -233,6 +239,9 @@ class MessagesClient:
             m = self.client.models.retrieve(self.model)
         except anthropic.AnthropicError as e:
             raise self._error(e, "the model check") from None
+        except (ValueError, TypeError, AttributeError):  # not JSON, or not the API's shapes
+            raise ServerError(f"{_safe_url(self.url)} answered the model check with something that is not the "
+                              "Messages API's (SITUATE_LLM_URL)") from None
         model = getattr(m, "id", "")
         if not isinstance(model, str) or not model or len(model) > 200:
             raise ServerError(f"{_safe_url(self.url)} answered the model check without a model id")
@@ -277,6 +286,9 @@ class MessagesClient:
             msg = self.client.messages.create(**self.params(system, blocks, answer, max_tokens, stop))
         except anthropic.AnthropicError as e:
             raise self._error(e, "a blurb request") from None
+        except (ValueError, TypeError, AttributeError):
+            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with something that is not a "
+                              "Messages API answer (SITUATE_LLM_URL)") from None
         return self.completion_of(msg, stop, time.perf_counter() - t0)
 
     def params(self, system: str, blocks: list[str], answer: str, max_tokens: int, stop: list[str]) -> dict:
@@ -303,8 +315,17 @@ class MessagesClient:
         Raises
         ------
         resources.models.server.ServerError
-            The message has no text block (and did not stop for a refusal or its bound).
+            The message has no text block (and did not stop for a refusal or its bound), or is
+            not a message, or its usage is not token counts (whole numbers from 0 to
+            :data:`MAX_USAGE_TOKENS`).
         """
+        try:
+            return self._completion_of(msg, stop, seconds)
+        except (ValueError, TypeError, AttributeError):
+            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with something that is not a "
+                              "Messages API answer (SITUATE_LLM_URL)") from None
+
+    def _completion_of(self, msg, stop: list[str], seconds: float) -> Completion:
         parts = [getattr(b, "text", "") for b in (msg.content or []) if getattr(b, "type", "") == "text"]
         if not parts and msg.stop_reason not in ("refusal", "max_tokens"):
             raise ServerError(f"{_safe_url(self.url)} answered a blurb request with no text "
@@ -314,10 +335,25 @@ class MessagesClient:
         if cut >= 0:
             text = text[:cut]
         u = msg.usage
-        read = int(getattr(u, "cache_read_input_tokens", 0) or 0)
-        written = int(getattr(u, "cache_creation_input_tokens", 0) or 0)
-        prompt = int(u.input_tokens or 0) + read + written
-        return Completion(text, prompt, int(u.output_tokens or 0), read, seconds, written)
+        read = self._tokens(getattr(u, "cache_read_input_tokens", 0), "cache_read_input_tokens")
+        written = self._tokens(getattr(u, "cache_creation_input_tokens", 0), "cache_creation_input_tokens")
+        prompt = self._tokens(u.input_tokens, "input_tokens") + read + written
+        return Completion(text, prompt, self._tokens(u.output_tokens, "output_tokens"), read, seconds, written)
+
+    def _tokens(self, value, name: str) -> int:
+        """A usage count: None is 0; otherwise a whole number from 0 to :data:`MAX_USAGE_TOKENS`.
+
+        Raises
+        ------
+        resources.models.server.ServerError
+            Anything else, naming the field.
+        """
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+            raise ServerError(f"{_safe_url(self.url)} answered usage.{name} = {str(value)[:40]!r}, not a token "
+                              "count (SITUATE_LLM_URL)")
+        return value
 
 
 def identity(model: str) -> str:
@@ -361,6 +397,14 @@ def price_of(model: str, input_rate: float | None = None, output_rate: float | N
     i, o = PRICES[known]
     return Price(input_rate if input_rate is not None else i, output_rate if output_rate is not None else o,
                  PRICES_READ if input_rate is None and output_rate is None else f"{PRICES_READ}, partly set")
+
+
+def usage_cost_usd(price: Price, usage: dict) -> float:
+    """USD of :data:`resources.models.llm.API_USAGE`-shaped ``usage`` (live requests at full price,
+    ``batch_`` ones at :data:`BATCH`)."""
+    return sum(cost_usd(price, usage.get(f"{p}evaluated", 0), usage.get(f"{p}written", 0),
+                        usage.get(f"{p}reused", 0), usage.get(f"{p}generated", 0), batch=bool(p))
+               for p in ("", "batch_"))
 
 
 def cost_usd(price: Price, evaluated: int, written: int, reused: int, generated: int, batch: bool = False) -> float:

@@ -31,6 +31,27 @@ _CACHE: dict[tuple, object] = {}
 #: shared-prefix batch) and ``embed_texts`` (texts sent to the embedding model).  Read by the
 #: benchmarks (re-ingest must make none) and by tests that count work.
 CALLS: collections.Counter = collections.Counter()
+#: Tokens this process was billed for by a paid API (Anthropic's), whatever became of the answer
+#: (a document that failed after some answers still paid for them): ``requests``,
+#: ``evaluated`` (input + cache writes), ``written``, ``reused`` (cache reads), ``generated``,
+#: each also with a ``batch_`` prefix for Message Batches answers.  Summed by
+#: :func:`count_api_usage`; a run reports the difference between its start and its end.
+API_USAGE: collections.Counter = collections.Counter()
+_USAGE_LOCK = threading.Lock()
+
+
+def count_api_usage(evaluated: int, written: int, reused: int, generated: int, batch: bool = False) -> None:
+    """Add one paid answer's usage to :data:`API_USAGE` (thread-safe: documents in flight)."""
+    p = "batch_" if batch else ""
+    with _USAGE_LOCK:
+        API_USAGE.update({f"{p}requests": 1, f"{p}evaluated": evaluated, f"{p}written": written,
+                          f"{p}reused": reused, f"{p}generated": generated})
+
+
+def api_usage_since(start: dict) -> dict:
+    """:data:`API_USAGE` now minus ``start`` (a copy taken earlier)."""
+    with _USAGE_LOCK:
+        return {k: v - start.get(k, 0) for k, v in API_USAGE.items() if v - start.get(k, 0)}
 
 
 @contextlib.contextmanager
@@ -776,6 +797,7 @@ class BlurbLLM(dg.ConfigurableResource):
         CALLS["llm_generate"] += 1
         c = self.api_client().complete(system, blocks, answer, max_tokens or self.max_tokens, stop or [])
         reused = c.cached_tokens or 0
+        count_api_usage(c.prompt_tokens - reused, c.written, reused, c.generated)
         return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds,
                           written=c.written)
 

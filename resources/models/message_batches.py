@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import json
 import time
 
@@ -125,10 +126,10 @@ class MessageBatchRound:
             raise BatchMissing(f"{len(self.missing)} chunk(s) not answered by the Message Batch ({self.missing[0]}): "
                                "the document is left to the next run, which sends only what is still missing")
 
-    def _groups(self) -> list[list[str]]:
+    def _groups(self, cids: list[str]) -> list[list[str]]:
         groups, cur, size = [], [], 0
-        for cid, (params, _) in self.requests.items():
-            n = len(json.dumps(params))
+        for cid in cids:
+            n = len(json.dumps(self.requests[cid][0]))
             if cur and (len(cur) >= MAX_REQUESTS or size + n > MAX_BATCH_BYTES):
                 groups.append(cur)
                 cur, size = [], 0
@@ -136,70 +137,141 @@ class MessageBatchRound:
             size += n
         return groups + ([cur] if cur else [])
 
-    def submit_and_wait(self, log=None, sleep=time.sleep) -> dict:
+    def submit_and_wait(self, log=None, sleep=time.sleep, ledger=None) -> dict:
         """Send the gathered requests, wait for the batches to end, keep their answers; then
-        :meth:`call` answers from them.
+        :meth:`call` answers from them.  Never raises: an API error (after the SDK's retries)
+        becomes the reason of every request it left unanswered, so each document fails with it
+        and the others' answers are kept.
+
+        Parameters
+        ----------
+        log : callable, optional
+            Called with a progress line per batch sent and per look.
+        sleep : callable
+            ``time.sleep`` (tests give another).
+        ledger : object, optional
+            Where the batches still in progress are remembered between runs (``read() -> dict``
+            and ``write(dict)``: batch id to its custom ids): a run that stops waiting leaves its
+            batches there, and the next run collects their answers instead of sending those
+            requests again.
 
         Returns
         -------
         dict
-            ``{"batches", "requests", "succeeded", "errored", "expired", "canceled",
-            "not_ended", "seconds"}`` for the run's metadata.
-
-        Raises
-        ------
-        resources.models.server.ServerError
-            A batch could not be created or read (as the live client's errors, naming the setting).
+            ``{"batches", "requests", "succeeded", "errored", "expired", "canceled", "other",
+            "not_ended", "error", "seconds"}`` for the run's metadata.
         """
         import anthropic
 
         t0 = time.perf_counter()
         self.gathering = False
         api = self.client.client.messages.batches
-        ids = []
+        known = (ledger.read() if ledger is not None else {}) or {}
+        pending = [bid for bid, cids in known.items() if isinstance(cids, list) and set(cids) & set(self.requests)]
+        waiting_for = {cid for bid in pending for cid in known[bid]}
+        error = ""
         try:
-            for group in self._groups():
+            for group in self._groups([cid for cid in self.requests if cid not in waiting_for]):
                 b = api.create(requests=[{"custom_id": cid, "params": self.requests[cid][0]} for cid in group])
-                ids.append(b.id)
+                pending.append(b.id)
+                known[b.id] = group
+                if ledger is not None:
+                    ledger.write(known)
                 if log:
                     log(f"Message Batch {b.id}: {len(group)} request(s) sent")
-            pending = list(ids)
             while pending:
                 for bid in list(pending):
                     if api.retrieve(bid).processing_status == "ended":
                         pending.remove(bid)
                         self._collect(api, bid)
-                if pending:
-                    if time.perf_counter() - t0 > self.wait_s:
-                        break
-                    if log:
-                        log(f"Message Batches in progress: {', '.join(pending)}; next look in {self.poll_s:.0f} s")
-                    sleep(self.poll_s)
-        except anthropic.AnthropicError as e:
-            raise self.client._error(e, "a Message Batch") from None
-        for bid in pending:
-            for cid in self.requests:
-                if cid not in self.answers:
-                    self.failures.setdefault(cid, f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT")
-        self.batches = ids
-        counts = {k: sum(why.startswith(k) for why in self.failures.values())
-                  for k in ("errored", "expired", "canceled")}
-        return {"batches": ids, "requests": len(self.requests), "succeeded": len(self.answers), **counts,
-                "not_ended": len(pending), "seconds": round(time.perf_counter() - t0, 1)}
+                        known.pop(bid, None)
+                        if ledger is not None:
+                            ledger.write(known)
+                left = self.wait_s - (time.perf_counter() - t0)
+                if not pending or left <= 0:
+                    break
+                if log:
+                    log(f"Message Batches in progress: {', '.join(pending)}; next look in "
+                        f"{min(self.poll_s, left):.0f} s")
+                sleep(min(self.poll_s, left))
+        except (anthropic.AnthropicError, ServerError, ValueError, TypeError, AttributeError) as e:
+            error = str(self.client._error(e, "a Message Batch") if isinstance(e, anthropic.AnthropicError) else
+                        ServerError(f"a Message Batch: {type(e).__name__}: the API's answer is not a batch's"))
+            if log:
+                log(f"Message Batches stopped: {error}")
+        for cid in self.requests:
+            if cid not in self.answers and cid not in self.failures:
+                bid = next((b for b in pending if cid in known.get(b, [])), None)
+                self.failures[cid] = (error or "not sent") if bid is None else (
+                    f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers")
+        self.batches = list(known) + [b for b in pending if b not in known]
+        kinds = [why.split(" ", 1)[0] for why in self.failures.values()]
+        return {"batches": sorted(set(self.batches)), "requests": len(self.requests), "succeeded": len(self.answers),
+                **{k: kinds.count(k) for k in ("errored", "expired", "canceled")},
+                "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
+                "not_ended": len(pending), "error": error, "seconds": round(time.perf_counter() - t0, 1)}
 
     def _collect(self, api, bid: str) -> None:
+        """Keep batch ``bid``'s answers to this run's requests (the first result of a custom id; a
+        result that is not a Messages API answer fails its request alone), and count what was
+        billed (:func:`resources.models.llm.count_api_usage`)."""
+        from resources.models.llm import count_api_usage
+
         for entry in api.results(bid):
             cid = getattr(entry, "custom_id", None)
-            if cid not in self.requests:
-                continue  # not one of ours: ignored
-            result = entry.result
-            if result.type == "succeeded":
+            if cid not in self.requests or cid in self.answers or cid in self.failures:
+                continue  # not one of ours, or seen already in this batch's results
+            result = getattr(entry, "result", None)
+            kind = getattr(result, "type", None)
+            if kind == "succeeded":
                 try:
-                    self.answers[cid] = self.client.completion_of(result.message, self.requests[cid][1], 0.0)
+                    c = self.client.completion_of(result.message, self.requests[cid][1], 0.0)
                 except ServerError as e:
-                    self.failures[cid] = f"errored: {e}"
-            elif result.type == "errored":
+                    self.failures[cid] = f"errored in batch {bid}: {e}"
+                    continue
+                self.answers[cid] = c
+                reused = c.cached_tokens or 0
+                count_api_usage(c.prompt_tokens - reused, c.written, reused, c.generated, batch=True)
+            elif kind == "errored":
                 err = getattr(getattr(result, "error", None), "error", None)
-                self.failures[cid] = f"errored in batch {bid}: {getattr(err, 'type', 'error')}"
+                self.failures[cid] = f"errored in batch {bid}: {str(getattr(err, 'type', 'error'))[:80]}"
+            elif kind in ("expired", "canceled"):
+                self.failures[cid] = f"{kind} in batch {bid}"
             else:
-                self.failures[cid] = f"{result.type} in batch {bid}"
+                self.failures[cid] = f"unknown result {str(kind)[:40]!r} in batch {bid}"
+
+
+#: Where a data folder remembers its Message Batches still in progress (relative to the folder).
+LEDGER = "cache/message-batches.json"
+#: Most batches and custom ids the ledger holds (a file from the data folder is untrusted input).
+MAX_LEDGER_BATCHES, MAX_LEDGER_IDS = 1_000, 1_000_000
+
+
+class BatchLedger:
+    """The batches a data folder's runs sent and have not collected (``cache/message-batches.json``
+    through ``store.read_file`` / ``store.write_file``: local or on an object store).  A file that
+    is unreadable, too large or not ``{batch id: [custom id, ...]}`` is ignored (its batches are
+    then sent again, never trusted)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def read(self) -> dict:
+        raw = self.store.read_file(LEDGER)
+        if not raw or len(raw) > 80 * MAX_LEDGER_IDS:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return {}
+        if not isinstance(data, dict) or len(data) > MAX_LEDGER_BATCHES:
+            return {}
+        ok = {}
+        for bid, cids in data.items():
+            if (isinstance(bid, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,100}", bid) and isinstance(cids, list)
+                    and all(isinstance(c, str) and re.fullmatch(r"[0-9a-f]{64}", c) for c in cids)):
+                ok[bid] = cids
+        return ok
+
+    def write(self, batches: dict) -> None:
+        self.store.write_file(LEDGER, json.dumps(batches).encode())
