@@ -343,7 +343,8 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
         store.write_stage(key, "blurbs", {
-            "model_id": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt, "context_mode": mode,
+            "model_id": model_id, "backend": llm.backend_kind() if mode != "structure" else "",
+            "prompt_version": PROMPT_VERSION, "prompt": llm.prompt, "context_mode": mode,
             "doc_sha256": doc_sha, "settings": settings,
             # the chunk texts of older versions that kept blurbs were written against (assets.edits)
             "versions": {v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)},

@@ -62,8 +62,9 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
 
 
 def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dict], vectors: np.ndarray,
-               llm_model: str, embed_model: str, fp: str) -> pa.Table:
-    """The document's rows for the ``chunks`` table (schema :func:`resources.store.store.table_schema`).
+               llm_model: str, embed_model: str, fp: str, llm_backend: str = "") -> pa.Table:
+    """The document's rows for the ``chunks`` table (schema :func:`resources.store.store.table_schema`);
+    ``llm_backend``: what ran the blurb model (:meth:`resources.models.llm.BlurbLLM.backend_kind`).
 
     Raises
     ------
@@ -91,6 +92,7 @@ def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dic
         "content_sha256": [hashlib.sha256(c["text"].encode()).hexdigest() for c in chunk_list],
         "doc_sha256": [doc["sha256"]] * n,
         "llm_model": [llm_model if b.get("mode", "") != "structure" else "" for b in blurb_list],
+        "llm_backend": [llm_backend if b.get("mode", "") != "structure" else "" for b in blurb_list],
         "embed_model": [embed_model] * n,
         "prompt_version": [PROMPT_VERSION] * n,
         "fingerprint": [fp] * n,
@@ -155,7 +157,7 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
         if n_cut:
             context.log.warning(f"embeddings {key}: {n_cut} inputs cut to {embedder.n_ctx} tokens")
         rows = build_rows(key, doc, chunk_list, blurb_data["blurbs"], vectors,
-                          blurb_data["model_id"], embed_model, fp)
+                          blurb_data["model_id"], embed_model, fp, blurb_data.get("backend", ""))
         n = store.replace_document(key, rows)
         context.log.info(f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {n_computed} embedded, "
                          f"{len(texts) - n_computed} from the cache, {seconds:.1f} s")

@@ -45,7 +45,7 @@ def _api(fake, **extra) -> dict:
 def _rows(home):
     from resources.store.store import Store
 
-    cols = ["chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model"]
+    cols = ["chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model", "llm_backend"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: r["chunk_index"])
 
 
@@ -67,6 +67,7 @@ def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp
     rows = _rows(home)
     assert len(rows) >= 4 and {r["blurb_status"] for r in rows} == {"model"}, [r["blurb_status"] for r in rows]
     assert {r["llm_model"] for r in rows} == {MODEL_ID}  # the id the API gave, not the alias asked
+    assert {r["llm_backend"] for r in rows} == {f"anthropic-messages {fake.url}"}
     assert s.model_calls == len(rows) == len(fake.requests)
     chunks = {r["text"] for r in rows}
     text = (docs / "keys.md").read_text()
@@ -296,6 +297,7 @@ def test_a_cold_ingest_through_message_batches(tmp_path, fake):
     assert 2 <= len(second) < n
     rows = _rows(home)
     assert len(rows) > first_rows and {r["blurb_status"] for r in rows} == {"model"}
+    assert {r["llm_backend"] for r in rows} == {f"anthropic-batches {fake.url}"}
     assert fake.requests == []
 
 

@@ -76,7 +76,7 @@ def server(tmp_path):
 def _rows(home):
     from resources.store.store import Store
 
-    cols = ["source", "chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model"]
+    cols = ["source", "chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model", "llm_backend"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
 
 
@@ -105,6 +105,8 @@ def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
     assert len(rows) == 9 and through.model_calls == len(rows) == server.completions() - 2
     assert sum(r["blurb_status"] == "model" for r in rows) >= len(rows) - 1, [r["blurb_status"] for r in rows]
     assert all(r["llm_model"] == ALIAS for r in rows)
+    assert {r["llm_backend"] for r in rows} == {f"openai-compatible {server.url}"}
+    assert {r["llm_backend"] for r in _rows(tmp_path / "local")} == {""}  # structure: no model ran
     # n_ctx 768 against a 3,900-character guide: fitted in windows, each within the context
     store = Store(home=str(tmp_path / "home"))
     key = next(k for k in store.document_states() if "guide" in k)

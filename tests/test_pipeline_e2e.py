@@ -62,7 +62,7 @@ def test_documents_land_and_the_bad_one_is_named(env):
     assert "binary content (NUL byte at offset 0)" in s.failed["broken.txt"]
     store = _store(env)
     table = store.columns(["chunk_id", "doc_id", "source", "chunk_index", "text", "blurb", "blurb_status",
-                           "prompt_version", "llm_model", "embed_model"]).to_pylist()
+                           "prompt_version", "llm_model", "llm_backend", "embed_model"]).to_pylist()
     assert len(table) == s.chunks == s.table_rows > 3
     assert {r["source"] for r in table} == {"bm25s-README.md", "dotenv/main.py", "numpy-ma-README.rst"}
     assert len({r["chunk_id"] for r in table}) == len(table)
@@ -70,6 +70,7 @@ def test_documents_land_and_the_bad_one_is_named(env):
         assert (r["blurb_status"] == "model" and r["blurb"]) or (r["blurb_status"].startswith("fallback:") and not r["blurb"])
     assert s.blurbs_from_model + s.blurb_fallbacks == s.chunks
     assert table[0]["llm_model"] == "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M"
+    assert {r["llm_backend"] for r in table} == {"in-process"}
     assert table[0]["embed_model"] == "bge-small-en-v1.5.int8"
 
 

@@ -616,6 +616,19 @@ class BlurbLLM(dg.ConfigurableResource):
 
         return file_sha256(self.model_path)
 
+    def backend_kind(self) -> str:
+        """What runs the model, short, for each row (``llm_backend``): ``in-process``,
+        ``openai-compatible <scheme://host:port>``, ``anthropic-messages <…>`` or
+        ``anthropic-batches <…>`` (never a path, user or key of the URL)."""
+        if self.api == "anthropic":
+            return f"anthropic-{'batches' if self.api_batch else 'messages'} {self.api_client().info.url}"
+        if not self.server_url:
+            return "in-process"
+        import urllib.parse
+
+        p = urllib.parse.urlsplit(self.server_url)
+        return f"openai-compatible {p.scheme}://{p.hostname}{':' + str(p.port) if p.port else ''}"
+
     def backend(self) -> str:
         """What runs the model, for a run's metadata: ``in-process`` or ``openai-compatible
         <scheme://host:port> (<dialect>; context <n> tokens | context not reported; prompt tokens

@@ -76,6 +76,9 @@ def table_schema(dim: int) -> pa.Schema:
         pa.field("content_sha256", pa.string()),
         pa.field("doc_sha256", pa.string()),
         pa.field("llm_model", pa.string()),
+        # what ran the blurb model: in-process, openai-compatible <url>, anthropic-messages <url>,
+        # anthropic-batches <url> (empty in rows of a table written before it was recorded)
+        pa.field("llm_backend", pa.string()),
         pa.field("embed_model", pa.string()),
         pa.field("prompt_version", pa.string()),
         pa.field("fingerprint", pa.string()),
