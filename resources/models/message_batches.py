@@ -169,11 +169,13 @@ class MessageBatchRound:
         known = (ledger.read() if ledger is not None else {}) or {}
         pending = [bid for bid, cids in known.items() if isinstance(cids, list) and set(cids) & set(self.requests)]
         waiting_for = {cid for bid in pending for cid in known[bid]}
+        used = list(pending)  # this run's batches: those resumed from the ledger, then those sent
         error = ""
         try:
             for group in self._groups([cid for cid in self.requests if cid not in waiting_for]):
                 b = api.create(requests=[{"custom_id": cid, "params": self.requests[cid][0]} for cid in group])
                 pending.append(b.id)
+                used.append(b.id)
                 known[b.id] = group
                 if ledger is not None:
                     ledger.write(known)
@@ -204,9 +206,9 @@ class MessageBatchRound:
                 bid = next((b for b in pending if cid in known.get(b, [])), None)
                 self.failures[cid] = (error or "not sent") if bid is None else (
                     f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers")
-        self.batches = list(known) + [b for b in pending if b not in known]
+        self.batches = used
         kinds = [why.split(" ", 1)[0] for why in self.failures.values()]
-        return {"batches": sorted(set(self.batches)), "requests": len(self.requests), "succeeded": len(self.answers),
+        return {"batches": list(used), "requests": len(self.requests), "succeeded": len(self.answers),
                 **{k: kinds.count(k) for k in ("errored", "expired", "canceled")},
                 "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
                 "not_ended": len(pending), "error": error, "seconds": round(time.perf_counter() - t0, 1)}
