@@ -43,9 +43,10 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "con
 #: out of every list), fused by RRF, computed in memory (equal to ``contextual``, which runs
 #: ``situate search`` on the pipeline's own index, since search fuses these three rankings);
 #: ``contextual-2-rankings``, ``contextual``'s first two rankings only (the search default before
-#: the third ranking was measured on both corpora).
+#: the third ranking was measured on both corpora); ``fusion-cv``, a weighted RRF over up to seven
+#: rankings chosen by cross-validation over the queries (:mod:`assets.fusion_fit`).
 EXTRA_CONFIGS = ("document-context", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
-                 "contextual+rerank-blurb", "contextual+structural-bm25", "contextual-2-rankings")
+                 "contextual+rerank-blurb", "contextual+structural-bm25", "contextual-2-rankings", "fusion-cv")
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).

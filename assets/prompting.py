@@ -191,6 +191,22 @@ BY_REFERENCE = PromptTemplate(
 #: (so a chunk that falls back to its own call reuses the cached window), then one request for
 #: every chunk of the window, answered one line a chunk.  Written for situate.
 BY_REFERENCE_WINDOW = dataclasses.replace(BY_REFERENCE, name="by-reference-window", one_generation=True)
+#: Query-predictive context (issue 34, item 1): doc2query (Nogueira et al. 2019, "Document
+#: Expansion by Query Prediction") over the cached document, by reference as
+#: :data:`BY_REFERENCE` (each chunk goes through the model once, inside the document).  The
+#: model writes the questions a user would ask that the chunk answers, in the document's own
+#: names; cleaning drops a question that names something absent from the document (the filter of
+#: doc2query--, Gospodinov et al. 2023, by names instead of a relevance model).  Written for
+#: situate.
+QUESTIONS = dataclasses.replace(
+    BY_REFERENCE, name="questions",
+    instruction=(
+        "The document marks where each chunk starts, as [chunk 1], [chunk 2] and so on. "
+        "Please write three different short questions that a user searching for this chunk would ask and "
+        "that the chunk answers, naming what it belongs to in the document's own words. Answer only with "
+        "the three numbered questions and nothing else.\n"),
+    chunk_head="Here is the chunk we want questions for: the chunk marked ",
+    answer_prefix="1.")
 ANTHROPIC_2024_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+system", system=SITUATING_SYSTEM)
 ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed",
                                                    answer_prefix="This chunk")
@@ -207,7 +223,7 @@ DEFAULT_PROMPT = "anthropic-2024-primed-about"
 #: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
 PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED, ANTHROPIC_2024_PRIMED_ABOUT, ANTHROPIC_2024_SYSTEM,
                                ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR,
-                               BY_REFERENCE, BY_REFERENCE_WINDOW)}
+                               BY_REFERENCE, BY_REFERENCE_WINDOW, QUESTIONS)}
 
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480

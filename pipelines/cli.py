@@ -31,6 +31,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _bounded_int(lo: int, hi: int, flag: str):
+    """An argparse type: an integer in ``lo..hi``; anything else is refused naming ``flag``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number from {lo} to {hi}, not {text!r}") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number from {lo} to {hi}, not {n}")
+        return n
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``situate`` command; returns the exit status (130 when interrupted by
     Ctrl-C or SIGTERM: one line, no traceback; what was finished is kept and the same command
@@ -91,6 +106,16 @@ def _main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--blurbs", metavar="FILE", help="take blurbs from this blurb file (.jsonl.gz) where it "
                         "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)")
     p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
+    p_eval.add_argument("--questions", metavar="FILE",
+                        help="a blurb file of the questions prompt: fusion-cv adds BM25 over each chunk's "
+                             "questions and dense over structural context + questions + chunk")
+    p_eval.add_argument("--late-chunking", action="store_true",
+                        help="fusion-cv: add a late-chunked dense ranking (nomic-embed-text-v1.5, installed with "
+                             "`situate models install nomic-embed-text-v1.5`)")
+    p_eval.add_argument("--cv-folds", type=_bounded_int(2, 20, "--cv-folds"), default=5,
+                        help="fusion-cv: folds of the queries (2-20; default 5)")
+    p_eval.add_argument("--cv-repeats", type=_bounded_int(1, 100, "--cv-repeats"), default=10,
+                        help="fusion-cv: seeded shuffles of the folds (1-100; default 10)")
     p_serve = sub.add_parser("serve", help="the search service (HTTP JSON API and a search page), models loaded once")
     p_serve.add_argument("--host", default="127.0.0.1",
                          help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)")
@@ -184,7 +209,9 @@ def _run(args) -> int:
                               [c.strip() for c in args.configs.split(",")] if args.configs else None,
                               args.home, [f.strip() for f in args.fusion.split(",")],
                               args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
-                              blurbs=args.blurbs, save_blurbs=args.save_blurbs)
+                              blurbs=args.blurbs, save_blurbs=args.save_blurbs, questions=args.questions,
+                              cv_folds=args.cv_folds, cv_repeats=args.cv_repeats,
+                              late_chunking=args.late_chunking)
         except (FileNotFoundError, ValueError) as e:
             print(f"situate eval: error: {e}", file=sys.stderr)
             return 2

@@ -27,6 +27,11 @@ contextual+rerank   ``contextual``'s top ``rerank_depth`` reranked by the local 
                     fused with the first stage's by RRF (``situate search --rerank 30``)
 contextual+rerank-replace  the same candidates in the cross-encoder's order alone (the cookbook's step)
 contextual+rerank-blurb    as ``contextual+rerank``, the cross-encoder reading the LLM blurb too
+fusion-cv           a weighted RRF over up to seven rankings (``contextual``'s three, dense over the
+                    chunk alone and over the structural context + chunk, and with ``--questions``
+                    BM25 over a chunk's predicted questions and dense over structural context +
+                    questions + chunk), chosen by k-fold cross-validation over the queries
+                    (:mod:`assets.fusion_fit`); reported as the out-of-fold figure
 ==================  ==============================================================================
 """
 
@@ -36,6 +41,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 from assets import evaluation as ev
 
@@ -126,6 +133,187 @@ def blurb_quality(store, keys: list[str]) -> dict:
     return {"blurbs": n, **{k: round(100 * v / n, 1) for k, v in sorted(counts.items())}} if n else {"blurbs": 0}
 
 
+def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str, str], dict]:
+    """Blurbs of another mode or prompt for the table's chunks, from a blurb file (untrusted:
+    read within :mod:`assets.blurb_files`' bounds), cleaned and grounded as any model answer.
+
+    Parameters
+    ----------
+    store : resources.store.store.Store
+    rows : list of dict
+        The table's rows (``chunk_id``, ``document_key``, ``text``).
+    path : str
+        The blurb file.
+    mode : str
+        Its lines' mode, e.g. ``chunk:questions``.
+
+    Returns
+    -------
+    (blurbs, counts)
+        ``{chunk_id: cleaned text ("" when unusable or absent)}`` and ``{"found", "usable",
+        "missing", "rejected_lines"}``.
+
+    Raises
+    ------
+    assets.blurb_files.BlurbFileError
+        The file cannot be read (the message names it).
+    """
+    from assets import blurb_files
+    from assets.contextualize import record_from_raw
+    from assets.edits import text_sha256
+    from assets.prompting import PROMPTS
+
+    f = blurb_files.read(path, mode=mode)
+    prompt = PROMPTS.get(mode.split(":", 1)[1]) if mode.startswith("chunk:") else None
+    by_reference = bool(prompt and prompt.by_reference)
+    # one line per (document version, chunk text): the first model's, whichever model wrote it
+    where = {}
+    for (_, model, doc_sha, t_sha) in f.raws:
+        where.setdefault((doc_sha, t_sha), model)
+    docs: dict[str, dict] = {}
+    out, found, usable = {}, 0, 0
+    for r in rows:
+        doc = docs.setdefault(r["document_key"], store.read_stage(r["document_key"], "document"))
+        key = (doc["sha256"], text_sha256(r["text"]))
+        if key not in where:
+            out[r["chunk_id"]] = ""
+            continue
+        found += 1
+        rec = record_from_raw(f.get(mode, where[key], *key), r["text"], doc["text"], by_reference)
+        usable += bool(rec.blurb)
+        out[r["chunk_id"]] = rec.blurb
+    return out, {"found": found, "usable": usable, "missing": len(rows) - found, "rejected_lines": f.rejected}
+
+
+def embedder_spans(embedder):
+    """``spans(text)``: the token offsets of ``text`` in an ONNX embedder's own WordPiece
+    tokenizer (no special tokens, no truncation), for :mod:`assets.embed_windows`; ``None`` for
+    a GGUF or served embedder (not measured)."""
+    if embedder.server_url or not embedder.is_onnx():
+        return None
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(embedder.tokenizer_path)
+    tok.no_truncation()
+    tok.no_padding()
+    return lambda text: tok.encode(text, add_special_tokens=False).offsets
+
+
+def late_chunked_rankings(store, rows: list[dict], qs: list, echo=print) -> list[list[str]]:
+    """Dense top-150 chunk ids per query from late-chunked vectors (:mod:`assets.late_chunking`)
+    of nomic-embed-text-v1.5 (2,048-token windows), the query embedded by the same model.
+
+    Vectors are cached in the data folder (``cache/late-chunking.npz``) by the model file's
+    sha256, the window and each document's chunk texts, so a re-run reads no document again.
+
+    Raises
+    ------
+    resources.models.registry.ModelFileError
+        nomic-embed-text-v1.5 is not installed (``situate models install nomic-embed-text-v1.5``).
+    """
+    from assets import late_chunking
+    from resources.models.registry import resolve_embedder
+    from resources.models.token_embedder import TokenEmbedder
+    from resources.store.cache import digest, file_sha256
+
+    path, _, _, spec = resolve_embedder("nomic-embed-text-v1.5")
+    te = TokenEmbedder(path, n_ctx=2048)
+    head = te.bos + te.tokenize(spec.document_prefix)
+    model = [file_sha256(path), te.n_ctx, late_chunking.OVERLAP, spec.document_prefix]
+    cache_path = store.root / "cache" / "late-chunking.npz"
+    cache = dict(np.load(cache_path)) if cache_path.exists() else {}
+    by_doc: dict[str, list[dict]] = {}
+    for r in rows:
+        by_doc.setdefault(r["document_key"], []).append(r)
+    vec: dict[str, np.ndarray] = {}
+    t0, new = time.perf_counter(), 0
+    for n, (key, rs) in enumerate(sorted(by_doc.items())):
+        rs.sort(key=lambda r: int(r["chunk_index"]))
+        k = digest(model, [r["text"] for r in rs])
+        if k not in cache:
+            cache[k] = late_chunking.chunk_vectors([r["text"] for r in rs], te.tokenize, te.token_vectors,
+                                                   te.n_ctx, head, te.eos)
+            new += 1
+            if new % 10 == 0:
+                echo(f"situate eval: late chunking: {n + 1}/{len(by_doc)} documents, "
+                     f"{te.tokens_read:,} tokens read in {time.perf_counter() - t0:.0f} s")
+        for r, v in zip(rs, cache[k]):
+            vec[r["chunk_id"]] = v
+    if new:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache_path, **cache)
+    echo(f"situate eval: late chunking: {new} documents read ({te.tokens_read:,} tokens, "
+         f"{time.perf_counter() - t0:.0f} s), {len(by_doc) - new} from the cache")
+    ids = [r["chunk_id"] for r in rows]
+    dv = np.stack([vec[i] for i in ids])
+    qv = np.stack([te.query_vector(spec.query_prefix + q.query) for q in qs])
+    return ev.dense_rankings(qv, dv, ids)
+
+
+def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
+              folds: int, repeats: int, echo=print, late: bool = False) -> dict:
+    """The ``fusion-cv`` configuration: the named rankings of every query, then
+    :func:`assets.fusion_fit.fit_report` against today's search (``dense``, ``bm25`` and
+    ``structure-bm25``, equal weights, RRF k = 60).
+
+    Returns
+    -------
+    dict
+        :func:`assets.fusion_fit.fit_report`'s figures, plus ``"questions"`` (the counts of
+        :func:`side_blurbs`) when ``questions`` is given.
+    """
+    from assets.fusion_fit import fit_report
+    from resources.store.cache import embed_with_cache
+    from resources.store.retrieval import contextualized_text
+
+    ids = [r["chunk_id"] for r in rows]
+    by_id = {r["chunk_id"]: r for r in rows}
+    qtexts = [q.query for q in qs]
+    ctx = [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
+    structure = [contextualized_text("", r["text"], r["context"] or "") for r in rows]
+    texts = {"dense": ctx, "structure-dense": structure, "chunk-dense": [r["text"] for r in rows]}
+    extra: dict = {}
+    if questions:
+        qmap, extra = side_blurbs(store, rows, questions, "chunk:questions")
+        echo(f"situate eval: questions from {questions}: {extra}")
+        texts["questions-dense"] = [contextualized_text(qmap[r["chunk_id"]], r["text"], r["context"] or "")
+                                    for r in rows]
+    rankings: dict[str, list[list[ev.Key]]] = {}
+    spans = embedder_spans(embedder)
+    if spans is not None:
+        from assets.embed_windows import max_sim_rankings, piece_texts
+
+        window = embedder.n_ctx - 2 - len(spans(embedder.document_prefix))
+        ptexts, owner = piece_texts(rows, contextualized_text, spans, window)
+        pv, _, _ = embed_with_cache(embedder, ptexts, dcache)
+        rankings["windows-dense"] = [_keys(by_id, x) for x in max_sim_rankings(qv, pv, owner, ids)]
+        echo(f"situate eval: windows-dense: {len(ptexts)} pieces for {len(rows)} chunks "
+             f"({len(ptexts) - len(set(owner))} more than one a chunk)")
+    if late:
+        rankings["late-dense"] = [_keys(by_id, x) for x in late_chunked_rankings(store, rows, qs, echo)]
+    for name in ("dense", "bm25", "structure-bm25", "chunk-dense", "structure-dense", "questions-bm25",
+                 "questions-dense"):
+        if name == "bm25":
+            lists = ev.bm25_rankings(ctx, ids, qtexts)
+        elif name == "structure-bm25":
+            lists = ev.bm25_rankings(structure, ids, qtexts)
+        elif name == "questions-bm25":
+            if not questions:
+                continue
+            lists = ev.bm25_rankings([qmap[i] for i in ids], ids, qtexts)
+        else:
+            if name not in texts:
+                continue
+            dv, _, _ = embed_with_cache(embedder, texts[name], dcache)
+            lists = ev.dense_rankings(qv, dv, ids)
+        rankings[name] = [_keys(by_id, x) for x in lists]
+    report = fit_report(rankings, [q.golden for q in qs], {"dense": 1, "bm25": 1, "structure-bm25": 1},
+                        folds=folds, repeats=repeats)
+    if questions:
+        report["questions"] = extra
+    return report
+
+
 def run_eval(*args, **kwargs) -> dict:
     """:func:`evaluate` with the caller's environment restored afterwards (the evaluation points
     ``SITUATE_HOME``, ``SITUATE_DOCS`` and ``DAGSTER_HOME`` at its own data folder while it runs)."""
@@ -138,7 +326,8 @@ def run_eval(*args, **kwargs) -> dict:
 def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None = None,
              home: str | None = None, fusions: list[str] | None = None,
              rerank_depth: int = RERANK_DEPTH, echo=print, blurbs: str | None = None,
-             save_blurbs: str | None = None) -> dict:
+             save_blurbs: str | None = None, questions: str | None = None,
+             cv_folds: int = 5, cv_repeats: int = 10, late_chunking: bool = False) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
     Parameters
@@ -161,6 +350,13 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         mode and prompt) take them from it with no LLM call; the model makes the rest.
     save_blurbs : str, optional
         Write the corpus's blurbs to this blurb file after the ingest.
+    questions : str, optional
+        A blurb file of the ``questions`` prompt (mode ``chunk:questions``): ``fusion-cv`` adds
+        its rankings (BM25 over the questions, dense over structural context + questions + chunk).
+    cv_folds, cv_repeats : int
+        ``fusion-cv``'s folds and shuffles (:func:`assets.fusion_fit.cross_validate`).
+    late_chunking : bool
+        ``fusion-cv`` adds a late-chunked dense ranking (:func:`late_chunked_rankings`).
 
     Returns
     -------
@@ -232,6 +428,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         if not Path(blurbs).expanduser().is_file():
             raise FileNotFoundError(f"blurb file {blurbs} does not exist")
         os.environ["SITUATE_BLURBS_FILE"] = str(Path(blurbs).expanduser().resolve())
+    if questions and not Path(questions).expanduser().is_file():
+        raise FileNotFoundError(f"questions blurb file {questions} does not exist")
         echo(f"situate eval: blurbs from {blurbs} where it has them (no LLM call for those)")
     summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
     for line in summary.lines():
@@ -301,7 +499,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
-        if config in ("contextual",) + RERANKED:
+        if config in ("contextual", "fusion-cv") + RERANKED:
             continue
         if config == "contextual+structural-bm25":
             t0 = time.perf_counter()
@@ -374,6 +572,16 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                 name = config if f == fusions[0] else f"{config} ({f})"
                 record(name, out, time.perf_counter() - t0, score_cache.computed - before)
 
+    cv = None
+    if "fusion-cv" in configs:
+        from assets.fusion_fit import markdown as cv_markdown
+
+        t0 = time.perf_counter()
+        cv = fusion_cv(store, rows, qs, qv, embedder, dcache, questions, cv_folds, cv_repeats, echo,
+                       late=late_chunking)
+        cv["seconds"] = round(time.perf_counter() - t0, 1)
+        for line in cv_markdown(cv).splitlines():
+            echo(f"situate eval: {line}")
     ordered = {n: results[n] for n in results}
     report = {
         "corpus": str(corpus_path), "queries_file": str(queries) if queries else None,
@@ -393,6 +601,9 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         "seconds": round(time.perf_counter() - t_all, 1),
         "markdown": ev.markdown_table(ordered, len(qs)),
     }
+    if cv is not None:
+        report["fusion_cv"] = cv
+        report["markdown"] += "\n\n" + cv_markdown(cv)
     return report
 
 
