@@ -18,6 +18,10 @@ def test_every_option_keeps_the_published_prompt_verbatim():
     from assets.prompting import ANTHROPIC_2024, PROMPTS
 
     for name, p in PROMPTS.items():
+        if name == "questions":  # doc2query, not a situating context: the document tags only
+            assert (p.document_head, p.document_tail) == (ANTHROPIC_2024.document_head, ANTHROPIC_2024.document_tail)
+            assert "questions" in p.instruction and p.answer_prefix == "1."
+            continue
         if p.by_reference:  # the document tags, the chunk sentence and the instruction, verbatim
             assert (p.document_head, p.document_tail) == (ANTHROPIC_2024.document_head, ANTHROPIC_2024.document_tail)
             assert p.chunk_head.startswith("Here is the chunk we want to situate within the whole document")

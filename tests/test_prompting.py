@@ -153,7 +153,7 @@ PINNED = {'anthropic-2024': '7cbb9d0e6928', 'anthropic-2024-primed': 'e95e29f84c
           'anthropic-2024+system': 'df5886b0eafa', 'anthropic-2024+system-primed': '1480f962cbf4',
           'anthropic-2024+code-system': '613340acc002', 'anthropic-2024+grammar': 'c7b123a06e5f',
           'by-reference': '3f8fcf3d6716', 'by-reference-window': 'fe54acd15426',
-          'document-summary': 'a03c5d647c6e'}
+          'document-summary': 'a03c5d647c6e', 'questions': 'bc89fb7fb5db'}
 
 
 def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
