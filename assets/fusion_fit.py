@@ -257,8 +257,10 @@ def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence
     dict
         :func:`cross_validate`'s figures plus ``"rankings"`` (the names), ``"space"`` (fusions
         tried), ``"baseline"`` and ``"in_sample"`` described, ``"chosen"`` as
-        ``{description: times}``, ``"alone"`` (each ranking alone: Pass@k over all queries) and
-        ``"wins"`` (:func:`wins`).
+        ``{description: times}``, ``"alone"`` (each ranking alone: Pass@k over all queries),
+        ``"wins"`` (:func:`wins`) and, where some query has several golden chunks,
+        ``"multi_chunk"``: Pass@20 over those queries (the share of their chunks found) for the
+        baseline and each ranking alone.
 
     Raises
     ------
@@ -284,6 +286,12 @@ def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence
     cv["alone"] = {n: {f"pass@{k}": round(float(100 * alone[r, :, j].mean()), 2) for j, k in enumerate(KS)}
                    for r, n in enumerate(names)}
     cv["wins"] = wins(cv)
+    multi = np.array([len(set(g)) > 1 for g in golden])
+    if multi.any():  # answers spread over several chunks (issue 34, item 3): the share of them found
+        cv["multi_chunk"] = {"queries": int(multi.sum()),
+                             "baseline@20": round(float(100 * pq[0, multi, 2].mean()), 2),
+                             **{f"{n} alone@20": round(float(100 * alone[r, multi, 2].mean()), 2)
+                                for r, n in enumerate(names)}}
     return cv
 
 
@@ -309,5 +317,9 @@ def markdown(cv: dict) -> str:
     top = list(cv["chosen"].items())[:5]
     verdict = ("Wins by more than the spread of its per-fold gain at Pass@5 or Pass@20, and loses at neither: "
                f"{'yes' if cv['wins'] else 'no'}.")
+    if "multi_chunk" in cv:
+        m = cv["multi_chunk"]
+        lines += ["", f"Queries whose answer spans several chunks ({m['queries']}): Pass@20 "
+                  + ", ".join(f"{k.removesuffix('@20')} {v:.2f}" for k, v in m.items() if k != "queries") + "."]
     lines += ["", "Chosen by the folds: " + "; ".join(f"{d} {100 * n / total:.0f}%" for d, n in top) + ".", verdict]
     return "\n".join(lines)

@@ -91,6 +91,16 @@ def test_bad_inputs_are_refused_with_the_reason():
         ff.fit_report({"a": [[("d", 0)]] * 3}, [[("d", 0)]] * 3, {"a": 1}, folds=5)
 
 
+def test_queries_with_several_golden_chunks_are_reported_apart():
+    rankings, golden = _random_case(n_queries=30, seed=11)
+    multi = [q for q, g in enumerate(golden) if len(set(g)) > 1]
+    cv = ff.fit_report(rankings, golden, {"a": 1, "b": 1, "c": 1}, folds=3, repeats=1)
+    assert cv["multi_chunk"]["queries"] == len(multi) > 0
+    base = ff.per_query_pass([ff.Fusion((1.0, 1.0, 1.0), 60)], ff.prepare(rankings, golden))[0]
+    assert cv["multi_chunk"]["baseline@20"] == round(100 * float(np.mean([base[q, 2] for q in multi])), 2)
+    assert set(cv["multi_chunk"]) == {"queries", "baseline@20", "a alone@20", "b alone@20", "c alone@20"}
+
+
 def test_the_markdown_names_the_baseline_and_the_verdict():
     rankings, golden = _random_case(n_queries=20, seed=9)
     md = ff.markdown(ff.fit_report(rankings, golden, {"a": 1, "b": 1, "c": 1}, folds=4, repeats=2))
