@@ -250,9 +250,83 @@ def late_chunked_rankings(store, rows: list[dict], qs: list, echo=print) -> list
     return ev.dense_rankings(qv, dv, ids)
 
 
+def cv_rankings(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
+                late: bool = False, echo=print) -> tuple[dict[str, list[list[str]]], dict]:
+    """Every ranking ``fusion-cv`` can fuse, as top-150 chunk ids per query.
+
+    ``dense``, ``bm25``: over structural context + blurb + chunk (the table's text);
+    ``structure-bm25``: over structural context + chunk (today's third ranking); ``chunk-dense``,
+    ``structure-dense``: dense over the chunk alone, over structural context + chunk;
+    ``windows-dense``: the chunk in pieces that fit the embedder, scored by its best piece (an ONNX
+    embedder only, :mod:`assets.embed_windows`); ``late-dense`` with ``late``
+    (:func:`late_chunked_rankings`); with ``questions`` (:func:`side_blurbs`), ``questions-bm25``
+    over the questions alone and ``questions-dense`` over structural context + questions + chunk.
+
+    Returns
+    -------
+    (lists, questions_counts)
+    """
+    from resources.store.cache import embed_with_cache
+    from resources.store.retrieval import contextualized_text
+
+    ids = [r["chunk_id"] for r in rows]
+    qtexts = [q.query for q in qs]
+    ctx = [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
+    structure = [contextualized_text("", r["text"], r["context"] or "") for r in rows]
+    dense_texts = {"dense": ctx, "chunk-dense": [r["text"] for r in rows], "structure-dense": structure}
+    extra: dict = {}
+    lists: dict[str, list[list[str]]] = {}
+    spans = embedder_spans(embedder)
+    if spans is not None:
+        from assets.embed_windows import max_sim_rankings, piece_texts
+
+        window = embedder.n_ctx - 2 - len(spans(embedder.document_prefix))
+        ptexts, owner = piece_texts(rows, contextualized_text, spans, window)
+        pv, _, _ = embed_with_cache(embedder, ptexts, dcache)
+        lists["windows-dense"] = max_sim_rankings(qv, pv, owner, ids)
+        echo(f"situate eval: windows-dense: {len(ptexts)} pieces for {len(rows)} chunks "
+             f"({len(ptexts) - len(set(owner))} more than one a chunk)")
+    if late:
+        lists["late-dense"] = late_chunked_rankings(store, rows, qs, echo)
+    lists["dense"] = ev.dense_rankings(qv, embed_with_cache(embedder, ctx, dcache)[0], ids)
+    lists["bm25"] = ev.bm25_rankings(ctx, ids, qtexts)
+    lists["structure-bm25"] = ev.bm25_rankings(structure, ids, qtexts)
+    for name in ("chunk-dense", "structure-dense"):
+        lists[name] = ev.dense_rankings(qv, embed_with_cache(embedder, dense_texts[name], dcache)[0], ids)
+    if questions:
+        qmap, extra = side_blurbs(store, rows, questions, "chunk:questions")
+        echo(f"situate eval: questions from {questions}: {extra}")
+        lists["questions-bm25"] = ev.bm25_rankings([qmap[i] for i in ids], ids, qtexts)
+        qtext = [contextualized_text(qmap[r["chunk_id"]], r["text"], r["context"] or "") for r in rows]
+        lists["questions-dense"] = ev.dense_rankings(qv, embed_with_cache(embedder, qtext, dcache)[0], ids)
+    return lists, extra
+
+
+def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list[str]]],
+                   depth: int) -> list[list[str]]:
+    """The cross-encoder's order of today's search's top ``depth`` (``dense``, ``bm25`` and
+    ``structure-bm25`` fused by RRF), per query: a ranking for ``fusion-cv`` to blend with the
+    others (issue 34, item 5), scores cached as ``contextual+rerank``'s."""
+    from pipelines.settings import reranker_from_env
+    from resources.models.reranker import rerank_passage
+    from resources.store.retrieval import fuse
+
+    by_id = {r["chunk_id"]: r for r in rows}
+    cache = RerankCache(store.root / "cache" / "rerank.json", reranker_from_env())
+    out = []
+    for n, q in enumerate(qs):
+        head = [i for i, _ in fuse([lists["dense"][n], lists["bm25"][n], lists["structure-bm25"][n]], "rrf")][:depth]
+        scores = cache.scores(q.query, [rerank_passage(by_id[i]["text"], by_id[i]["context"] or "") for i in head])
+        out.append([head[j] for j in sorted(range(len(head)), key=lambda j: -scores[j])])
+    cache.save()
+    return out
+
+
 def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
-              folds: int, repeats: int, echo=print, late: bool = False) -> dict:
-    """The ``fusion-cv`` configuration: the named rankings of every query, then
+              folds: int, repeats: int, echo=print, late: bool = False, rerank_depth: int = 0,
+              only: list[str] | None = None) -> dict:
+    """The ``fusion-cv`` configuration: the rankings of :func:`cv_rankings` (and, with
+    ``rerank_depth``, :func:`rerank_ranking` as ``rerank``), then
     :func:`assets.fusion_fit.fit_report` against today's search (``dense``, ``bm25`` and
     ``structure-bm25``, equal weights, RRF k = 60).
 
@@ -263,50 +337,17 @@ def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions
         :func:`side_blurbs`) when ``questions`` is given.
     """
     from assets.fusion_fit import fit_report
-    from resources.store.cache import embed_with_cache
-    from resources.store.retrieval import contextualized_text
 
-    ids = [r["chunk_id"] for r in rows]
+    lists, extra = cv_rankings(store, rows, qs, qv, embedder, dcache, questions, late, echo)
+    if rerank_depth:
+        lists["rerank"] = rerank_ranking(store, rows, qs, lists, rerank_depth)
+    if only:
+        unknown = sorted(set(only) - set(lists))
+        if unknown:
+            raise ValueError(f"fusion-cv has no ranking {', '.join(unknown)} here: choose from {', '.join(lists)}")
+        lists = {n: v for n, v in lists.items() if n in set(only) | {"dense", "bm25", "structure-bm25"}}
     by_id = {r["chunk_id"]: r for r in rows}
-    qtexts = [q.query for q in qs]
-    ctx = [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
-    structure = [contextualized_text("", r["text"], r["context"] or "") for r in rows]
-    texts = {"dense": ctx, "structure-dense": structure, "chunk-dense": [r["text"] for r in rows]}
-    extra: dict = {}
-    if questions:
-        qmap, extra = side_blurbs(store, rows, questions, "chunk:questions")
-        echo(f"situate eval: questions from {questions}: {extra}")
-        texts["questions-dense"] = [contextualized_text(qmap[r["chunk_id"]], r["text"], r["context"] or "")
-                                    for r in rows]
-    rankings: dict[str, list[list[ev.Key]]] = {}
-    spans = embedder_spans(embedder)
-    if spans is not None:
-        from assets.embed_windows import max_sim_rankings, piece_texts
-
-        window = embedder.n_ctx - 2 - len(spans(embedder.document_prefix))
-        ptexts, owner = piece_texts(rows, contextualized_text, spans, window)
-        pv, _, _ = embed_with_cache(embedder, ptexts, dcache)
-        rankings["windows-dense"] = [_keys(by_id, x) for x in max_sim_rankings(qv, pv, owner, ids)]
-        echo(f"situate eval: windows-dense: {len(ptexts)} pieces for {len(rows)} chunks "
-             f"({len(ptexts) - len(set(owner))} more than one a chunk)")
-    if late:
-        rankings["late-dense"] = [_keys(by_id, x) for x in late_chunked_rankings(store, rows, qs, echo)]
-    for name in ("dense", "bm25", "structure-bm25", "chunk-dense", "structure-dense", "questions-bm25",
-                 "questions-dense"):
-        if name == "bm25":
-            lists = ev.bm25_rankings(ctx, ids, qtexts)
-        elif name == "structure-bm25":
-            lists = ev.bm25_rankings(structure, ids, qtexts)
-        elif name == "questions-bm25":
-            if not questions:
-                continue
-            lists = ev.bm25_rankings([qmap[i] for i in ids], ids, qtexts)
-        else:
-            if name not in texts:
-                continue
-            dv, _, _ = embed_with_cache(embedder, texts[name], dcache)
-            lists = ev.dense_rankings(qv, dv, ids)
-        rankings[name] = [_keys(by_id, x) for x in lists]
+    rankings = {n: [_keys(by_id, x) for x in v] for n, v in lists.items()}
     report = fit_report(rankings, [q.golden for q in qs], {"dense": 1, "bm25": 1, "structure-bm25": 1},
                         folds=folds, repeats=repeats)
     if questions:
@@ -327,7 +368,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
              home: str | None = None, fusions: list[str] | None = None,
              rerank_depth: int = RERANK_DEPTH, echo=print, blurbs: str | None = None,
              save_blurbs: str | None = None, questions: str | None = None,
-             cv_folds: int = 5, cv_repeats: int = 10, late_chunking: bool = False) -> dict:
+             cv_folds: int = 5, cv_repeats: int = 10, late_chunking: bool = False,
+             cv_rerank: bool = False, cv_only: list[str] | None = None) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
     Parameters
@@ -357,6 +399,11 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         ``fusion-cv``'s folds and shuffles (:func:`assets.fusion_fit.cross_validate`).
     late_chunking : bool
         ``fusion-cv`` adds a late-chunked dense ranking (:func:`late_chunked_rankings`).
+    cv_rerank : bool
+        ``fusion-cv`` adds the cross-encoder's order of the top ``rerank_depth``
+        (:func:`rerank_ranking`).
+    cv_only : list of str, optional
+        ``fusion-cv`` fuses only these rankings besides today's three (:func:`fusion_cv`).
 
     Returns
     -------
@@ -578,7 +625,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
 
         t0 = time.perf_counter()
         cv = fusion_cv(store, rows, qs, qv, embedder, dcache, questions, cv_folds, cv_repeats, echo,
-                       late=late_chunking)
+                       late=late_chunking, rerank_depth=rerank_depth if cv_rerank else 0, only=cv_only)
         cv["seconds"] = round(time.perf_counter() - t0, 1)
         for line in cv_markdown(cv).splitlines():
             echo(f"situate eval: {line}")

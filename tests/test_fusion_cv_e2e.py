@@ -56,7 +56,7 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_CONTEXT", "structure")
         fused = run_eval(configs=["contextual", "fusion-cv"], home=str(tmp / "s-home"), questions=str(questions),
-                         cv_folds=2, cv_repeats=2, late_chunking=True, **common)
+                         cv_folds=2, cv_repeats=2, late_chunking=True, cv_rerank=True, rerank_depth=4, **common)
         # the questions of one chunk garbled: that chunk loses only its questions
         with gzip.open(questions, "rt") as f:
             lines = [json.loads(x) for x in f]
@@ -66,7 +66,8 @@ def runs(tmp_path_factory):
         with gzip.open(garbled, "wt") as f:
             f.writelines(json.dumps(x) + "\n" for x in lines)
         again = run_eval(configs=["contextual", "fusion-cv"], home=str(tmp / "s-home"), questions=str(garbled),
-                         cv_folds=2, cv_repeats=2, late_chunking=True, **common)
+                         cv_folds=2, cv_repeats=2, late_chunking=True,
+                         cv_only=["windows-dense", "late-dense", "questions-bm25"], **common)
     return asked, fused, again, questions
 
 
@@ -87,7 +88,7 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
     cv = fused["fusion_cv"]
     assert fused["ingest"]["llm_calls"] == 0
     assert cv["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25", "chunk-dense",
-                              "structure-dense", "questions-bm25", "questions-dense"]
+                              "structure-dense", "questions-bm25", "questions-dense", "rerank"]
     assert cv["questions"] == {"found": 6, "usable": cv["questions"]["usable"], "missing": 0, "rejected_lines": 0}
     assert cv["questions"]["usable"] >= 5
     # the in-memory baseline is today's search: the same figures as the pipeline's own `contextual`
@@ -95,7 +96,10 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
         assert cv[f"baseline@{k}"] == fused["configs"]["contextual"][f"pass@{k}"]
     for name, r in cv["alone"].items():
         assert 0 <= r["pass@5"] <= r["pass@10"] <= r["pass@20"] <= 100, name
-    assert cv["space"] == 2 * (3 ** 9 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
+    assert cv["space"] == 2 * (3 ** 10 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
+    # the cross-encoder reordered the top 4 only: nothing below rank 4, so Pass@5 = Pass@20
+    assert cv["alone"]["rerank"]["pass@5"] == cv["alone"]["rerank"]["pass@20"] > 0
+    assert Path(fused["data_folder"], "cache", "rerank.json").is_file()
     assert "fitted, out of fold" in fused["markdown"]
 
 
@@ -107,6 +111,8 @@ def test_late_chunked_vectors_come_from_the_cache_the_second_time(runs):
 
 def test_a_chunk_whose_questions_are_garbled_keeps_its_other_rankings(runs):
     _, fused, again, _ = runs
+    assert again["fusion_cv"]["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25",
+                                              "questions-bm25"]
     q = again["fusion_cv"]["questions"]
     assert q["found"] == 6 and q["usable"] == fused["fusion_cv"]["questions"]["usable"] - 1
     # every ranking that does not read the questions is unchanged
