@@ -323,3 +323,21 @@ def markdown(cv: dict) -> str:
                   + ", ".join(f"{k.removesuffix('@20')} {v:.2f}" for k, v in m.items() if k != "queries") + "."]
     lines += ["", "Chosen by the folds: " + "; ".join(f"{d} {100 * n / total:.0f}%" for d, n in top) + ".", verdict]
     return "\n".join(lines)
+
+
+def sets_markdown(sets: dict) -> str:
+    """One row per set of rankings fitted apart (:func:`fit_report` each): the out-of-fold
+    figures, the per-fold gain over the baseline and its spread, the in-sample figure and the
+    verdict of :func:`wins`."""
+    lines = ["| rankings added to today's three | fusions | Pass@5 out of fold (gain, sd) | "
+             "Pass@20 out of fold (gain, sd) | in sample Pass@5 / @20 | wins |",
+             "|---|---|---|---|---|---|"]
+    for label, cv in sets.items():
+        lines.append(f"| {label} | {cv['space']} | {cv['pass@5']:.2f} ({cv['gain@5']:+.2f}, {cv['gain_std@5']:.2f}) | "
+                     f"{cv['pass@20']:.2f} ({cv['gain@20']:+.2f}, {cv['gain_std@20']:.2f}) | "
+                     f"{cv['in_sample']['pass@5']:.2f} / {cv['in_sample']['pass@20']:.2f} | "
+                     f"{'yes' if cv['wins'] else 'no'} |")
+    first = next(iter(sets.values()))
+    lines.append(f"\nBaseline (today's search): Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
+                 f"{first['folds']} folds × {first['repeats']} shuffles, {first['queries']} queries.")
+    return "\n".join(lines)

@@ -28,7 +28,8 @@ DOCS_CORPUS = ROOT.parent / "shared" / "eval" / "docs" / "docs_chunks.json"
 MODES = (("today (anthropic-2024-primed-about)", "chunk", "anthropic-2024-primed-about"),
          ("by-reference", "chunk", "by-reference"),
          ("one generation (by-reference-window)", "chunk", "by-reference-window"),
-         ("document", "document", ""))
+         ("document", "document", ""),
+         ("questions (doc2query by reference, issue 34)", "chunk", "questions"))
 
 
 def corpus_spans(doc: dict) -> list[tuple[int, int]]:

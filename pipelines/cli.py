@@ -114,9 +114,9 @@ def _main(argv: list[str] | None = None) -> int:
                              "`situate models install nomic-embed-text-v1.5`)")
     p_eval.add_argument("--cv-rerank", action="store_true",
                         help="fusion-cv: add the cross-encoder's order of the top --rerank-depth as a ranking")
-    p_eval.add_argument("--cv-rankings", metavar="NAMES",
-                        help="fusion-cv: comma-separated rankings to fuse besides today's dense, bm25 and "
-                             "structure-bm25 (default: every one the run has)")
+    p_eval.add_argument("--cv-rankings", metavar="SETS",
+                        help="fusion-cv: sets of rankings to fit apart, each added to today's dense, bm25 and "
+                             "structure-bm25: names joined by ',', sets by ';' (default: one set, every ranking)")
     p_eval.add_argument("--cv-folds", type=_bounded_int(2, 20, "--cv-folds"), default=5,
                         help="fusion-cv: folds of the queries (2-20; default 5)")
     p_eval.add_argument("--cv-repeats", type=_bounded_int(1, 100, "--cv-repeats"), default=10,
@@ -217,7 +217,8 @@ def _run(args) -> int:
                               blurbs=args.blurbs, save_blurbs=args.save_blurbs, questions=args.questions,
                               cv_folds=args.cv_folds, cv_repeats=args.cv_repeats,
                               late_chunking=args.late_chunking, cv_rerank=args.cv_rerank,
-                              cv_only=[x.strip() for x in args.cv_rankings.split(",")] if args.cv_rankings else None)
+                              cv_sets=[[x.strip() for x in part.split(",") if x.strip()]
+                                       for part in args.cv_rankings.split(";")] if args.cv_rankings else None)
         except (FileNotFoundError, ValueError) as e:
             print(f"situate eval: error: {e}", file=sys.stderr)
             return 2

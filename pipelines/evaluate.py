@@ -322,34 +322,51 @@ def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list
     return out
 
 
+#: The rankings of today's search (:func:`resources.store.retrieval.hybrid_search`): the baseline
+#: every fitted fusion is measured against.
+TODAY = ("dense", "bm25", "structure-bm25")
+
+
 def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
               folds: int, repeats: int, echo=print, late: bool = False, rerank_depth: int = 0,
-              only: list[str] | None = None) -> dict:
+              sets: list[list[str]] | None = None) -> dict:
     """The ``fusion-cv`` configuration: the rankings of :func:`cv_rankings` (and, with
     ``rerank_depth``, :func:`rerank_ranking` as ``rerank``), then
-    :func:`assets.fusion_fit.fit_report` against today's search (``dense``, ``bm25`` and
-    ``structure-bm25``, equal weights, RRF k = 60).
+    :func:`assets.fusion_fit.fit_report` against today's search (:data:`TODAY`, equal weights,
+    RRF k = 60), once for each set of rankings in ``sets`` (each with :data:`TODAY`'s three;
+    default one set: every ranking of the run).
 
     Returns
     -------
     dict
-        :func:`assets.fusion_fit.fit_report`'s figures, plus ``"questions"`` (the counts of
-        :func:`side_blurbs`) when ``questions`` is given.
+        The first set's :func:`assets.fusion_fit.fit_report`, plus ``"sets"`` (``{label:
+        report}`` for every set, the label naming the rankings added to today's) and
+        ``"questions"`` (the counts of :func:`side_blurbs`) when ``questions`` is given.
+
+    Raises
+    ------
+    ValueError
+        A name in ``sets`` that is not a ranking of this run.
     """
     from assets.fusion_fit import fit_report
 
     lists, extra = cv_rankings(store, rows, qs, qv, embedder, dcache, questions, late, echo)
     if rerank_depth:
         lists["rerank"] = rerank_ranking(store, rows, qs, lists, rerank_depth)
-    if only:
-        unknown = sorted(set(only) - set(lists))
+    by_id = {r["chunk_id"]: r for r in rows}
+    keyed = {n: [_keys(by_id, x) for x in v] for n, v in lists.items()}
+    reports = {}
+    for names in sets or [list(lists)]:
+        unknown = sorted(set(names) - set(lists))
         if unknown:
             raise ValueError(f"fusion-cv has no ranking {', '.join(unknown)} here: choose from {', '.join(lists)}")
-        lists = {n: v for n, v in lists.items() if n in set(only) | {"dense", "bm25", "structure-bm25"}}
-    by_id = {r["chunk_id"]: r for r in rows}
-    rankings = {n: [_keys(by_id, x) for x in v] for n, v in lists.items()}
-    report = fit_report(rankings, [q.golden for q in qs], {"dense": 1, "bm25": 1, "structure-bm25": 1},
-                        folds=folds, repeats=repeats)
+        chosen = [n for n in lists if n in set(names) | set(TODAY)]
+        label = " + ".join(n for n in chosen if n not in TODAY) or "today's three"
+        echo(f"situate eval: fusion-cv: fitting {label} ({len(chosen)} rankings)")
+        reports[label] = fit_report({n: keyed[n] for n in chosen}, [q.golden for q in qs],
+                                    dict.fromkeys(TODAY, 1), folds=folds, repeats=repeats)
+    report = dict(next(iter(reports.values())))
+    report["sets"] = reports
     if questions:
         report["questions"] = extra
     return report
@@ -369,7 +386,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
              rerank_depth: int = RERANK_DEPTH, echo=print, blurbs: str | None = None,
              save_blurbs: str | None = None, questions: str | None = None,
              cv_folds: int = 5, cv_repeats: int = 10, late_chunking: bool = False,
-             cv_rerank: bool = False, cv_only: list[str] | None = None) -> dict:
+             cv_rerank: bool = False, cv_sets: list[list[str]] | None = None) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
     Parameters
@@ -402,8 +419,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     cv_rerank : bool
         ``fusion-cv`` adds the cross-encoder's order of the top ``rerank_depth``
         (:func:`rerank_ranking`).
-    cv_only : list of str, optional
-        ``fusion-cv`` fuses only these rankings besides today's three (:func:`fusion_cv`).
+    cv_sets : list of lists of str, optional
+        ``fusion-cv`` fits each set of rankings (with today's three) apart (:func:`fusion_cv`).
 
     Returns
     -------
@@ -622,12 +639,13 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     cv = None
     if "fusion-cv" in configs:
         from assets.fusion_fit import markdown as cv_markdown
+        from assets.fusion_fit import sets_markdown
 
         t0 = time.perf_counter()
         cv = fusion_cv(store, rows, qs, qv, embedder, dcache, questions, cv_folds, cv_repeats, echo,
-                       late=late_chunking, rerank_depth=rerank_depth if cv_rerank else 0, only=cv_only)
+                       late=late_chunking, rerank_depth=rerank_depth if cv_rerank else 0, sets=cv_sets)
         cv["seconds"] = round(time.perf_counter() - t0, 1)
-        for line in cv_markdown(cv).splitlines():
+        for line in (cv_markdown(cv) + "\n\n" + sets_markdown(cv["sets"])).splitlines():
             echo(f"situate eval: {line}")
     ordered = {n: results[n] for n in results}
     report = {
@@ -650,7 +668,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     }
     if cv is not None:
         report["fusion_cv"] = cv
-        report["markdown"] += "\n\n" + cv_markdown(cv)
+        report["markdown"] += "\n\n" + cv_markdown(cv) + "\n\n" + sets_markdown(cv["sets"])
     return report
 
 

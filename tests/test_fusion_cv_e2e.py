@@ -67,7 +67,7 @@ def runs(tmp_path_factory):
             f.writelines(json.dumps(x) + "\n" for x in lines)
         again = run_eval(configs=["contextual", "fusion-cv"], home=str(tmp / "s-home"), questions=str(garbled),
                          cv_folds=2, cv_repeats=2, late_chunking=True,
-                         cv_only=["windows-dense", "late-dense", "questions-bm25"], **common)
+                         cv_sets=[["windows-dense", "late-dense", "questions-bm25"], ["late-dense"]], **common)
     return asked, fused, again, questions
 
 
@@ -113,6 +113,9 @@ def test_a_chunk_whose_questions_are_garbled_keeps_its_other_rankings(runs):
     _, fused, again, _ = runs
     assert again["fusion_cv"]["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25",
                                               "questions-bm25"]
+    assert list(again["fusion_cv"]["sets"]) == ["windows-dense + late-dense + questions-bm25", "late-dense"]
+    assert again["fusion_cv"]["sets"]["late-dense"]["rankings"] == ["late-dense", "dense", "bm25", "structure-bm25"]
+    assert "| late-dense | 160 |" in again["markdown"]  # 2 k x (3^4 - 1) weightings
     q = again["fusion_cv"]["questions"]
     assert q["found"] == 6 and q["usable"] == fused["fusion_cv"]["questions"]["usable"] - 1
     # every ranking that does not read the questions is unchanged
