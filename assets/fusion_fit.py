@@ -258,7 +258,10 @@ def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence
         :func:`cross_validate`'s figures plus ``"rankings"`` (the names), ``"space"`` (fusions
         tried), ``"baseline"`` and ``"in_sample"`` described, ``"chosen"`` as
         ``{description: times}``, ``"alone"`` (each ranking alone: Pass@k over all queries),
-        ``"wins"`` (:func:`wins`) and, where some query has several golden chunks,
+        ``"wins"`` (:func:`wins`), ``"equal"`` (every ranking weight 1, k = 60: the fusion one
+        would pick without fitting, its Pass@k and gain over all queries, and how many queries it
+        improves and worsens by the mean of Pass@5 and Pass@20) and, where some query has several
+        golden chunks,
         ``"multi_chunk"``: Pass@20 over those queries (the share of their chunks found) for the
         baseline and each ranking alone.
 
@@ -286,6 +289,14 @@ def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence
     cv["alone"] = {n: {f"pass@{k}": round(float(100 * alone[r, :, j].mean()), 2) for j, k in enumerate(KS)}
                    for r, n in enumerate(names)}
     cv["wins"] = wins(cv)
+    # the one fusion chosen before looking: every ranking of the set, weight 1, k = 60 (today's rule
+    # extended); fitted on nothing, so its figure over all queries is not flattering
+    equal = Fusion(tuple(1.0 for _ in names), 60)
+    eq = pq[space.index(equal)] if equal in space else per_query_pass([equal], prepared)[0]
+    d = objective(eq[None])[0] - objective(pq[:1])[0]
+    cv["equal"] = {"fusion": equal.describe(names), "improved": int((d > 0).sum()), "worsened": int((d < 0).sum()),
+                   **{f"pass@{k}": round(float(100 * eq[:, j].mean()), 2) for j, k in enumerate(KS)},
+                   **{f"gain@{k}": round(float(100 * (eq[:, j] - pq[0, :, j]).mean()), 2) for j, k in enumerate(KS)}}
     multi = np.array([len(set(g)) > 1 for g in golden])
     if multi.any():  # answers spread over several chunks (issue 34, item 3): the share of them found
         cv["multi_chunk"] = {"queries": int(multi.sum()),
@@ -330,13 +341,16 @@ def sets_markdown(sets: dict) -> str:
     figures, the per-fold gain over the baseline and its spread, the in-sample figure and the
     verdict of :func:`wins`."""
     lines = ["| rankings added to today's three | fusions | Pass@5 out of fold (gain, sd) | "
-             "Pass@20 out of fold (gain, sd) | in sample Pass@5 / @20 | wins |",
-             "|---|---|---|---|---|---|"]
+             "Pass@20 out of fold (gain, sd) | in sample Pass@5 / @20 | wins | all weight 1, k=60: Pass@5 / @20 "
+             "(queries better / worse) |",
+             "|---|---|---|---|---|---|---|"]
     for label, cv in sets.items():
+        e = cv["equal"]
         lines.append(f"| {label} | {cv['space']} | {cv['pass@5']:.2f} ({cv['gain@5']:+.2f}, {cv['gain_std@5']:.2f}) | "
                      f"{cv['pass@20']:.2f} ({cv['gain@20']:+.2f}, {cv['gain_std@20']:.2f}) | "
                      f"{cv['in_sample']['pass@5']:.2f} / {cv['in_sample']['pass@20']:.2f} | "
-                     f"{'yes' if cv['wins'] else 'no'} |")
+                     f"{'yes' if cv['wins'] else 'no'} | {e['pass@5']:.2f} / {e['pass@20']:.2f} "
+                     f"({e['improved']} / {e['worsened']}) |")
     first = next(iter(sets.values()))
     lines.append(f"\nBaseline (today's search): Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
                  f"{first['folds']} folds × {first['repeats']} shuffles, {first['queries']} queries.")

@@ -59,6 +59,10 @@ def test_a_ranking_that_finds_every_golden_chunk_is_chosen_and_wins():
     assert cv["pass@5"] == 100.0 and cv["gain@5"] > 50
     assert cv["wins"] is True
     assert all("good×" in d for d in cv["chosen"])
+    # weight 1 for all four, k = 60: the good ranking lifts most queries and never sinks one
+    e = cv["equal"]
+    assert e["fusion"] == "a×1 + b×1 + c×1 + good×1 (k=60)"
+    assert e["improved"] > 25 and e["worsened"] == 0 and e["gain@5"] > 0
 
 
 def test_noise_found_by_searching_does_not_win_out_of_fold():
