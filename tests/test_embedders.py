@@ -98,3 +98,29 @@ def test_each_embedder_installs_by_name_and_embeds_real_text_at_its_width(tmp_pa
     nomic = resources_from_env(plain=True)["embedder"]
     nv, n_cut = nomic.embed_documents(passages[:4])
     assert nv.shape == (4, 768) and n_cut == 0 and int(np.argmax(nv @ nomic.embed_query(q))) == 3
+
+
+@needs_models
+@pytest.mark.models
+def test_vectors_made_another_way_are_not_served_from_the_cache(tmp_path):
+    """The embedding cache names what makes a vector: a batch size or pooling other than the one
+    that cached it is a miss, so a data folder's history cannot change a figure (issue 34, item 7:
+    a Quality row made in a folder whose cache held vectors of other settings did not reproduce)."""
+    from pipelines.settings import resources_from_env
+    from resources.store.cache import embed_with_cache, embedding_cache_for
+    from resources.store.store import Store
+
+    store = Store(home=str(tmp_path))
+    cls = resources_from_env(plain=True)["embedder"]
+    texts = ["def reset(self):\n    self.state = INITIAL", "Rotate the keys every 90 days.", "x = 1"]
+    v1, n1, _ = embed_with_cache(cls, texts, embedding_cache_for(store, cls))
+    _, again, _ = embed_with_cache(cls, texts, embedding_cache_for(store, cls))
+    assert (n1, again) == (3, 0)  # the same settings: served from the cache
+    batched = cls.model_copy(update={"batch_size": 3})
+    v2, n2, _ = embed_with_cache(batched, texts, embedding_cache_for(store, batched))
+    assert n2 == 3  # computed again, not served the batch-of-one vectors
+    # and rightly: a batch of 3 pads to its longest text, and the INT8 activations move
+    assert not np.array_equal(v1, v2)
+    mean = cls.model_copy(update={"pooling": "mean"})
+    v3, n3, _ = embed_with_cache(mean, texts, embedding_cache_for(store, mean))
+    assert n3 == 3 and float(np.min(np.sum(v1 * v3, axis=1))) < 0.99

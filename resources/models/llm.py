@@ -1077,6 +1077,23 @@ class Embedder(dg.ConfigurableResource):
 
         return file_sha256(self.model_path)
 
+    def vector_key(self, prefix: str) -> str:
+        """What makes a vector besides its text: the embedding cache's model key.
+
+        :meth:`identity`, ``n_ctx``, ``prefix`` and, for an ONNX embedder, the pooling, the
+        batch size (the INT8 model quantises activations per batch, padding included: a text's
+        vector moves with its batch-mates, cosine down to 0.989) and the tokenizer file's
+        sha256.  Without the last three, vectors cached under one batch size or pooling were
+        served after it changed: a Quality row made in a data folder with such a cache could not
+        be reproduced in a fresh one (README, Quality, issue 34).
+        """
+        key = f"{self.identity()}|{self.n_ctx}|{prefix}"
+        if self.is_onnx() and not self.server_url:
+            from resources.store.cache import file_sha256
+
+            key += f"|{self.pooling or 'mean'}|batch {self.batch_size}|{file_sha256(self.tokenizer_path)}"
+        return key
+
     def _vocab(self):
         """The GGUF's vocabulary only (a server embedder cuts texts with it)."""
         return _load(("embed-vocab", self.model_path), model_path=self.model_path, vocab_only=True, verbose=False)

@@ -234,10 +234,11 @@ def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,
 
 
 def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:
-    """The store's embedding cache for ``embedder`` (keyed by its file's sha256 and prefix)."""
+    """The store's embedding cache for ``embedder``, keyed by what makes its vectors
+    (:meth:`resources.models.llm.Embedder.vector_key`: the file's sha256, context, prefix and, for
+    an ONNX embedder, pooling, batch size and tokenizer)."""
     prefix = embedder.query_prefix if query else embedder.document_prefix
-    return EmbeddingCache(store.lancedb_uri, f"{embedder.identity()}|{embedder.n_ctx}|{prefix}",
-                          storage_options=store.storage_options())
+    return EmbeddingCache(store.lancedb_uri, embedder.vector_key(prefix), storage_options=store.storage_options())
 
 
 def blurb_cache_for(store) -> BlurbCache:
