@@ -59,6 +59,17 @@ def default_home(corpus: str | Path) -> Path:
     return situate_home() / "eval" / Path(corpus).name.split(".")[0]
 
 
+def _sha256_of(path: str) -> str:
+    """sha256 hex of a file the figures were made from (a blurb file), so a report names it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(Path(path).expanduser(), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
     return [(rows_by_id[i]["doc_id"], int(rows_by_id[i]["chunk_index"])) for i in ids if i in rows_by_id]
 
@@ -660,6 +671,8 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                    "blurbs_from_cache": summary.blurbs_from_cache,
                    "seconds": round(summary.seconds, 1)},
         "context_mode": res["llm"].context, "prompt": res["llm"].prompt,
+        "files": {name: {"path": str(f), "sha256": _sha256_of(f)} for name, f in
+                  (("blurbs", blurbs), ("questions", questions)) if f},
         "llm_model": res["llm"].resolved_model_id(),
         "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
         "blurb_quality": blurb_quality(store, sorted({r["document_key"] for r in rows})),

@@ -84,9 +84,14 @@ def test_the_questions_prompt_writes_questions_for_every_chunk(runs):
 
 
 def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
-    _, fused, _, _ = runs
+    _, fused, _, questions = runs
     cv = fused["fusion_cv"]
     assert fused["ingest"]["llm_calls"] == 0
+    # the report names the files its figures were made from
+    import hashlib
+
+    assert fused["files"] == {"questions": {"path": str(questions),
+                                            "sha256": hashlib.sha256(questions.read_bytes()).hexdigest()}}
     assert cv["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25", "chunk-dense",
                               "structure-dense", "questions-bm25", "questions-dense", "rerank"]
     assert cv["questions"] == {"found": 6, "usable": cv["questions"]["usable"], "missing": 0, "rejected_lines": 0}
