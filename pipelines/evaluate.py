@@ -59,17 +59,6 @@ def default_home(corpus: str | Path) -> Path:
     return situate_home() / "eval" / Path(corpus).name.split(".")[0]
 
 
-def _sha256_of(path: str) -> str:
-    """sha256 hex of a file the figures were made from (a blurb file), so a report names it."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(Path(path).expanduser(), "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
     return [(rows_by_id[i]["doc_id"], int(rows_by_id[i]["chunk_index"])) for i in ids if i in rows_by_id]
 
@@ -451,7 +440,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     from resources.store.retrieval import contextualized_text
     from pipelines.operations import ingest, prepare_env
     from pipelines.settings import resources_from_env
-    from resources.store.cache import embed_with_cache, embedding_cache_for
+    from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
     from resources.store.retrieval import FUSIONS, fuse, hybrid_search
 
     t_all = time.perf_counter()
@@ -671,7 +660,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                    "blurbs_from_cache": summary.blurbs_from_cache,
                    "seconds": round(summary.seconds, 1)},
         "context_mode": res["llm"].context, "prompt": res["llm"].prompt,
-        "files": {name: {"path": str(f), "sha256": _sha256_of(f)} for name, f in
+        "files": {name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())} for name, f in
                   (("blurbs", blurbs), ("questions", questions)) if f},
         "llm_model": res["llm"].resolved_model_id(),
         "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},

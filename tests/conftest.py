@@ -103,3 +103,33 @@ def s3_server(tmp_path_factory):
             yield s3
     finally:
         server.__exit__(None, None, None)
+
+
+def tiny_source_corpus(path) -> tuple[list[dict], int]:
+    """A cookbook-form corpus of two real source files, three chunks each (the head of
+    python-dotenv's ``main.py`` and of pyarrow's ``ipc.cc``), written to ``path``; returns it and
+    the index of ``ipc.cc``'s chunk that holds ``ReadNext``."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    def chunks(text: str, n: int) -> list[str]:  # n contiguous pieces split at blank lines
+        paras = text.split("\n\n")
+        size = -(-len(paras) // n)
+        out = ["\n\n".join(paras[i:i + size]) for i in range(0, len(paras), size)]
+        return [c + ("\n\n" if i < len(out) - 1 else "") for i, c in enumerate(out)]
+
+    dotenv = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
+    dotenv = dotenv[dotenv.index("def find_dotenv("):][:2400]
+    ipc = (Path(importlib.util.find_spec("pyarrow").origin).parent / "src" / "arrow" / "python" / "ipc.cc").read_text()
+    ipc = ipc[ipc.index("namespace arrow"):][:1800]
+    corpus = []
+    for doc_id, text in (("doc_dotenv", dotenv), ("doc_ipc", ipc)):
+        pieces = chunks(text, 3)
+        assert "".join(pieces) == text
+        corpus.append({"doc_id": doc_id, "original_uuid": doc_id, "content": text,
+                       "chunks": [{"chunk_id": f"{doc_id}_{i}", "original_index": i, "content": c}
+                                  for i, c in enumerate(pieces)]})
+    Path(path).write_text(json.dumps(corpus))
+    reader = next(i for i, c in enumerate(corpus[1]["chunks"]) if "ReadNext" in c["content"])
+    return corpus, reader

@@ -2,42 +2,20 @@
 (the head of python-dotenv's ``main.py`` and of pyarrow's ``ipc.cc``), every configuration, then a
 second run that must make no model call at all."""
 
-import importlib.util
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from conftest import needs_models
+from conftest import needs_models, tiny_source_corpus
 
 pytestmark = [needs_models, pytest.mark.models]
-
-
-def _chunks(text: str, n: int) -> list[str]:
-    """Split ``text`` at blank lines into ``n`` contiguous pieces covering it."""
-    paras = text.split("\n\n")
-    size = -(-len(paras) // n)
-    out = ["\n\n".join(paras[i:i + size]) for i in range(0, len(paras), size)]
-    return [c + ("\n\n" if i < len(out) - 1 else "") for i, c in enumerate(out)]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eval")
-    dotenv = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
-    dotenv = dotenv[dotenv.index("def find_dotenv("):][:2400]
-    ipc = (Path(importlib.util.find_spec("pyarrow").origin).parent / "src" / "arrow" / "python" / "ipc.cc").read_text()
-    ipc = ipc[ipc.index("namespace arrow"):][:1800]
-    corpus = []
-    for doc_id, text in (("doc_dotenv", dotenv), ("doc_ipc", ipc)):
-        pieces = _chunks(text, 3)
-        assert "".join(pieces) == text
-        corpus.append({"doc_id": doc_id, "original_uuid": doc_id, "content": text,
-                       "chunks": [{"chunk_id": f"{doc_id}_{i}", "original_index": i, "content": c}
-                                  for i, c in enumerate(pieces)]})
-    (tmp / "tiny_chunks.json").write_text(json.dumps(corpus))
-    gold_reader = next(i for i, c in enumerate(corpus[1]["chunks"]) if "ReadNext" in c["content"])
+    _, gold_reader = tiny_source_corpus(tmp / "tiny_chunks.json")
     queries = [
         {"query_id": "q1", "query": "How does find_dotenv search for the .env file?",
          "golden": [["doc_dotenv", 0]]},

@@ -3,22 +3,13 @@ prompt writes a blurb file, and ``situate eval --configs fusion-cv`` fuses its r
 windowed and late-chunked dense ones, from files and caches, with no LLM call."""
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from conftest import needs_models
+from conftest import needs_models, tiny_source_corpus
 
 pytestmark = [needs_models, pytest.mark.models]
-
-
-def _chunks(text: str, n: int) -> list[str]:
-    """Split ``text`` at blank lines into ``n`` contiguous pieces covering it."""
-    paras = text.split("\n\n")
-    size = -(-len(paras) // n)
-    out = ["\n\n".join(paras[i:i + size]) for i in range(0, len(paras), size)]
-    return [c + ("\n\n" if i < len(out) - 1 else "") for i, c in enumerate(out)]
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +19,7 @@ def runs(tmp_path_factory):
 
     assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # for late chunking; sha256 checked
     tmp = tmp_path_factory.mktemp("fusion")
-    dotenv = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
-    dotenv = dotenv[dotenv.index("def find_dotenv("):][:2400]
-    ipc = (Path(importlib.util.find_spec("pyarrow").origin).parent / "src" / "arrow" / "python" / "ipc.cc").read_text()
-    ipc = ipc[ipc.index("namespace arrow"):][:1800]
-    corpus = []
-    for doc_id, text in (("doc_dotenv", dotenv), ("doc_ipc", ipc)):
-        pieces = _chunks(text, 3)
-        corpus.append({"doc_id": doc_id, "original_uuid": doc_id, "content": text,
-                       "chunks": [{"chunk_id": f"{doc_id}_{i}", "original_index": i, "content": c}
-                                  for i, c in enumerate(pieces)]})
-    (tmp / "tiny_chunks.json").write_text(json.dumps(corpus))
-    reader = next(i for i, c in enumerate(corpus[1]["chunks"]) if "ReadNext" in c["content"])
+    _, reader = tiny_source_corpus(tmp / "tiny_chunks.json")
     queries = [("How does find_dotenv search for the .env file?", [["doc_dotenv", 0]]),
                ("How does PyRecordBatchReader ReadNext get the next record batch?", [["doc_ipc", reader]]),
                ("Where are variables from a .env file loaded into the environment?", [["doc_dotenv", 1], ["doc_dotenv", 2]]),
