@@ -41,6 +41,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
+from resources.errors import BlurbFileError  # noqa: F401  (importable from here as before)
 
 FIELDS = ("chunk_id", "doc_id", "text_sha256", "doc_sha256", "mode", "model_sha256", "raw", "blurb", "status")
 
@@ -62,10 +63,6 @@ MAX_NAMED_REJECTIONS = 20
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MODE = re.compile(r"document|structure|chunk:[a-z0-9][a-z0-9-]{0,63}")
-
-
-class BlurbFileError(ValueError):
-    """A blurb file that cannot be read: the message names the file, the line and the reason."""
 
 
 @dataclasses.dataclass

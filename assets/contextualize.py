@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, clean_blurb, first_line
+from resources.errors import TemplateRefused  # noqa: F401  (importable from here as before)
 
 _SENTINEL = "\x00SITUATE-USER-MESSAGE\x00"
 
@@ -65,11 +66,6 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", s
     if bos_token and head.startswith(bos_token):
         return ChatFrame(head, tail, False, reasoning)
     return ChatFrame(head, tail, True, reasoning)
-
-
-class TemplateRefused(ValueError):
-    """A model file's chat template that situate will not use (refused by the sandbox, or not
-    rendering a user message)."""
 
 
 @dataclasses.dataclass

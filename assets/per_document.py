@@ -19,10 +19,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from resources.documents.reading import DocumentError
-
-
-class UpstreamError(RuntimeError):
-    """An earlier stage failed for this document; the message carries its reason."""
+from resources.errors import UpstreamError  # noqa: F401  (importable from here as before)
 
 
 def read_ok(store, key: str, stage: str):

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+from resources.errors import QueryError  # noqa: F401  (importable from here as before)
+
 
 def prepare_env(home: str | None, docs: str | None = None) -> None:
     """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
@@ -316,10 +318,6 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         else:
             summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
     return summary
-
-
-class QueryError(ValueError):
-    """A search the CLI answers with one line and exit status 2 (empty query, bad ``k``)."""
 
 
 #: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger

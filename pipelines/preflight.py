@@ -33,10 +33,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-
-
-class StartupError(RuntimeError):
-    """A fault found before any work started; ``str()`` is the whole answer, one line."""
+from resources.errors import StartupError  # noqa: F401  (importable from here as before)
 
 
 def check_docs(path: str | os.PathLike) -> Path:

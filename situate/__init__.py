@@ -24,9 +24,11 @@ from pipelines.operations import MAX_K, IngestSummary, QueryError
 from pipelines.operations import ingest as _ingest
 from pipelines.operations import search as _search
 from pipelines.preflight import StartupError
+from resources.errors import SituateError
 from resources.store.retrieval import Hit
 
-__all__ = ["MAX_K", "Hit", "IngestSummary", "QueryError", "SearchWarning", "StartupError", "ingest", "search"]
+__all__ = ["MAX_K", "Hit", "IngestSummary", "QueryError", "SearchWarning", "SituateError", "StartupError",
+           "ingest", "search"]
 
 
 class SearchWarning(UserWarning):

@@ -20,24 +20,12 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+from resources.errors import LinkRefused, TooLarge  # noqa: F401  (importable from here as before)
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in must not block the open
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-class LinkRefused(OSError):
-    """A path component under the folder is a symbolic link, or the file is not a regular file
-    (a FIFO, a device, a folder); ``str(err)`` says which, for a person."""
-
-
-class TooLarge(OSError):
-    """The file is larger than the limit given to :func:`read_under`."""
-
-    def __init__(self, size: int, limit: int):
-        super().__init__(f"too large ({size:,} bytes > {limit:,})")
-        self.size, self.limit = size, limit
 
 
 def read_under(root: str | Path, parts: Sequence[str], limit: int | None = None) -> bytes:

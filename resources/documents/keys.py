@@ -28,10 +28,7 @@ Examples
 from __future__ import annotations
 
 import re
-
-
-class PartitionKeyError(ValueError):
-    """A string is not a key produced by :func:`encode_key` of a relative path inside a folder."""
+from resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
 
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from resources.documents.files import TooLarge, read_under, split_under
 from resources.documents.keys import encode_key
 from resources.store.store import DATA_MARKER
+from resources.errors import DocumentError  # noqa: F401  (importable from here as before)
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -40,23 +41,6 @@ CODE_EXT = {
 CODE_NAMES = {"Makefile", "Dockerfile", "CMakeLists.txt", "Justfile"}
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".situate",
              ".mypy_cache", ".pytest_cache", ".tox"}
-
-
-class DocumentError(ValueError):
-    """A source document cannot be read; ``str(err)`` names the source and the reason.
-
-    Attributes
-    ----------
-    source : str
-        The document's source (path relative to the docs folder, or ``file#doc_id``).
-    reason : str
-        Why, for a person: ``"empty (0 bytes)"``, ``"binary content (NUL byte at offset 12)"``...
-    """
-
-    def __init__(self, source: str, reason: str):
-        super().__init__(f"{source}: {reason}")
-        self.source = source
-        self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True)

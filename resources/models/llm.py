@@ -23,6 +23,7 @@ import numpy as np
 import pydantic
 
 from resources.models.threads import fit_threads
+from resources.errors import SettingError  # noqa: F401  (importable from here as before)
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -300,11 +301,6 @@ EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_
 #: Dagster's whole-number ``dg.EnvVar.int`` reference (an ``int`` subclass whose value is a 0
 #: placeholder until a run resolves it).
 _INT_ENV_VAR = type(dg.EnvVar.int("SITUATE_N_CTX"))
-
-
-class SettingError(ValueError):
-    """A setting that is not a number or is outside its :data:`SETTING_BOUNDS`; ``str()`` is one
-    line naming the variable, the value and the bound."""
 
 
 def check_setting(name: str, value: int | float, label: str = "") -> int | float:

@@ -26,15 +26,12 @@ import json
 import time
 
 from resources.models.server import ServerError
+from resources.errors import BatchMissing  # noqa: F401  (importable from here as before)
 
 #: A Message Batch holds at most 100,000 requests and 256 MB (Anthropic's Message Batches docs,
 #: "Batch limitations"); 200 MB of request bodies leaves room for the envelope.
 MAX_REQUESTS = 100_000
 MAX_BATCH_BYTES = 200 * 1024 * 1024
-
-
-class BatchMissing(ServerError):
-    """A request the Message Batch did not answer; its document is left to the next run."""
 
 
 class BatchCache:

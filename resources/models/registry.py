@@ -32,6 +32,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from resources.errors import ModelInstallError, ModelFileError  # noqa: F401  (importable from here as before)
 
 #: sha1 of tiktoken's download URL for cl100k_base; tiktoken looks the file up under this name in
 #: ``TIKTOKEN_CACHE_DIR`` (tiktoken/load.py, ``read_file_cached``) and checks its sha256 itself.
@@ -357,15 +358,6 @@ _PIECE_BYTES = 94_371_840
 _NOMIC_HEADER_OFFSET = 787_093_759 - 8 * _PIECE_BYTES
 _NOMIC_COMPRESSED = 251_925_895
 _NOMIC_CRC32 = 0xC2895549
-
-
-class ModelInstallError(RuntimeError):
-    """A model file could not be downloaded, extracted or verified."""
-
-
-class ModelFileError(RuntimeError):
-    """A model file to load is missing, corrupt (sha256) or not a GGUF; the message is one line
-    naming the file, the reason and the fix."""
 
 
 #: The first bytes of every GGUF file (ggml's ``GGUF_MAGIC``).

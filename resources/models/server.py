@@ -29,6 +29,7 @@ import json
 import re
 import time
 import urllib.parse
+from resources.errors import ServerError, ContextExceeded  # noqa: F401  (importable from here as before)
 
 #: Longest answer read from a server: 16 MiB (a blurb is a few hundred bytes; a tokenize answer
 #: of a 131,072-token document is about 1 MiB of JSON).
@@ -40,14 +41,6 @@ _CONTROL = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|\[/?INST\]|<</?SYS>>|<(?:start|
 #: The text :meth:`ServerClient.check` tokenizes on both sides: code, prose, non-ASCII and a
 #: chat-template marker.
 PROBE = "def rotate_keys(grace_period=3600):\n    \"\"\"Käse, 日本語 — naïve café.\"\"\"\n<|im_start|>user\n"
-
-
-class ServerError(RuntimeError):
-    """A model server that cannot be used: the message names the server, the reason and the setting."""
-
-
-class ContextExceeded(ServerError):
-    """A prompt longer than the server's context: cut by the server, or refused."""
 
 
 def defuse_controls(text: str) -> str:

@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from resources.errors import LeaseLost  # noqa: F401  (importable from here as before)
 
 RENEW_S = 15.0
 STALE_S = 90.0
@@ -53,11 +54,6 @@ POLL_S = 2.0
 LEASE_RETRY_S = 20.0
 
 _HELD = threading.local()
-
-
-class LeaseLost(RuntimeError):
-    """This holder's lease was taken over, or could not be renewed for half the stale time: its
-    block must stop before it writes anything more."""
 
 
 def _body(owner: str) -> bytes:

@@ -31,6 +31,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from resources.errors import StoreUnavailable, DataFolderURIError  # noqa: F401  (importable from here as before)
 
 #: URI schemes accepted as a data folder.
 SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "azure")
@@ -45,11 +46,6 @@ MAX_RETRIES = 5
 BACKOFF_S = 0.2
 
 
-class StoreUnavailable(OSError):
-    """The object store refused or could not be reached; ``str(err)`` is one line for a person
-    (what failed and the likely reason: endpoint, credentials, bucket)."""
-
-
 def is_uri(home: str | os.PathLike | None) -> bool:
     """Whether ``home`` is an object store URI (``scheme://…`` with a scheme of :data:`SCHEMES`)."""
     if home is None:
@@ -57,10 +53,6 @@ def is_uri(home: str | os.PathLike | None) -> bool:
     text = str(home)
     scheme, sep, _ = text.partition("://")
     return bool(sep) and scheme.lower() in SCHEMES
-
-
-class DataFolderURIError(ValueError):
-    """A data-folder URI the object store layers would read differently (:func:`normalize_home`)."""
 
 
 def normalize_home(home: str | os.PathLike) -> str:
