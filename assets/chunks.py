@@ -6,7 +6,7 @@ import functools
 import dagster as dg
 
 from assets.chunking import make_chunks
-from assets.code_context import document_contexts
+from assets.code_context import document_contexts, document_headings
 from assets.per_document import for_each_document, read_ok
 from assets.partitions import BACKFILL, documents
 from resources.documents.docs import Chunking
@@ -51,7 +51,7 @@ def count_cl100k(text: str) -> int:
 def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        out = make_chunks(key, doc["text"], doc["headings"], count_cl100k, chunking.chunk_tokens,
+        out = make_chunks(key, doc["text"], document_headings(doc), count_cl100k, chunking.chunk_tokens,
                           chunking.overlap_tokens, doc.get("given_chunks"))
         contexts = document_contexts(doc, [(c.start, c.end) for c in out], [c.heading_path for c in out])
         for c, ctx in zip(out, contexts):

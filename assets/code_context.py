@@ -26,10 +26,16 @@ import functools
 import re
 from collections.abc import Iterator
 
+from resources.documents.reading import markdown_headings
+
 #: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
 MAX_COMMENT_WORDS = 40
 #: Most names listed as "defines": a long chunk of small functions keeps the first ones.
 MAX_DEFINED = 12
+#: Longest signature shown for the definition a chunk continues, in characters: a Rust or Java
+#: signature with its parameters and return type fits (the codebase set's median is about 40);
+#: a longer one is cut with "…".
+MAX_SIGNATURE_CHARS = 120
 #: Enclosing definitions shown at most (the outermost two, "…", the innermost rest): bounds a
 #: chunk's context in a deeply nested file.  Real code nests a handful deep.
 MAX_ENCLOSING = 8
@@ -86,10 +92,31 @@ class Definition:
     name: str
     start: int
     end: int
+    #: The source text before the definition's body (``fn reset(&mut self)``), whitespace
+    #: collapsed, at most :data:`MAX_SIGNATURE_CHARS`; empty when none was found.
+    signature: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.kind} {self.name}".strip()
+
+    @property
+    def heading(self) -> str:
+        """The signature when there is one that names the definition, else :attr:`label`."""
+        return self.signature if self.name and self.name in self.signature else self.label
+
+
+def _signature(text: str) -> str:
+    """``text`` (a definition's head) with whitespace collapsed, a trailing ``{`` or ``:``,
+    comments at the end of a line, leading annotations and the blanks inside parentheses dropped,
+    cut to :data:`MAX_SIGNATURE_CHARS`."""
+    lines = [re.sub(r"\s//.*$|\s#(?![\[!]).*$", "", line) for line in text.splitlines()]
+    sig = " ".join(" ".join(lines).split()).rstrip("{:").strip()
+    sig = re.sub(r"^(?:@[\w.]+(?:\([^()]*\))?\s+)+", "", sig)  # Java annotations before it
+    sig = re.sub(r",?\s*\)", ")", re.sub(r"\(\s+", "(", sig))  # one parameter a line
+    if len(sig) > MAX_SIGNATURE_CHARS:
+        sig = sig[:MAX_SIGNATURE_CHARS - 1].rstrip() + "…"
+    return sig
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,11 +149,14 @@ def _errors(node) -> int:
 
 def detect_language(text: str, name: str | None = None) -> str | None:
     """The language of source ``text``: by ``name``'s extension, else the grammar that parses it
-    with the fewest errors (None when no grammar is installed or none parses a definition)."""
+    with the fewest errors (None when no grammar is installed or none parses a definition, and
+    for a ``name`` read by line patterns, :func:`patterns_for`)."""
     if name:
         for ext, lang in EXTENSIONS.items():
             if name.lower().endswith(ext):
                 return lang
+        if patterns_for(name) is not None:
+            return None
     data = text.encode(errors="surrogatepass")
     best, best_score = None, None
     for lang in DETECT_ORDER:
@@ -187,39 +217,89 @@ def _walk_definitions(root, lang: str, data: bytes) -> Iterator[Definition]:
                     and node.child_by_field_name("body") is None):
                 name = _name(node, lang, data)
                 if name:
-                    yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte)
+                    body = node.child_by_field_name("body")
+                    head = data[node.start_byte:body.start_byte if body is not None else node.end_byte]
+                    sig = _signature(head.decode(errors="replace")) if body is not None else ""
+                    yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte, sig)
         stack.extend(reversed(node.children))
 
 
 _PATTERN_DEF = re.compile(
     r"^[ \t]*(?:(?:pub(?:\([^)]*\))?|export|default|async|static|public|private|protected|final|"
-    r"abstract|unsafe|extern|inline|virtual)\s+)*"
-    r"(def|class|fn|struct|enum|trait|impl|interface|func|function|module|namespace|mod|type)\s+"
-    r"([A-Za-z_][\w:<>, ]*?)\s*(?:[(:{<\[=]|$)", re.M)
+    r"abstract|unsafe|extern|inline|virtual|internal|open|override|sealed|data|case|suspend|"
+    r"partial|readonly)\s+)*"
+    r"(?P<kind>def|defp|defmodule|class|fn|fun|struct|enum|trait|impl|interface|func|function|"
+    r"module|namespace|mod|type|object|protocol|extension|message|service|rpc|sub|procedure)\s+"
+    r"(?P<name>[A-Za-z_][\w:<>,.$ ]*?)\s*(?:[(:{<\[=]|\bdo\b|$)", re.M)
+
+#: Line patterns of formats and languages with no grammar installed, by file name ending: each
+#: match opens a definition (group ``name``; group ``kind`` or the pattern's kind) that runs to
+#: the next match at the same or a lower indentation.  Sources: TOML 1.0 tables (``[a.b]``,
+#: ``[[a]]``), INI sections, YAML 1.2 block mappings (a key whose value is on the lines below),
+#: POSIX shell functions (``name() {``) and ``function name``, make rules (``target:``).
+_TOML_TABLE = (re.compile(r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\n]+?)[ \t]*\]\]?[ \t]*(?:#.*)?$", re.M), "table")
+_INI_SECTION = (re.compile(r"^[ \t]*\[(?P<name>[^\]\n]+)\][ \t]*$", re.M), "section")
+_YAML_BLOCK = (re.compile(r"^[ \t]*(?:- +)?(?P<name>[A-Za-z_$][\w.$/-]*|\"[^\"\n]+\"|'[^'\n]+'):[ \t]*"
+                          r"(?:[|>][-+]?[ \t]*)?(?:#.*)?$", re.M), "")
+_SHELL_FUNCTION = (re.compile(r"^[ \t]*(?:function[ \t]+)?(?P<name>[A-Za-z_][\w.:-]*)[ \t]*\([ \t]*\)"
+                              r"|^[ \t]*function[ \t]+(?P<fname>[A-Za-z_][\w.:-]*)", re.M), "function")
+_MAKE_RULE = (re.compile(r"^(?P<name>[A-Za-z_%$(][\w.%$()/ -]*?)[ \t]*::?(?!=)", re.M), "target")
+PATTERNS = {
+    ".toml": _TOML_TABLE, ".ini": _INI_SECTION, ".cfg": _INI_SECTION, ".yaml": _YAML_BLOCK,
+    ".yml": _YAML_BLOCK, ".sh": _SHELL_FUNCTION, ".bash": _SHELL_FUNCTION, ".zsh": _SHELL_FUNCTION,
+    "makefile": _MAKE_RULE, "justfile": _MAKE_RULE, ".mk": _MAKE_RULE,
+}
+#: Endings of languages read by :data:`_PATTERN_DEF` (no grammar here), never guessed by parsing:
+#: a Ruby file parses as TypeScript with a stray ``module`` definition.
+PATTERN_LANGUAGES = (".kt", ".kts", ".scala", ".cs", ".rb", ".php", ".swift", ".m", ".sql", ".r",
+                     ".jl", ".lua", ".pl", ".hs", ".ml", ".ex", ".exs", ".proto", ".dart", ".groovy",
+                     ".gradle", ".clj", ".zig", ".nim", ".fs", ".vb", ".erl", ".json", ".xml", ".css",
+                     ".scss", "dockerfile", "cmakelists.txt")
 
 
-def _pattern_definitions(text: str) -> list[Definition]:
+def patterns_for(name: str | None) -> tuple[re.Pattern, str] | None:
+    """The line pattern for a file ``name`` of a format or language with no grammar (a
+    :data:`PATTERNS` entry, or the code pattern for :data:`PATTERN_LANGUAGES`), else None."""
+    low = (name or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
+    for end, pattern in PATTERNS.items():
+        if low == end or (end.startswith(".") and low.endswith(end)):
+            return pattern
+    if any(low == end or (end.startswith(".") and low.endswith(end)) for end in PATTERN_LANGUAGES):
+        return (_PATTERN_DEF, "")
+    return None
+
+
+def _pattern_definitions(text: str, pattern: tuple[re.Pattern, str] = (_PATTERN_DEF, "")) -> list[Definition]:
     """Definitions by line patterns (no grammar): each runs until the next one at the same or a
     lower indentation.  One pass with a stack of the open definitions (linear in their number)."""
+    regex, default_kind = pattern
     defs: list[Definition] = []
-    open_defs: list[tuple[int, int, str, str]] = []  # (indent, start, kind, name), indents rising
-    for m in _PATTERN_DEF.finditer(text):
-        indent = len(m.group(0)) - len(m.group(0).lstrip())
+    open_defs: list[tuple[int, int, str, str, str]] = []  # (indent, start, kind, name, signature)
+    for m in regex.finditer(text):
+        groups = m.groupdict()
+        name = (groups.get("name") or groups.get("fname") or "").strip().strip("\"'")
+        if not name:
+            continue
+        line = m.group(0).lstrip("\n")
+        indent = len(line) - len(line.lstrip())
+        start = m.start() + len(m.group(0)) - len(line) + indent
         while open_defs and open_defs[-1][0] >= indent:
-            _, start, kind, name = open_defs.pop()
-            defs.append(Definition(kind, name, start, m.start()))
-        open_defs.append((indent, m.start(), m.group(1), m.group(2).strip()))
-    defs.extend(Definition(kind, name, start, len(text)) for _, start, kind, name in open_defs)
+            o_indent, o_start, kind, o_name, sig = open_defs.pop()
+            defs.append(Definition(kind, o_name, o_start, m.start(), sig))
+        line_end = text.find("\n", start)
+        sig = _signature(text[start:line_end if line_end >= 0 else len(text)])
+        open_defs.append((indent, start, groups.get("kind") or default_kind, name, sig))
+    defs.extend(Definition(kind, name, start, len(text), sig) for _, start, kind, name, sig in open_defs)
     defs.sort(key=lambda d: d.start)
     return defs
 
 
-def definitions(text: str, language: str | None) -> tuple[list[Definition], bool]:
+def definitions(text: str, language: str | None, name: str | None = None) -> tuple[list[Definition], bool]:
     """Definitions in ``text`` and whether offsets are UTF-8 bytes (True: tree-sitter) or
-    characters (False: patterns)."""
+    characters (False: patterns; the pattern for ``name``'s format, :func:`patterns_for`)."""
     p = parser(language) if language else None
     if p is None:
-        return _pattern_definitions(text), False
+        return _pattern_definitions(text, patterns_for(name) or (_PATTERN_DEF, "")), False
     data = text.encode(errors="surrogatepass")
     return list(_walk_definitions(p.parse(data).root_node, language, data)), True
 
@@ -305,10 +385,11 @@ def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None
     -------
     list of str
         Per chunk, lines: file name, leading comment, enclosing definitions joined by `` > ``
-        (outermost first), then ``defines: a, b``; empty parts are left out.
+        (outermost first; the innermost one the chunk continues shown by its signature,
+        :attr:`Definition.heading`), then ``defines: a, b``; empty parts are left out.
     """
     language = language or detect_language(text, name)
-    defs, in_bytes = definitions(text, language)
+    defs, in_bytes = definitions(text, language, name)
     defs.sort(key=lambda d: (d.start, -d.end))
     head = []
     if name:
@@ -350,6 +431,10 @@ def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None
         parts = list(head)
         if enclosing:
             labels = [d.label for d in enclosing]
+            # the definition the chunk continues (begun before it): its signature, the words
+            # of its head (parameters, types) that the chunk itself no longer shows
+            if enclosing[-1].start < b_start:
+                labels[-1] = enclosing[-1].heading
             if trimmed:
                 labels.insert(2, "…")
             parts.append(" > ".join(labels))
@@ -387,6 +472,16 @@ def is_source(doc: dict) -> bool:
     or a corpus entry that parses as code (:func:`detect_language`)."""
     fmt = doc.get("format")
     return fmt == "code" or (fmt == "corpus" and detect_language(doc["text"]) is not None)
+
+
+def document_headings(doc: dict) -> list[list]:
+    """The section headings of a loaded document (``resources.documents.reading.Document`` as
+    JSON), ``[[offset, level, title], ...]`` with offsets in characters of its text: those read
+    with the file (Markdown, reStructuredText, HTML), and for a corpus entry that is prose, its
+    Markdown headings (``## Section``), so each chunk carries its section path as a file's do."""
+    if doc.get("format") == "corpus" and not doc.get("headings") and not is_source(doc):
+        return markdown_headings(doc["text"])
+    return doc.get("headings") or []
 
 
 def document_contexts(doc: dict, spans: list[tuple[int, int]], heading_paths: list[list[str]]) -> list[str]:
