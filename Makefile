@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test dev clean browser
+.PHONY: setup demo test lint dev clean browser
 
 $(BIN)/situate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ setup: $(BIN)/situate
 demo: setup
 	$(BIN)/situate demo
 
-test: setup browser
+test: setup browser lint
 	$(BIN)/python -m pytest
+
+# the style check (ruff: lint, then the formatter's check; settings in pyproject.toml)
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # the search page's test runs in a real headless browser: Debian's chromium and chromium-driver
 browser:

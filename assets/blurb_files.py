@@ -41,6 +41,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
+
 from resources.errors import BlurbFileError  # noqa: F401  (importable from here as before)
 
 FIELDS = ("chunk_id", "doc_id", "text_sha256", "doc_sha256", "mode", "model_sha256", "raw", "blurb", "status")
@@ -103,16 +104,19 @@ class BlurbFile:
     def get(self, mode: str, model_sha256: str, doc_sha256: str, text_sha256: str) -> str | None:
         """The raw text for a chunk, or ``None``."""
         at = self.raws.get((mode, model_sha256, doc_sha256, text_sha256))
-        return None if at is None else self.text[at[0]:at[1]].decode("utf-8")
+        return None if at is None else self.text[at[0] : at[1]].decode("utf-8")
 
     def __len__(self) -> int:
         return len(self.raws)
 
     def summary(self) -> dict:
         """Figures for a run's metadata: lines read, used, rejected and the first reasons."""
-        return {"blurb_file_lines": self.lines, "blurb_file_lines_kept": len(self.raws),
-                "blurb_file_lines_rejected": self.rejected,
-                "blurb_file_rejections": "; ".join(self.rejections) or "none"}
+        return {
+            "blurb_file_lines": self.lines,
+            "blurb_file_lines_kept": len(self.raws),
+            "blurb_file_lines_rejected": self.rejected,
+            "blurb_file_rejections": "; ".join(self.rejections) or "none",
+        }
 
 
 def write(path: str | Path, lines: list[dict]) -> int:
@@ -121,8 +125,9 @@ def write(path: str | Path, lines: list[dict]) -> int:
     temporary name in the same folder and renamed into place, so a reader never sees half a file
     and an interrupted write leaves the old one.  Returns the line count."""
     lines = sorted(lines, key=lambda d: (d["chunk_id"], d["mode"]))
-    data = "".join(json.dumps({k: d.get(k, "") for k in FIELDS}, ensure_ascii=False, sort_keys=True) + "\n"
-                   for d in lines).encode("utf-8")
+    data = "".join(
+        json.dumps({k: d.get(k, "") for k in FIELDS}, ensure_ascii=False, sort_keys=True) + "\n" for d in lines
+    ).encode("utf-8")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
@@ -172,7 +177,7 @@ def check_line(d: object) -> str:
     return ""
 
 
-def _lines(path: str, z) -> "collections.abc.Iterator[tuple[int, bytes | None]]":
+def _lines(path: str, z) -> collections.abc.Iterator[tuple[int, bytes | None]]:
     """``(line number, bytes)`` of a gzip stream, within the bounds; ``bytes`` is ``None`` for a
     line over :data:`MAX_LINE_BYTES` (read past, not kept)."""
     total, n = 0, 0
@@ -194,8 +199,10 @@ def _lines(path: str, z) -> "collections.abc.Iterator[tuple[int, bytes | None]]"
             return
         total += len(line)
         if total > MAX_DECOMPRESSED_BYTES:
-            raise BlurbFileError(f"blurb file {path}, line {n}: over {MAX_DECOMPRESSED_BYTES:,} bytes "
-                                 "decompressed (MAX_DECOMPRESSED_BYTES); not read further")
+            raise BlurbFileError(
+                f"blurb file {path}, line {n}: over {MAX_DECOMPRESSED_BYTES:,} bytes "
+                "decompressed (MAX_DECOMPRESSED_BYTES); not read further"
+            )
         yield n, (None if long else line)
 
 
@@ -212,8 +219,15 @@ def _open_regular(path: str | Path):
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        what = (
+            "a directory"
+            if stat.S_ISDIR(st.st_mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+        )
         raise BlurbFileError(f"blurb file {path}: {what}, not a regular file")
     if st.st_size > MAX_FILE_BYTES:
         os.close(fd)
@@ -279,8 +293,12 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
                 continue
             if mode in (None, d["mode"]) and model_sha256 in (None, d["model_sha256"]):
                 # the mode, model and document are shared by many lines: one copy each
-                key = (sys.intern(d["mode"]), sys.intern(d["model_sha256"]), sys.intern(d["doc_sha256"]),
-                       d["text_sha256"])
+                key = (
+                    sys.intern(d["mode"]),
+                    sys.intern(d["model_sha256"]),
+                    sys.intern(d["doc_sha256"]),
+                    d["text_sha256"],
+                )
                 if key not in out.raws:
                     start = len(out.text)
                     out.text += d["raw"].encode("utf-8")
@@ -309,9 +327,17 @@ def stage_lines(stage: dict, doc_id: str, model_sha256: str) -> list[dict]:
         mode = r.get("mode", "")
         if not r.get("text_sha256") or (mode != "structure" and not r.get("raw")):
             continue
-        out.append({"chunk_id": r["chunk_id"], "doc_id": doc_id, "text_sha256": r["text_sha256"],
-                    "doc_sha256": version or r.get("doc_sha256", ""), "mode": mode,
-                    "model_sha256": "" if mode == "structure" else model_sha256,
-                    "raw": r.get("raw", ""), "blurb": r.get("blurb", ""),
-                    "status": "file" if r.get("from_file") and r.get("status") == "model" else r.get("status", "")})
+        out.append(
+            {
+                "chunk_id": r["chunk_id"],
+                "doc_id": doc_id,
+                "text_sha256": r["text_sha256"],
+                "doc_sha256": version or r.get("doc_sha256", ""),
+                "mode": mode,
+                "model_sha256": "" if mode == "structure" else model_sha256,
+                "raw": r.get("raw", ""),
+                "blurb": r.get("blurb", ""),
+                "status": "file" if r.get("from_file") and r.get("status") == "model" else r.get("status", ""),
+            }
+        )
     return out

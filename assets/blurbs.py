@@ -4,7 +4,6 @@ One ``Llama`` object works through a document's chunks back to back; the documen
 token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache for the next chunk.
 """
 
-
 import collections
 import dataclasses
 import threading
@@ -15,14 +14,14 @@ from assets import blurb_files
 from assets.contextualize import BlurbRecord, contextualize, record_from_raw
 from assets.edits import kept_blurbs, recheck, text_sha256
 from assets.fitted_preambles import builders_by_kind, document_builder, generation_bound
-from assets.skipping import chunk_reasons
+from assets.partitions import BACKFILL, LLM_POOL, documents
 from assets.per_document import for_each_document, read_ok
 from assets.preambles import FitPlan
 from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
-from assets.partitions import BACKFILL, LLM_POOL, documents
-from resources.store.cache import blurb_cache_for, digest
+from assets.skipping import chunk_reasons
 from resources.models.llm import BlurbLLM
 from resources.models.message_batches import BatchCache, BatchLedger
+from resources.store.cache import blurb_cache_for, digest
 from resources.store.store import Store
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
@@ -35,14 +34,26 @@ def stops(reasoning: bool) -> list[str]:
     return [s for s in STOP if s != "\n\n"] if reasoning else list(STOP)
 
 
-def blurb_key(llm: BlurbLLM, template_name: str = ANTHROPIC_2024.name, reasoning: bool = False,
-              max_tokens: int | None = None, system: str = ""):
+def blurb_key(
+    llm: BlurbLLM,
+    template_name: str = ANTHROPIC_2024.name,
+    reasoning: bool = False,
+    max_tokens: int | None = None,
+    system: str = "",
+):
     """The blurb cache key function: ``(window text, chunk prompt text) -> sha256 hex`` over the LLM
     file's sha256, the prompt template and version, and the decoding settings (``system``: the
     chat frame's head, when the template sets a system line; empty for the model's default)."""
-    settings = {"llm_sha256": llm.identity(), "template": template_name,
-                "prompt_version": PROMPT_VERSION, "max_tokens": max_tokens or llm.max_tokens,
-                "repeat_penalty": llm.repeat_penalty, "stop": stops(reasoning), "temperature": 0.0, "seed": llm.seed}
+    settings = {
+        "llm_sha256": llm.identity(),
+        "template": template_name,
+        "prompt_version": PROMPT_VERSION,
+        "max_tokens": max_tokens or llm.max_tokens,
+        "repeat_penalty": llm.repeat_penalty,
+        "stop": stops(reasoning),
+        "temperature": 0.0,
+        "seed": llm.seed,
+    }
     if system:
         settings["system"] = system
 
@@ -59,8 +70,10 @@ CONTEXT_MODES = ("chunk", "document", "structure")
 def skipped_records(n: int, reason: str, mode: str = "structure", doc_sha256: str = "") -> list[BlurbRecord]:
     """``n`` records of chunks that get no blurb on purpose (status ``skipped:<reason>``, no model
     call): not a fallback, so the ``fallback_share`` check does not count them."""
-    return [BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1, mode=mode, doc_sha256=doc_sha256)
-            for _ in range(n)]
+    return [
+        BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1, mode=mode, doc_sha256=doc_sha256)
+        for _ in range(n)
+    ]
 
 
 def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
@@ -68,14 +81,22 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
     settings, ``n_ctx`` (it decides the windows the model reads) and the chunk limit
     (``max_chunks_per_document``: whether the model is asked at all).  Blurbs kept across an edit
     or an unchanged re-ingest (:mod:`assets.edits`) must have been made with the same settings."""
-    return digest(llm.identity(), llm.context, llm.prompt, PROMPT_VERSION, CONTEXT_VERSION,
-                  max_tokens or llm.max_tokens, llm.repeat_penalty,
-                  llm.document_tokens if llm.context == "document" else 0,
-                  {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document})
+    return digest(
+        llm.identity(),
+        llm.context,
+        llm.prompt,
+        PROMPT_VERSION,
+        CONTEXT_VERSION,
+        max_tokens or llm.max_tokens,
+        llm.repeat_penalty,
+        llm.document_tokens if llm.context == "document" else 0,
+        {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document},
+    )
 
 
-def keep_rechecked(kept: dict[int, dict], decided: dict[int, BlurbRecord], texts: list[str], document: str,
-                   by_reference: bool) -> int:
+def keep_rechecked(
+    kept: dict[int, dict], decided: dict[int, BlurbRecord], texts: list[str], document: str, by_reference: bool
+) -> int:
     """Put the kept records (:func:`assets.edits.kept_blurbs`) that still pass against
     ``document`` into ``decided`` (as :class:`BlurbRecord`, marked kept, no tokens spent); the
     others are left to the model.  Returns how many failed the check (:func:`assets.edits.recheck`)."""
@@ -87,8 +108,14 @@ def keep_rechecked(kept: dict[int, dict], decided: dict[int, BlurbRecord], texts
         if not recheck(prev, texts[i], document, by_reference):
             failed += 1
             continue
-        decided[i] = dataclasses.replace(BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
-                                         cached=True, kept=True, evaluated=0, reused=0, seconds=0.0)
+        decided[i] = dataclasses.replace(
+            BlurbRecord(**{k: v for k, v in prev.items() if k in fields}),
+            cached=True,
+            kept=True,
+            evaluated=0,
+            reused=0,
+            seconds=0.0,
+        )
     return failed
 
 
@@ -127,11 +154,15 @@ class LazyBlurbFile:
                 self.log.error(f"blurbs: {e} (SITUATE_BLURBS_FILE); the documents that need it fail")
                 raise
             f = self._file
-            self.log.info(f"blurbs: {len(f):,} blurbs for {self.mode} in {self.path} (SITUATE_BLURBS_FILE) "
-                          f"of {f.lines:,} lines; the model makes those it lacks")
+            self.log.info(
+                f"blurbs: {len(f):,} blurbs for {self.mode} in {self.path} (SITUATE_BLURBS_FILE) "
+                f"of {f.lines:,} lines; the model makes those it lacks"
+            )
             if f.rejected:
-                self.log.warning(f"blurbs: {f.rejected:,} line(s) of {self.path} rejected, their chunks go to "
-                                 f"the model: {'; '.join(f.rejections)}")
+                self.log.warning(
+                    f"blurbs: {f.rejected:,} line(s) of {self.path} rejected, their chunks go to "
+                    f"the model: {'; '.join(f.rejections)}"
+                )
         return self._file
 
     def summary(self) -> dict:
@@ -142,9 +173,19 @@ class LazyBlurbFile:
         return self._file.summary() if self._file is not None else {}
 
 
-def document_records(text: str, n: int, plan: FitPlan, builder, generate, reasons: list[str | None],
-                     cache=None, cache_key=None, doc_sha256: str = "", given_raw: str | None = None,
-                     blurb_file: str = "") -> list[BlurbRecord]:
+def document_records(
+    text: str,
+    n: int,
+    plan: FitPlan,
+    builder,
+    generate,
+    reasons: list[str | None],
+    cache=None,
+    cache_key=None,
+    doc_sha256: str = "",
+    given_raw: str | None = None,
+    blurb_file: str = "",
+) -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
     :data:`assets.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
     ``n`` chunks as their blurb; a chunk with a ``reasons`` entry gets ``skipped:<reason>`` instead,
@@ -165,8 +206,7 @@ def document_records(text: str, n: int, plan: FitPlan, builder, generate, reason
             continue
         one = dataclasses.replace(rec, mode="document", doc_sha256=doc_sha256, problems=list(rec.problems))
         if not first:
-            one = dataclasses.replace(one, prompt_tokens=0, evaluated=0, reused=0, generated=0,
-                                      seconds=0.0, window=-1)
+            one = dataclasses.replace(one, prompt_tokens=0, evaluated=0, reused=0, generated=0, seconds=0.0, window=-1)
         first = False
         out.append(one)
     return out
@@ -181,29 +221,36 @@ def blurb_summary(records: list) -> dict:
     seconds = sum(r.seconds for r in fresh)
     problems = collections.Counter(p for r in records for p in r.problems)
     reasons = collections.Counter(r.status.split(":", 1)[1] for r in records if r.status.startswith("fallback:"))
-    one_gen = collections.Counter(p.split(":", 1)[1] for r in records for p in r.problems
-                                  if p.startswith("one-generation-fallback:"))
+    one_gen = collections.Counter(
+        p.split(":", 1)[1] for r in records for p in r.problems if p.startswith("one-generation-fallback:")
+    )
     called = [r for r in fresh if r.window >= 0]  # no window: no prompt was sent
-    return {"chunks": len(records), "blurbs_from_model": sum(r.status == "model" for r in records),
-            "fallbacks": sum(reasons.values()),
-            "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
-            "skipped": sum(r.status.startswith("skipped:") for r in records),
-            "blurbs_from_file": sum(bool(getattr(r, "from_file", "")) for r in records),
-            "skipped_reasons": dict(collections.Counter(r.status.split(":", 1)[1] for r in records
-                                                        if r.status.startswith("skipped:"))),
-            "kept_from_earlier_version": sum(getattr(r, "kept", False) for r in records),
-            "one_generation_lines": sum("one-generation" in r.problems for r in records),
-            "one_generation_fallbacks": dict(one_gen),
-            "problems": dict(sorted(problems.items())),
-            "model_calls": len(called), "cached": len(records) - len(fresh),
-            "prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated,
-            "prompt_tokens_reused": prompt - evaluated,
-            "prompt_tokens_cache_written": sum(getattr(r, "written", 0) for r in fresh),
-            "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
-            "generated_tokens": sum(r.generated for r in records),
-            "generated_tokens_called": sum(r.generated for r in fresh),  # by this run's calls
-            "llm_seconds": round(seconds, 2),
-            "blurbs_per_second": round(len(fresh) / seconds, 3) if seconds else 0.0}
+    return {
+        "chunks": len(records),
+        "blurbs_from_model": sum(r.status == "model" for r in records),
+        "fallbacks": sum(reasons.values()),
+        "fallback_reasons": ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none",
+        "skipped": sum(r.status.startswith("skipped:") for r in records),
+        "blurbs_from_file": sum(bool(getattr(r, "from_file", "")) for r in records),
+        "skipped_reasons": dict(
+            collections.Counter(r.status.split(":", 1)[1] for r in records if r.status.startswith("skipped:"))
+        ),
+        "kept_from_earlier_version": sum(getattr(r, "kept", False) for r in records),
+        "one_generation_lines": sum("one-generation" in r.problems for r in records),
+        "one_generation_fallbacks": dict(one_gen),
+        "problems": dict(sorted(problems.items())),
+        "model_calls": len(called),
+        "cached": len(records) - len(fresh),
+        "prompt_tokens": prompt,
+        "prompt_tokens_evaluated": evaluated,
+        "prompt_tokens_reused": prompt - evaluated,
+        "prompt_tokens_cache_written": sum(getattr(r, "written", 0) for r in fresh),
+        "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
+        "generated_tokens": sum(r.generated for r in records),
+        "generated_tokens_called": sum(r.generated for r in fresh),  # by this run's calls
+        "llm_seconds": round(seconds, 2),
+        "blurbs_per_second": round(len(fresh) / seconds, 3) if seconds else 0.0,
+    }
 
 
 @dg.asset(
@@ -214,11 +261,11 @@ def blurb_summary(records: list) -> dict:
     kinds={"python", "file"},
     group_name="ingest",
     description="A situating context for each chunk, as SITUATE_CONTEXT says: chunk (a blurb per chunk: "
-                "Anthropic's published prompt, or chunks by reference in the cached document, through the "
-                "in-process llama-cpp-python model), document (one summary per document) or structure (no "
-                "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
-                "files, minified, encoded, numeric and degenerate chunks get no LLM call; an edited "
-                "document keeps the blurbs of its unchanged chunks.",
+    "Anthropic's published prompt, or chunks by reference in the cached document, through the "
+    "in-process llama-cpp-python model), document (one summary per document) or structure (no "
+    "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
+    "files, minified, encoded, numeric and degenerate chunks get no LLM call; an edited "
+    "document keeps the blurbs of its unchanged chunks.",
 )
 def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
     builder_for = builders_by_kind(llm)
@@ -253,8 +300,13 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         n, mode, doc_sha = len(texts), llm.context, doc["sha256"]
 
         def progress(i: int, rec) -> None:
-            how = ("kept from the earlier version" if rec.kept else "from the cache" if rec.cached else
-                   f"{rec.evaluated}/{rec.prompt_tokens} prompt tokens evaluated, {rec.seconds:.1f} s")
+            how = (
+                "kept from the earlier version"
+                if rec.kept
+                else "from the cache"
+                if rec.cached
+                else f"{rec.evaluated}/{rec.prompt_tokens} prompt tokens evaluated, {rec.seconds:.1f} s"
+            )
             context.log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {how}: {rec.blurb[:100]!r}")
 
         class _Log:
@@ -266,15 +318,18 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         if mode == "structure":
             records = skipped_records(n, "structure", doc_sha256=doc_sha)
         elif limit and n > limit:
-            context.log.warning(f"blurbs {key}: large document, {n:,} chunks > {limit:,} "
-                                "(SITUATE_MAX_BLURB_CHUNKS): no LLM blurbs, its chunks are indexed with "
-                                "their structural context")
+            context.log.warning(
+                f"blurbs {key}: large document, {n:,} chunks > {limit:,} "
+                "(SITUATE_MAX_BLURB_CHUNKS): no LLM blurbs, its chunks are indexed with "
+                "their structural context"
+            )
             records = skipped_records(n, "large-document", doc_sha256=doc_sha)
         else:
             reasons = chunk_reasons(doc["source"], texts)
             for why in sorted({r for r in reasons if r}):
-                context.log.info(f"blurbs {key}: {reasons.count(why)} chunk(s) get no LLM call ({why}): "
-                                 "structural context only")
+                context.log.info(
+                    f"blurbs {key}: {reasons.count(why)} chunk(s) get no LLM call ({why}): structural context only"
+                )
             given, loaded = {}, None
             if llm.blurbs_file and not all(reasons):
                 loaded = from_file.get()
@@ -287,51 +342,84 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                 bound = generation_bound(llm, builder)
                 key_fn = blurb_key(llm, builder.template.name, builder.frame.reasoning, bound)
                 records = document_records(
-                    doc["text"], n, plan, builder,
+                    doc["text"],
+                    n,
+                    plan,
+                    builder,
                     lambda t: call(t, stops(builder.frame.reasoning), bound),
-                    reasons, cache=cache_now, cache_key=key_fn, doc_sha256=doc_sha,
+                    reasons,
+                    cache=cache_now,
+                    cache_key=key_fn,
+                    doc_sha256=doc_sha,
                     given_raw=next(iter(given.values())) if given else None,
-                    blurb_file=loaded.sha256 if loaded else "")
+                    blurb_file=loaded.sha256 if loaded else "",
+                )
             else:
                 builder = builder_for(doc)
                 reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
-                key_fn = blurb_key(llm, llm.prompt, reasoning, bound,
-                                   system=builder.frame.head if builder.template.system or builder.template.system_code else "")
+                key_fn = blurb_key(
+                    llm,
+                    llm.prompt,
+                    reasoning,
+                    bound,
+                    system=builder.frame.head if builder.template.system or builder.template.system_code else "",
+                )
                 grammar = builder.template.grammar
 
                 def generate(tokens: list[int]):
                     return call(tokens, stops(reasoning), bound, grammar)
 
                 decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
-                kept, edit = kept_blurbs(store.read_stage_if_any(key, "blurbs"),
-                                         [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]}
-                                          for x, c in zip(texts, chunk_list)], doc_sha, settings,
-                                         blurb_file=loaded.sha256 if loaded else "")
+                kept, edit = kept_blurbs(
+                    store.read_stage_if_any(key, "blurbs"),
+                    [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]} for x, c in zip(texts, chunk_list)],
+                    doc_sha,
+                    settings,
+                    blurb_file=loaded.sha256 if loaded else "",
+                )
                 if edit["why"] == "" and kept:
-                    context.log.info(f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
-                                     f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept")
+                    context.log.info(
+                        f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
+                        f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept"
+                    )
                 for i, raw in given.items():
                     if i not in decided:
                         decided[i] = dataclasses.replace(
-                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference), window=-1,
-                            from_file=loaded.sha256)
+                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference),
+                            window=-1,
+                            from_file=loaded.sha256,
+                        )
                 stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
                 if stale:
-                    context.log.info(f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
-                                     "(a name they use is gone, or cleaning rejects them): written again")
+                    context.log.info(
+                        f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
+                        "(a name they use is gone, or cleaning rejects them): written again"
+                    )
                     edit["rechecked_out"] = stale
 
                 def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
                     # each line is one chunk's blurb: a blurb's bound, not the window's whole
                     # reserve (``plan.max_tokens``, fit_bound), which left no room for the first
                     # line of a window fitted close to n_ctx
-                    return llm.generate_lines(tokens, starts, stop=stops(reasoning),
-                                              max_tokens=min(max_tokens, bound), grammar=grammar)
+                    return llm.generate_lines(
+                        tokens, starts, stop=stops(reasoning), max_tokens=min(max_tokens, bound), grammar=grammar
+                    )
 
-                records = contextualize(doc["text"], texts, plan, builder, generate, log=None if gathering else _Log(),
-                                        on_blurb=None if gathering else progress, cache=cache_now, cache_key=key_fn, spans=spans, kept=decided,
-                                        generate_window=generate_window if builder.template.one_generation else None,
-                                        generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None)
+                records = contextualize(
+                    doc["text"],
+                    texts,
+                    plan,
+                    builder,
+                    generate,
+                    log=None if gathering else _Log(),
+                    on_blurb=None if gathering else progress,
+                    cache=cache_now,
+                    cache_key=key_fn,
+                    spans=spans,
+                    kept=decided,
+                    generate_window=generate_window if builder.template.one_generation else None,
+                    generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None,
+                )
                 for r in records:
                     if not r.mode:
                         r.mode = f"chunk:{llm.prompt}" if not r.status.startswith("skipped:") else "structure"
@@ -342,21 +430,38 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             batches.check_document()  # a chunk the batch did not answer: to the next run, nothing written
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
-        store.write_stage(key, "blurbs", {
-            "model_id": model_id, "backend": llm.backend_kind() if mode != "structure" else "",
-            "prompt_version": PROMPT_VERSION, "prompt": llm.prompt, "context_mode": mode,
-            "doc_sha256": doc_sha, "settings": settings,
-            # the chunk texts of older versions that kept blurbs were written against (assets.edits)
-            "versions": {v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)},
-            "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)]})
-        return blurb_summary(records) | ({"edit": edit["why"] or "kept unchanged chunks",
-                                          "changed_share": edit["changed_share"],
-                                          "kept_failed_recheck": edit.get("rechecked_out", 0),
-                                          "kept_drifted": edit.get("drifted", 0)} if edit else {})
+        store.write_stage(
+            key,
+            "blurbs",
+            {
+                "model_id": model_id,
+                "backend": llm.backend_kind() if mode != "structure" else "",
+                "prompt_version": PROMPT_VERSION,
+                "prompt": llm.prompt,
+                "context_mode": mode,
+                "doc_sha256": doc_sha,
+                "settings": settings,
+                # the chunk texts of older versions that kept blurbs were written against (assets.edits)
+                "versions": {
+                    v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)
+                },
+                "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)],
+            },
+        )
+        return blurb_summary(records) | (
+            {
+                "edit": edit["why"] or "kept unchanged chunks",
+                "changed_share": edit["changed_share"],
+                "kept_failed_recheck": edit.get("rechecked_out", 0),
+                "kept_drifted": edit.get("drifted", 0),
+            }
+            if edit
+            else {}
+        )
 
     batch_summary = {}
     if batches is not None:
-        for key in (context.partition_keys if context.has_partition_key_range or context.has_partition_key else []):
+        for key in context.partition_keys if context.has_partition_key_range or context.has_partition_key else []:
             try:
                 work(key)
             except Exception as e:  # noqa: BLE001 - the answering pass below reports each document's error
@@ -366,27 +471,40 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         context.log.info(f"blurbs: Message Batches {batch_summary}")
     # documents in flight: through a server or an API (the in-process model takes one call at a
     # time), and not while a Message Batch round answers (its bookkeeping is per document)
-    report = for_each_document(context, store, "blurbs", work,
-                               in_flight=llm.in_flight if llm.remote and batches is None else 1)
+    report = for_each_document(
+        context, store, "blurbs", work, in_flight=llm.in_flight if llm.remote and batches is None else 1
+    )
 
     def totals(ok: dict) -> dict:
         prompt = sum(v["prompt_tokens"] for v in ok.values())
         evaluated = sum(v["prompt_tokens_evaluated"] for v in ok.values())
         secs = sum(v["llm_seconds"] for v in ok.values())
         n = sum(v["chunks"] for v in ok.values())
-        return {"blurbs_total": n, "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
-                "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
-                "kept_from_earlier_version_total": sum(v.get("kept_from_earlier_version", 0) for v in ok.values()),
-                "one_generation_fallbacks_total": sum(sum(v.get("one_generation_fallbacks", {}).values())
-                                                      for v in ok.values()),
-                "model_calls_total": sum(v["model_calls"] for v in ok.values()),
-                "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
-                "prompt_tokens_evaluated_total": evaluated, "prompt_tokens_reused_total": prompt - evaluated,
-                "blurbs_per_second": round(n / secs, 3) if secs else 0.0}
+        return {
+            "blurbs_total": n,
+            "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
+            "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
+            "kept_from_earlier_version_total": sum(v.get("kept_from_earlier_version", 0) for v in ok.values()),
+            "one_generation_fallbacks_total": sum(
+                sum(v.get("one_generation_fallbacks", {}).values()) for v in ok.values()
+            ),
+            "model_calls_total": sum(v["model_calls"] for v in ok.values()),
+            "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
+            "prompt_tokens_evaluated_total": evaluated,
+            "prompt_tokens_reused_total": prompt - evaluated,
+            "blurbs_per_second": round(n / secs, 3) if secs else 0.0,
+        }
 
-    return dg.MaterializeResult(metadata={"model": model_id, "prompt_version": PROMPT_VERSION, "prompt": llm.prompt,
-                                          "context_mode": llm.context,
-                                          "backend": llm.backend() if llm.context != "structure" else "none",
-                                          **report.metadata(totals), **from_file.summary(),
-                                          **({"message_batches": batch_summary} if batch_summary else {}),
-                                          **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {})})
+    return dg.MaterializeResult(
+        metadata={
+            "model": model_id,
+            "prompt_version": PROMPT_VERSION,
+            "prompt": llm.prompt,
+            "context_mode": llm.context,
+            "backend": llm.backend() if llm.context != "structure" else "none",
+            **report.metadata(totals),
+            **from_file.summary(),
+            **({"message_batches": batch_summary} if batch_summary else {}),
+            **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {}),
+        }
+    )

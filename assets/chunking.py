@@ -94,10 +94,11 @@ def _longest_fitting(text: str, lo: int, end: int, count: Counter, limit: int) -
             probe = min(end, lo + 2 * (probe - lo))
         else:
             bad, c_bad = probe, c
-    step = 1
+    step, probe_fit = 1, False
     while bad - good > 1:
-        guess = good + int((bad - good) * (limit + 1 - c_good) / (c_bad - c_good)) if c_bad > c_good \
-            else (good + bad) // 2
+        guess = (
+            good + int((bad - good) * (limit + 1 - c_good) / (c_bad - c_good)) if c_bad > c_good else (good + bad) // 2
+        )
         for probe in (guess, None):  # the interpolated guess, then a step beyond it on its side
             if probe is None:
                 probe = good + step if probe_fit else bad - step
@@ -144,8 +145,9 @@ def _units(text: str, count: Counter, limit: int) -> list[tuple[int, int]]:
     return spans
 
 
-def chunk_text(text: str, count: Counter, chunk_tokens: int = CHUNK_TOKENS,
-               overlap_tokens: int = OVERLAP_TOKENS) -> list[tuple[int, int]]:
+def chunk_text(
+    text: str, count: Counter, chunk_tokens: int = CHUNK_TOKENS, overlap_tokens: int = OVERLAP_TOKENS
+) -> list[tuple[int, int]]:
     """Cut ``text`` into spans of at most ``chunk_tokens`` tokens, at paragraph or line boundaries.
 
     Units (paragraphs; lines of a long paragraph; sentences or words of a long line) are packed
@@ -186,7 +188,7 @@ def chunk_text(text: str, count: Counter, chunk_tokens: int = CHUNK_TOKENS,
             total += sizes[j]
             j += 1
         # The sum of unit counts can differ from the joint count by a token at each seam.
-        while j - i > 1 and count(text[units[i][0]:units[j - 1][1]]) > chunk_tokens:
+        while j - i > 1 and count(text[units[i][0] : units[j - 1][1]]) > chunk_tokens:
             j -= 1
         spans.append(_trim(text, units[i][0], units[j - 1][1]))
         if j >= len(units):
@@ -227,9 +229,15 @@ def locate(text: str, pieces: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def make_chunks(document_key: str, text: str, headings: list[list], count: Counter,
-                chunk_tokens: int = CHUNK_TOKENS, overlap_tokens: int = OVERLAP_TOKENS,
-                given: list[list] | None = None) -> list[Chunk]:
+def make_chunks(
+    document_key: str,
+    text: str,
+    headings: list[list],
+    count: Counter,
+    chunk_tokens: int = CHUNK_TOKENS,
+    overlap_tokens: int = OVERLAP_TOKENS,
+    given: list[list] | None = None,
+) -> list[Chunk]:
     """Chunks of one document, with ids, token counts and heading paths.
 
     ``given`` (a corpus document's ``[[original_index, text], ...]``) is kept as it is: no
@@ -244,6 +252,7 @@ def make_chunks(document_key: str, text: str, headings: list[list], count: Count
     out = []
     for index, (a, b) in zip(indices, spans):
         piece = text[a:b]
-        out.append(Chunk(chunk_id(document_key, index, piece), index, a, b, piece, count(piece),
-                         heading_path_at(headings, a)))
+        out.append(
+            Chunk(chunk_id(document_key, index, piece), index, a, b, piece, count(piece), heading_path_at(headings, a))
+        )
     return out

@@ -1,14 +1,13 @@
 """Asset ``chunks``: token-sized chunks with stable ids and heading paths (stage ``chunks``)."""
 
-
 import functools
 
 import dagster as dg
 
 from assets.chunking import make_chunks
 from assets.code_context import document_contexts, document_headings
-from assets.per_document import for_each_document, read_ok
 from assets.partitions import BACKFILL, documents
+from assets.per_document import for_each_document, read_ok
 from resources.documents.docs import Chunking
 from resources.store.store import Store
 
@@ -23,10 +22,12 @@ def cl100k():
         The cl100k file is not installed (run ``situate models install``).
     """
     from resources.models import registry as models
+
     models.use_offline_tiktoken()
     if not models.is_installed(models.CL100K, verify=False):
-        raise RuntimeError(f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: "
-                           "run `situate models install`")
+        raise RuntimeError(
+            f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: run `situate models install`"
+        )
     import tiktoken
 
     return tiktoken.get_encoding("cl100k_base")
@@ -44,23 +45,35 @@ def count_cl100k(text: str) -> int:
     kinds={"python", "file"},
     group_name="ingest",
     description="Chunks of at most chunk_tokens cl100k_base tokens, cut at paragraph or line "
-                "boundaries, each with a stable id, its index, heading path and structural context "
-                "(code: leading comment, enclosing definitions, names defined, by tree-sitter; "
-                "prose: title > headings). A corpus file's documents keep their given chunks.",
+    "boundaries, each with a stable id, its index, heading path and structural context "
+    "(code: leading comment, enclosing definitions, names defined, by tree-sitter; "
+    "prose: title > headings). A corpus file's documents keep their given chunks.",
 )
 def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        out = make_chunks(key, doc["text"], document_headings(doc), count_cl100k, chunking.chunk_tokens,
-                          chunking.overlap_tokens, doc.get("given_chunks"))
+        out = make_chunks(
+            key,
+            doc["text"],
+            document_headings(doc),
+            count_cl100k,
+            chunking.chunk_tokens,
+            chunking.overlap_tokens,
+            doc.get("given_chunks"),
+        )
         contexts = document_contexts(doc, [(c.start, c.end) for c in out], [c.heading_path for c in out])
         for c, ctx in zip(out, contexts):
             c.context = ctx
         store.write_stage(key, "chunks", {"doc_sha256": doc["sha256"], "chunks": [c.to_json() for c in out]})
         sizes = [c.n_tokens for c in out]
-        return {"chunks": len(out), "tokens_max": max(sizes), "tokens_mean": round(sum(sizes) / len(sizes), 1),
-                "given": doc.get("given_chunks") is not None}
+        return {
+            "chunks": len(out),
+            "tokens_max": max(sizes),
+            "tokens_mean": round(sum(sizes) / len(sizes), 1),
+            "given": doc.get("given_chunks") is not None,
+        }
 
     report = for_each_document(context, store, "chunks", work)
-    return dg.MaterializeResult(metadata=report.metadata(
-        lambda ok: {"chunks_total": sum(v["chunks"] for v in ok.values())}))
+    return dg.MaterializeResult(
+        metadata=report.metadata(lambda ok: {"chunks_total": sum(v["chunks"] for v in ok.values())})
+    )

@@ -20,8 +20,8 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import bisect
+import dataclasses
 import functools
 import re
 from collections.abc import Iterator
@@ -42,10 +42,25 @@ MAX_ENCLOSING = 8
 
 #: File name endings → tree-sitter language.
 EXTENSIONS = {
-    ".py": "python", ".pyi": "python", ".rs": "rust", ".java": "java", ".go": "go",
-    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
-    ".hxx": "cpp", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
-    ".jsx": "javascript", ".ts": "typescript", ".tsx": "tsx",
+    ".py": "python",
+    ".pyi": "python",
+    ".rs": "rust",
+    ".java": "java",
+    ".go": "go",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".tsx": "tsx",
 }
 
 #: Order tried when the language is unknown (a corpus entry with no file name); ties go to the
@@ -55,24 +70,59 @@ DETECT_ORDER = ("python", "rust", "go", "java", "typescript", "cpp", "c")
 #: Node type → the word shown before its name.
 _KINDS = {
     "python": {"class_definition": "class", "function_definition": "def"},
-    "rust": {"mod_item": "mod", "struct_item": "struct", "enum_item": "enum", "union_item": "union",
-             "trait_item": "trait", "impl_item": "impl", "function_item": "fn",
-             "function_signature_item": "fn", "macro_definition": "macro", "type_item": "type"},
-    "java": {"class_declaration": "class", "interface_declaration": "interface",
-             "enum_declaration": "enum", "record_declaration": "record",
-             "annotation_type_declaration": "@interface", "method_declaration": "method",
-             "constructor_declaration": "constructor"},
+    "rust": {
+        "mod_item": "mod",
+        "struct_item": "struct",
+        "enum_item": "enum",
+        "union_item": "union",
+        "trait_item": "trait",
+        "impl_item": "impl",
+        "function_item": "fn",
+        "function_signature_item": "fn",
+        "macro_definition": "macro",
+        "type_item": "type",
+    },
+    "java": {
+        "class_declaration": "class",
+        "interface_declaration": "interface",
+        "enum_declaration": "enum",
+        "record_declaration": "record",
+        "annotation_type_declaration": "@interface",
+        "method_declaration": "method",
+        "constructor_declaration": "constructor",
+    },
     "go": {"function_declaration": "func", "method_declaration": "func", "type_spec": "type"},
-    "c": {"function_definition": "function", "struct_specifier": "struct", "union_specifier": "union",
-          "enum_specifier": "enum"},
-    "cpp": {"function_definition": "function", "struct_specifier": "struct", "class_specifier": "class",
-            "union_specifier": "union", "enum_specifier": "enum", "namespace_definition": "namespace"},
-    "javascript": {"class_declaration": "class", "function_declaration": "function",
-                   "generator_function_declaration": "function", "method_definition": "method"},
-    "typescript": {"class_declaration": "class", "abstract_class_declaration": "class",
-                   "interface_declaration": "interface", "function_declaration": "function",
-                   "method_definition": "method", "enum_declaration": "enum", "module": "namespace",
-                   "internal_module": "namespace", "type_alias_declaration": "type"},
+    "c": {
+        "function_definition": "function",
+        "struct_specifier": "struct",
+        "union_specifier": "union",
+        "enum_specifier": "enum",
+    },
+    "cpp": {
+        "function_definition": "function",
+        "struct_specifier": "struct",
+        "class_specifier": "class",
+        "union_specifier": "union",
+        "enum_specifier": "enum",
+        "namespace_definition": "namespace",
+    },
+    "javascript": {
+        "class_declaration": "class",
+        "function_declaration": "function",
+        "generator_function_declaration": "function",
+        "method_definition": "method",
+    },
+    "typescript": {
+        "class_declaration": "class",
+        "abstract_class_declaration": "class",
+        "interface_declaration": "interface",
+        "function_declaration": "function",
+        "method_definition": "method",
+        "enum_declaration": "enum",
+        "module": "namespace",
+        "internal_module": "namespace",
+        "type_alias_declaration": "type",
+    },
 }
 _KINDS["tsx"] = _KINDS["typescript"]
 
@@ -80,7 +130,8 @@ _LICENCE = re.compile(r"licen[cs]e|copyright|\(c\)|spdx|all rights reserved|redi
 _PREAMBLE_LINE = re.compile(
     r"^\s*(#!|#\s*-\*-|package\s|import\s|from\s+\S+\s+import|use\s|extern\s+crate|#include|#pragma|"
     r"#ifndef|#define|#endif|#if\s|"
-    r"using\s|@file|\"use strict\"|'use strict'|mod\s+\w+;)")
+    r"using\s|@file|\"use strict\"|'use strict'|mod\s+\w+;)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,19 +166,27 @@ def _signature(text: str) -> str:
     sig = re.sub(r"^(?:@[\w.]+(?:\([^()]*\))?\s+)+", "", sig)  # Java annotations before it
     sig = re.sub(r",?\s*\)", ")", re.sub(r"\(\s+", "(", sig))  # one parameter a line
     if len(sig) > MAX_SIGNATURE_CHARS:
-        sig = sig[:MAX_SIGNATURE_CHARS - 1].rstrip() + "…"
+        sig = sig[: MAX_SIGNATURE_CHARS - 1].rstrip() + "…"
     return sig
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parser(language: str):
     """A tree-sitter parser for ``language``, or None when its grammar wheel is not installed."""
     try:
         import tree_sitter
-        module = {"python": "tree_sitter_python", "rust": "tree_sitter_rust", "java": "tree_sitter_java",
-                  "go": "tree_sitter_go", "c": "tree_sitter_c", "cpp": "tree_sitter_cpp",
-                  "javascript": "tree_sitter_javascript", "typescript": "tree_sitter_typescript",
-                  "tsx": "tree_sitter_typescript"}[language]
+
+        module = {
+            "python": "tree_sitter_python",
+            "rust": "tree_sitter_rust",
+            "java": "tree_sitter_java",
+            "go": "tree_sitter_go",
+            "c": "tree_sitter_c",
+            "cpp": "tree_sitter_cpp",
+            "javascript": "tree_sitter_javascript",
+            "typescript": "tree_sitter_typescript",
+            "tsx": "tree_sitter_typescript",
+        }[language]
         grammar = __import__(module)
         fn = {"typescript": "language_typescript", "tsx": "language_tsx"}.get(language, "language")
         return tree_sitter.Parser(tree_sitter.Language(getattr(grammar, fn)()))
@@ -177,18 +236,30 @@ def detect_language(text: str, name: str | None = None) -> str | None:
 
 
 def _text(node, data: bytes) -> str:
-    return data[node.start_byte:node.end_byte].decode(errors="replace")
+    return data[node.start_byte : node.end_byte].decode(errors="replace")
 
 
 def _c_declarator_name(node, data: bytes) -> str:
     while node is not None:
-        if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
-                         "destructor_name", "type_identifier"):
+        if node.type in (
+            "identifier",
+            "field_identifier",
+            "qualified_identifier",
+            "operator_name",
+            "destructor_name",
+            "type_identifier",
+        ):
             return _text(node, data)
         nxt = node.child_by_field_name("declarator")
         if nxt is None:
-            nxt = next((c for c in node.named_children if c.type.endswith("declarator")
-                        or c.type in ("identifier", "qualified_identifier")), None)
+            nxt = next(
+                (
+                    c
+                    for c in node.named_children
+                    if c.type.endswith("declarator") or c.type in ("identifier", "qualified_identifier")
+                ),
+                None,
+            )
         node = nxt
     return ""
 
@@ -213,12 +284,13 @@ def _walk_definitions(root, lang: str, data: bytes) -> Iterator[Definition]:
         kind = kinds.get(node.type)
         if kind is not None:
             # a C struct/enum used as a type without a body is not a definition
-            if not (lang in ("c", "cpp") and node.type.endswith("_specifier")
-                    and node.child_by_field_name("body") is None):
+            if not (
+                lang in ("c", "cpp") and node.type.endswith("_specifier") and node.child_by_field_name("body") is None
+            ):
                 name = _name(node, lang, data)
                 if name:
                     body = node.child_by_field_name("body")
-                    head = data[node.start_byte:body.start_byte if body is not None else node.end_byte]
+                    head = data[node.start_byte : body.start_byte if body is not None else node.end_byte]
                     sig = _signature(head.decode(errors="replace")) if body is not None else ""
                     yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte, sig)
         stack.extend(reversed(node.children))
@@ -230,7 +302,9 @@ _PATTERN_DEF = re.compile(
     r"partial|readonly)\s+)*"
     r"(?P<kind>def|defp|defmodule|class|fn|fun|struct|enum|trait|impl|interface|func|function|"
     r"module|namespace|mod|type|object|protocol|extension|message|service|rpc|sub|procedure)\s+"
-    r"(?P<name>[A-Za-z_][\w:<>,.$ ]*?)\s*(?:[(:{<\[=]|\bdo\b|$)", re.M)
+    r"(?P<name>[A-Za-z_][\w:<>,.$ ]*?)\s*(?:[(:{<\[=]|\bdo\b|$)",
+    re.M,
+)
 
 #: Line patterns of formats and languages with no grammar installed, by file name ending: each
 #: match opens a definition (group ``name``; group ``kind`` or the pattern's kind) that runs to
@@ -239,22 +313,73 @@ _PATTERN_DEF = re.compile(
 #: POSIX shell functions (``name() {``) and ``function name``, make rules (``target:``).
 _TOML_TABLE = (re.compile(r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\n]+?)[ \t]*\]\]?[ \t]*(?:#.*)?$", re.M), "table")
 _INI_SECTION = (re.compile(r"^[ \t]*\[(?P<name>[^\]\n]+)\][ \t]*$", re.M), "section")
-_YAML_BLOCK = (re.compile(r"^[ \t]*(?:- +)?(?P<name>[A-Za-z_$][\w.$/-]*|\"[^\"\n]+\"|'[^'\n]+'):[ \t]*"
-                          r"(?:[|>][-+]?[ \t]*)?(?:#.*)?$", re.M), "")
-_SHELL_FUNCTION = (re.compile(r"^[ \t]*(?:function[ \t]+)?(?P<name>[A-Za-z_][\w.:-]*)[ \t]*\([ \t]*\)"
-                              r"|^[ \t]*function[ \t]+(?P<fname>[A-Za-z_][\w.:-]*)", re.M), "function")
+_YAML_BLOCK = (
+    re.compile(
+        r"^[ \t]*(?:- +)?(?P<name>[A-Za-z_$][\w.$/-]*|\"[^\"\n]+\"|'[^'\n]+'):[ \t]*"
+        r"(?:[|>][-+]?[ \t]*)?(?:#.*)?$",
+        re.M,
+    ),
+    "",
+)
+_SHELL_FUNCTION = (
+    re.compile(
+        r"^[ \t]*(?:function[ \t]+)?(?P<name>[A-Za-z_][\w.:-]*)[ \t]*\([ \t]*\)"
+        r"|^[ \t]*function[ \t]+(?P<fname>[A-Za-z_][\w.:-]*)",
+        re.M,
+    ),
+    "function",
+)
 _MAKE_RULE = (re.compile(r"^(?P<name>[A-Za-z_%$(][\w.%$()/ -]*?)[ \t]*::?(?!=)", re.M), "target")
 PATTERNS = {
-    ".toml": _TOML_TABLE, ".ini": _INI_SECTION, ".cfg": _INI_SECTION, ".yaml": _YAML_BLOCK,
-    ".yml": _YAML_BLOCK, ".sh": _SHELL_FUNCTION, ".bash": _SHELL_FUNCTION, ".zsh": _SHELL_FUNCTION,
-    "makefile": _MAKE_RULE, "justfile": _MAKE_RULE, ".mk": _MAKE_RULE,
+    ".toml": _TOML_TABLE,
+    ".ini": _INI_SECTION,
+    ".cfg": _INI_SECTION,
+    ".yaml": _YAML_BLOCK,
+    ".yml": _YAML_BLOCK,
+    ".sh": _SHELL_FUNCTION,
+    ".bash": _SHELL_FUNCTION,
+    ".zsh": _SHELL_FUNCTION,
+    "makefile": _MAKE_RULE,
+    "justfile": _MAKE_RULE,
+    ".mk": _MAKE_RULE,
 }
 #: Endings of languages read by :data:`_PATTERN_DEF` (no grammar here), never guessed by parsing:
 #: a Ruby file parses as TypeScript with a stray ``module`` definition.
-PATTERN_LANGUAGES = (".kt", ".kts", ".scala", ".cs", ".rb", ".php", ".swift", ".m", ".sql", ".r",
-                     ".jl", ".lua", ".pl", ".hs", ".ml", ".ex", ".exs", ".proto", ".dart", ".groovy",
-                     ".gradle", ".clj", ".zig", ".nim", ".fs", ".vb", ".erl", ".json", ".xml", ".css",
-                     ".scss", "dockerfile", "cmakelists.txt")
+PATTERN_LANGUAGES = (
+    ".kt",
+    ".kts",
+    ".scala",
+    ".cs",
+    ".rb",
+    ".php",
+    ".swift",
+    ".m",
+    ".sql",
+    ".r",
+    ".jl",
+    ".lua",
+    ".pl",
+    ".hs",
+    ".ml",
+    ".ex",
+    ".exs",
+    ".proto",
+    ".dart",
+    ".groovy",
+    ".gradle",
+    ".clj",
+    ".zig",
+    ".nim",
+    ".fs",
+    ".vb",
+    ".erl",
+    ".json",
+    ".xml",
+    ".css",
+    ".scss",
+    "dockerfile",
+    "cmakelists.txt",
+)
 
 
 def patterns_for(name: str | None) -> tuple[re.Pattern, str] | None:
@@ -287,7 +412,7 @@ def _pattern_definitions(text: str, pattern: tuple[re.Pattern, str] = (_PATTERN_
             o_indent, o_start, kind, o_name, sig = open_defs.pop()
             defs.append(Definition(kind, o_name, o_start, m.start(), sig))
         line_end = text.find("\n", start)
-        sig = _signature(text[start:line_end if line_end >= 0 else len(text)])
+        sig = _signature(text[start : line_end if line_end >= 0 else len(text)])
         open_defs.append((indent, start, groups.get("kind") or default_kind, name, sig))
     defs.extend(Definition(kind, name, start, len(text), sig) for _, start, kind, name, sig in open_defs)
     defs.sort(key=lambda d: d.start)
@@ -364,8 +489,9 @@ def leading_comment(text: str, max_words: int = MAX_COMMENT_WORDS) -> str:
     return ""
 
 
-def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None = None,
-                   name: str | None = None, comment: bool = True) -> list[str]:
+def chunk_contexts(
+    text: str, spans: list[tuple[int, int]], language: str | None = None, name: str | None = None, comment: bool = True
+) -> list[str]:
     """Structural context of each chunk ``text[start:end]`` of one source file (parsed once).
 
     Parameters
@@ -419,11 +545,11 @@ def chunk_contexts(text: str, spans: list[tuple[int, int]], language: str | None
         # nested definitions: every one left on the stack is open at b_start; past
         # MAX_ENCLOSING, the outermost two and the innermost rest are shown, with "…" between
         trimmed = len(stack) > MAX_ENCLOSING
-        shown = stack[:2] + stack[2 - MAX_ENCLOSING:] if trimmed else stack
+        shown = stack[:2] + stack[2 - MAX_ENCLOSING :] if trimmed else stack
         enclosing = [d for d in shown if d.start < b_start < d.end]
-        enclosing += [d for d in defs[i:bisect.bisect_right(starts, b_start)][:MAX_ENCLOSING] if d.end > b_end]
+        enclosing += [d for d in defs[i : bisect.bisect_right(starts, b_start)][:MAX_ENCLOSING] if d.end > b_end]
         inside: list[str] = []
-        for d in defs[i:bisect.bisect_left(starts, b_end)]:
+        for d in defs[i : bisect.bisect_left(starts, b_end)]:
             if len(inside) == MAX_DEFINED:
                 break
             if d.name not in inside and d not in enclosing:
@@ -455,8 +581,9 @@ def _byte_offsets(text: str):
     return lambda i: cum[i]
 
 
-def structural_context(text: str, start: int, end: int, language: str | None = None,
-                       name: str | None = None, comment: bool = True) -> str:
+def structural_context(
+    text: str, start: int, end: int, language: str | None = None, name: str | None = None, comment: bool = True
+) -> str:
     """Structural context of one chunk ``text[start:end]``; see :func:`chunk_contexts`."""
     return chunk_contexts(text, [(start, end)], language, name, comment)[0]
 

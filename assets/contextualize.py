@@ -53,8 +53,11 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", s
     try:
         rendered = env.from_string(template).render(
             messages=([{"role": "system", "content": system}] if system else [])
-            + [{"role": "user", "content": _SENTINEL}], add_generation_prompt=True,
-            bos_token=bos_token, eos_token=eos_token)
+            + [{"role": "user", "content": _SENTINEL}],
+            add_generation_prompt=True,
+            bos_token=bos_token,
+            eos_token=eos_token,
+        )
     except jinja2.exceptions.SecurityError as e:
         raise TemplateRefused(f"the chat template was refused by jinja2's sandbox ({e})") from None
     except jinja2.exceptions.TemplateError as e:
@@ -275,7 +278,7 @@ def parse_window_lines(text: str, indexes: list[int]) -> dict[int, tuple[str, st
             i = int(m.group(1)) - 1
             current = found[i] if i in found else None
             if current is not None:
-                current.append(line[m.end():].strip())
+                current.append(line[m.end() :].strip())
         elif current is not None and current and line.strip():
             current[-1] = f"{current[-1]} {line.strip()}"
     out = {}
@@ -295,27 +298,56 @@ def parse_window_lines(text: str, indexes: list[int]) -> dict[int, tuple[str, st
     return out
 
 
-def record_from_raw(raw: str, chunk: str, document: str | None, by_reference: bool = False,
-                    prompt_tokens: int = 0, evaluated: int = 0, reused: int = 0, generated: int = 0,
-                    seconds: float = 0.0, window: int = -1, cached: bool = True) -> BlurbRecord:
+def record_from_raw(
+    raw: str,
+    chunk: str,
+    document: str | None,
+    by_reference: bool = False,
+    prompt_tokens: int = 0,
+    evaluated: int = 0,
+    reused: int = 0,
+    generated: int = 0,
+    seconds: float = 0.0,
+    window: int = -1,
+    cached: bool = True,
+) -> BlurbRecord:
     """The record of what the model wrote for a chunk: chunk marks removed (by reference),
     cleaned and grounded against ``document`` (:func:`assets.prompting.clean_blurb`); status
     ``model`` or ``fallback:<reason>``.  Used for fresh, cached and file-given outputs alike."""
     answer = MARK_RE.sub("", raw) if by_reference else raw
     cleaned = clean_blurb(answer, chunk, document=document)
     status = "model" if cleaned.usable else f"fallback:{cleaned.problems[-1]}"
-    return BlurbRecord(cleaned.text, status, raw, cleaned.problems, prompt_tokens, evaluated, reused, generated,
-                       seconds, window, cached)
+    return BlurbRecord(
+        cleaned.text,
+        status,
+        raw,
+        cleaned.problems,
+        prompt_tokens,
+        evaluated,
+        reused,
+        generated,
+        seconds,
+        window,
+        cached,
+    )
 
 
-def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBuilder,
-                  generate: Callable, log: logging.Logger | None = None,
-                  on_blurb: Callable[[int, BlurbRecord], None] | None = None,
-                  cache=None, cache_key: Callable[[str, str], str] | None = None,
-                  ground: bool = True, generate_batch: Callable | None = None,
-                  spans: list[tuple[int, int]] | None = None,
-                  kept: dict[int, BlurbRecord] | None = None,
-                  generate_window: Callable | None = None) -> list[BlurbRecord]:
+def contextualize(
+    text: str,
+    chunks: list[str],
+    plan: FitPlan,
+    builder: PromptBuilder,
+    generate: Callable,
+    log: logging.Logger | None = None,
+    on_blurb: Callable[[int, BlurbRecord], None] | None = None,
+    cache=None,
+    cache_key: Callable[[str, str], str] | None = None,
+    ground: bool = True,
+    generate_batch: Callable | None = None,
+    spans: list[tuple[int, int]] | None = None,
+    kept: dict[int, BlurbRecord] | None = None,
+    generate_window: Callable | None = None,
+) -> list[BlurbRecord]:
     """Blurbs for every chunk of one document, window by window, chunks back to back.
 
     Parameters
@@ -376,7 +408,7 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
     if builder.by_reference and spans is None:
         raise ValueError("a by-reference prompt needs the chunks' spans")
     if not plan.windows:
-        for i, c in enumerate(chunks):
+        for i in range(len(chunks)):
             if out[i] is None:
                 out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
         return out  # type: ignore[return-value]
@@ -388,17 +420,33 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
             continue
         window_text = builder.window_text(text, spans, window.start, window.end)
         prefix = builder.window_prefix(text, spans, window.start, window.end)
-        prompts = {i: chunks[i][:plan.chunk_prompt_ends[i]] for i in members}
-        keys = {i: cache_key(window_text, builder.chunk_text(i, prompts[i]) if builder.by_reference else prompts[i])
-                if cache is not None else None for i in members}
+        prompts = {i: chunks[i][: plan.chunk_prompt_ends[i]] for i in members}
+        keys = {
+            i: cache_key(window_text, builder.chunk_text(i, prompts[i]) if builder.by_reference else prompts[i])
+            if cache is not None
+            else None
+            for i in members
+        }
         entries = {i: cache.get(keys[i]) if keys[i] else None for i in members}
         batched: dict[int, object] = {}
         if builder.template.one_generation and generate_window is not None:
             todo = [i for i in members if entries[i] is None]
             if todo:
-                done, fell_back, unpaid = _one_generation(text, chunks, todo, prefix, builder, generate_window,
-                                                          plan.n_ctx, plan.max_tokens, w_index, window_text,
-                                                          cache, cache_key, ground)
+                done, fell_back, unpaid = _one_generation(
+                    text,
+                    chunks,
+                    todo,
+                    prefix,
+                    builder,
+                    generate_window,
+                    plan.n_ctx,
+                    plan.max_tokens,
+                    w_index,
+                    window_text,
+                    cache,
+                    cache_key,
+                    ground,
+                )
                 for i, rec in done.items():
                     out[i] = rec
                     if on_blurb:
@@ -421,15 +469,36 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
             else:
                 gen = batched[i] if i in batched else generate(prefix + builder.suffix(chunk_prompt, i))
                 gen.text = builder.template.answer_prefix + gen.text
-                raw, n_prompt, n_eval, n_reused, n_gen = gen.text, gen.prompt_tokens, gen.evaluated, gen.reused, gen.generated
+                raw, n_prompt, n_eval, n_reused, n_gen = (
+                    gen.text,
+                    gen.prompt_tokens,
+                    gen.evaluated,
+                    gen.reused,
+                    gen.generated,
+                )
                 seconds = gen.seconds if i in batched else time.perf_counter() - t0
                 if key:
                     cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
-            rec = record_from_raw(raw, chunks[i], text if ground else None, builder.by_reference,
-                                  n_prompt, n_eval, n_reused, n_gen, round(seconds, 4), w_index, entry is not None)
+            rec = record_from_raw(
+                raw,
+                chunks[i],
+                text if ground else None,
+                builder.by_reference,
+                n_prompt,
+                n_eval,
+                n_reused,
+                n_gen,
+                round(seconds, 4),
+                w_index,
+                entry is not None,
+            )
             if rec.status != "model" and log is not None:
-                log.warning("chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
-                            i, ", ".join(rec.problems), raw[:200])
+                log.warning(
+                    "chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
+                    i,
+                    ", ".join(rec.problems),
+                    raw[:200],
+                )
             if entry is None:
                 rec.written = getattr(gen, "written", 0)
             if i in fell_back:
@@ -444,8 +513,21 @@ def contextualize(text: str, chunks: list[str], plan: FitPlan, builder: PromptBu
     return out  # type: ignore[return-value]
 
 
-def _one_generation(text, chunks, todo, prefix, builder, generate_window, n_ctx, max_tokens, w_index,
-                    window_text, cache, cache_key, ground) -> tuple[dict[int, BlurbRecord], dict[int, str], dict]:
+def _one_generation(
+    text,
+    chunks,
+    todo,
+    prefix,
+    builder,
+    generate_window,
+    n_ctx,
+    max_tokens,
+    w_index,
+    window_text,
+    cache,
+    cache_key,
+    ground,
+) -> tuple[dict[int, BlurbRecord], dict[int, str], dict]:
     """A window's one generation (see :func:`contextualize`).
 
     Returns
@@ -468,8 +550,14 @@ def _one_generation(text, chunks, todo, prefix, builder, generate_window, n_ctx,
         n_prompt, n_eval, n_gen, seconds = gen.prompt_tokens, gen.evaluated, gen.generated, time.perf_counter() - t0
         if key and gen.generated:  # a sequence with no room for a line is not an answer to keep
             cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
-    call = {"prompt_tokens": n_prompt, "evaluated": n_eval, "reused": n_prompt - n_eval, "generated": n_gen,
-            "seconds": round(seconds, 4), "window": w_index}
+    call = {
+        "prompt_tokens": n_prompt,
+        "evaluated": n_eval,
+        "reused": n_prompt - n_eval,
+        "generated": n_gen,
+        "seconds": round(seconds, 4),
+        "window": w_index,
+    }
     out: dict[int, BlurbRecord] = {}
     fallbacks: dict[int, str] = {}
     for i, (line, why) in parse_window_lines(raw, todo).items():

@@ -54,9 +54,14 @@ def written_by_model(rec: dict, blurb_file: str = "") -> bool:
     the file is untrusted input a run chose to read, and once it is removed or replaced its
     blurbs must not live on."""
     source = rec.get("from_file") or ""
-    return (rec.get("status") == "model" and (not source or source == blurb_file) and
-            isinstance(rec.get("raw"), str) and bool(rec["raw"].strip())
-            and isinstance(rec.get("blurb"), str) and bool(rec["blurb"]))
+    return (
+        rec.get("status") == "model"
+        and (not source or source == blurb_file)
+        and isinstance(rec.get("raw"), str)
+        and bool(rec["raw"].strip())
+        and isinstance(rec.get("blurb"), str)
+        and bool(rec["blurb"])
+    )
 
 
 def recheck(rec: dict, chunk: str, document: str, by_reference: bool) -> bool:
@@ -74,16 +79,25 @@ def version_chunks(previous: dict) -> dict[str, list[str]]:
     """The chunk texts (``text_sha256``, in order) of each document version the previous stage's
     records were written against: its own version from its records, older ones from its
     ``versions`` (written by :func:`kept_blurbs`'s caller for the blurbs it kept)."""
-    out = {v: list(t) for v, t in (previous.get("versions") or {}).items()
-           if isinstance(t, list) and all(isinstance(x, str) for x in t)}
+    out = {
+        v: list(t)
+        for v, t in (previous.get("versions") or {}).items()
+        if isinstance(t, list) and all(isinstance(x, str) for x in t)
+    }
     own = [r.get("text_sha256", "") for r in previous.get("blurbs", []) if isinstance(r, dict)]
     if previous.get("doc_sha256"):
         out[previous["doc_sha256"]] = own
     return out
 
 
-def kept_blurbs(previous: dict | None, chunks: list[dict], doc_sha256: str, settings: str,
-                bound: float = MAX_CHANGED_SHARE, blurb_file: str = "") -> tuple[dict[int, dict], dict]:
+def kept_blurbs(
+    previous: dict | None,
+    chunks: list[dict],
+    doc_sha256: str,
+    settings: str,
+    bound: float = MAX_CHANGED_SHARE,
+    blurb_file: str = "",
+) -> tuple[dict[int, dict], dict]:
     """The blurbs of the previous version that chunks of the new version keep.
 
     The share changed is measured against the version each blurb was *written* against, not only
@@ -151,14 +165,23 @@ def kept_blurbs(previous: dict | None, chunks: list[dict], doc_sha256: str, sett
             kept[i] = pool[c["text_sha256"]].popleft()
     changed = sum(c["n_tokens"] for i, c in enumerate(chunks) if i not in kept)
     versions = {v: known[v] for v in {r.get("doc_sha256") for r in kept.values()} if v in known and v != doc_sha256}
-    info = {"changed_share": round(changed / total, 4), "changed_chunks": len(chunks) - len(kept), "why": "",
-            "drifted": drifted, "versions": versions}
+    info = {
+        "changed_share": round(changed / total, 4),
+        "changed_chunks": len(chunks) - len(kept),
+        "why": "",
+        "drifted": drifted,
+        "versions": versions,
+    }
     if previous.get("doc_sha256") == doc_sha256:
         return kept, info | {"why": "unchanged"}
     last = previous.get("doc_sha256")
     if drift.get(last, 1.0) > bound:  # changed more than the bound since the last version
         have = set(known.get(last, ()))
-        return {}, {"changed_share": round(drift.get(last, 1.0), 4),
-                    "changed_chunks": sum(c["text_sha256"] not in have for c in chunks),
-                    "why": "changed more than the bound", "drifted": 0, "versions": {}}
+        return {}, {
+            "changed_share": round(drift.get(last, 1.0), 4),
+            "changed_chunks": sum(c["text_sha256"] not in have for c in chunks),
+            "why": "changed more than the bound",
+            "drifted": 0,
+            "versions": {},
+        }
     return kept, info

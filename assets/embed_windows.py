@@ -74,8 +74,12 @@ def pieces(head: str, chunk: str, spans: Callable[[str], Sequence[tuple[int, int
     return [p for p in out if p]
 
 
-def piece_texts(rows: Sequence[dict], compose: Callable[[str, str, str], str],
-                spans: Callable[[str], Sequence[tuple[int, int]]], window: int) -> tuple[list[str], list[int]]:
+def piece_texts(
+    rows: Sequence[dict],
+    compose: Callable[[str, str, str], str],
+    spans: Callable[[str], Sequence[tuple[int, int]]],
+    window: int,
+) -> tuple[list[str], list[int]]:
     """The texts to embed for ``rows``: each chunk's pieces, each composed with its context and
     blurb.
 
@@ -106,8 +110,9 @@ def piece_texts(rows: Sequence[dict], compose: Callable[[str, str, str], str],
     return texts, owner
 
 
-def max_sim_rankings(query_vectors: np.ndarray, piece_vectors: np.ndarray, owner: Sequence[int],
-                     ids: Sequence[str], depth: int = 150) -> list[list[str]]:
+def max_sim_rankings(
+    query_vectors: np.ndarray, piece_vectors: np.ndarray, owner: Sequence[int], ids: Sequence[str], depth: int = 150
+) -> list[list[str]]:
     """Top-``depth`` chunk ids per query, each chunk scored by its best piece.
 
     Parameters

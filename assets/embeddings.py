@@ -1,7 +1,6 @@
 """Asset ``embeddings``: contextualised text → vectors, written as the document's rows of the
 LanceDB table ``chunks`` (the pipeline's output)."""
 
-
 import hashlib
 import json
 import os
@@ -11,13 +10,13 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
+from assets.partitions import BACKFILL, documents
 from assets.per_document import UpstreamError, for_each_document, read_ok
 from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
-from resources.store.retrieval import contextualized_text
-from assets.partitions import BACKFILL, documents
-from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
 from resources.documents.docs import Chunking
 from resources.models.llm import BlurbLLM, Embedder
+from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
+from resources.store.retrieval import contextualized_text
 from resources.store.store import Store, table_schema
 
 
@@ -45,24 +44,39 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     file no longer set are written by the model (:func:`assets.edits.written_by_model`).  A model
     server counts by what it says it serves (:meth:`resources.models.llm.BlurbLLM.identity`), so
     another model under the same name re-ingests."""
-    settings = {"llm": llm.resolved_model_id(), "n_ctx": llm.n_ctx, "max_tokens": llm.max_tokens,
-                "repeat_penalty": llm.repeat_penalty, "prompt": PROMPT_VERSION,
-                **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
-                **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
-                **({"context_mode": llm.context} if llm.context != "chunk" else {}),
-                **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
-                "context": CONTEXT_VERSION,
-                **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure"
-                   else {}),
-                **({"llm_served": llm.identity()} if llm.remote and llm.context != "structure" else {}),
-                "embedder": embedder.resolved_model_id(), "embed_ctx": embedder.n_ctx,
-                **({"embed_served": embedder.identity()} if embedder.server_url else {}),
-                "chunk_tokens": chunking.chunk_tokens, "overlap_tokens": chunking.overlap_tokens}
+    settings = {
+        "llm": llm.resolved_model_id(),
+        "n_ctx": llm.n_ctx,
+        "max_tokens": llm.max_tokens,
+        "repeat_penalty": llm.repeat_penalty,
+        "prompt": PROMPT_VERSION,
+        **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
+        **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
+        **({"context_mode": llm.context} if llm.context != "chunk" else {}),
+        **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
+        "context": CONTEXT_VERSION,
+        **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure" else {}),
+        **({"llm_served": llm.identity()} if llm.remote and llm.context != "structure" else {}),
+        "embedder": embedder.resolved_model_id(),
+        "embed_ctx": embedder.n_ctx,
+        **({"embed_served": embedder.identity()} if embedder.server_url else {}),
+        "chunk_tokens": chunking.chunk_tokens,
+        "overlap_tokens": chunking.overlap_tokens,
+    }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_rows(key: str, doc: dict, chunk_list: list[dict], blurb_list: list[dict], vectors: np.ndarray,
-               llm_model: str, embed_model: str, fp: str, llm_backend: str = "") -> pa.Table:
+def build_rows(
+    key: str,
+    doc: dict,
+    chunk_list: list[dict],
+    blurb_list: list[dict],
+    vectors: np.ndarray,
+    llm_model: str,
+    embed_model: str,
+    fp: str,
+    llm_backend: str = "",
+) -> pa.Table:
     """The document's rows for the ``chunks`` table (schema :func:`resources.store.store.table_schema`);
     ``llm_backend``: what ran the blurb model (:meth:`resources.models.llm.BlurbLLM.backend_kind`).
 
@@ -118,13 +132,18 @@ def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -
         The versions differ: nothing is committed; the run that wrote the newest stages commits
         its own rows, and the next sync sees the document as it is.
     """
-    versions = {"document": doc.get("sha256"), "chunks": chunk_data.get("doc_sha256"),
-                "blurbs": blurb_data.get("doc_sha256")}
+    versions = {
+        "document": doc.get("sha256"),
+        "chunks": chunk_data.get("doc_sha256"),
+        "blurbs": blurb_data.get("doc_sha256"),
+    }
     seen = {v for v in versions.values() if v}
     if len(seen) > 1:
-        raise UpstreamError(f"{key}: the document changed while this run worked on it "
-                            f"({', '.join(f'{k} {v[:12]}' for k, v in versions.items() if v)}): "
-                            "not committed; the run of the newer version writes its rows")
+        raise UpstreamError(
+            f"{key}: the document changed while this run worked on it "
+            f"({', '.join(f'{k} {v[:12]}' for k, v in versions.items() if v)}): "
+            "not committed; the run of the newer version writes its rows"
+        )
 
 
 @dg.asset(
@@ -134,11 +153,12 @@ def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -
     kinds={"python", "lancedb"},
     group_name="ingest",
     description="Structural context + blurb + blank line + chunk, embedded with the local embedding model (document "
-                "prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
-                "table `chunks`, replacing its previous rows in one merge_insert.",
+    "prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
+    "table `chunks`, replacing its previous rows in one merge_insert.",
 )
-def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedder, llm: BlurbLLM,
-               chunking: Chunking) -> dg.MaterializeResult:
+def embeddings(
+    context: dg.AssetExecutionContext, store: Store, embedder: Embedder, llm: BlurbLLM, chunking: Chunking
+) -> dg.MaterializeResult:
     fp = fingerprint(llm, embedder, chunking)
     embed_model = embedder.resolved_model_id()
     cache = embedding_cache_for(store, embedder)
@@ -149,21 +169,39 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
         chunk_list = chunk_data["chunks"]
         blurb_data = read_ok(store, key, "blurbs")
         check_one_version(key, doc, chunk_data, blurb_data)
-        texts = [contextualized_text(b["blurb"], c["text"], c.get("context", ""))
-                 for b, c in zip(blurb_data["blurbs"], chunk_list)]
+        texts = [
+            contextualized_text(b["blurb"], c["text"], c.get("context", ""))
+            for b, c in zip(blurb_data["blurbs"], chunk_list)
+        ]
         t0 = time.perf_counter()
         vectors, n_computed, n_cut = embed_with_cache(embedder, texts, cache)
         seconds = time.perf_counter() - t0
         if n_cut:
             context.log.warning(f"embeddings {key}: {n_cut} inputs cut to {embedder.n_ctx} tokens")
-        rows = build_rows(key, doc, chunk_list, blurb_data["blurbs"], vectors,
-                          blurb_data["model_id"], embed_model, fp, blurb_data.get("backend", ""))
+        rows = build_rows(
+            key,
+            doc,
+            chunk_list,
+            blurb_data["blurbs"],
+            vectors,
+            blurb_data["model_id"],
+            embed_model,
+            fp,
+            blurb_data.get("backend", ""),
+        )
         n = store.replace_document(key, rows)
-        context.log.info(f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {n_computed} embedded, "
-                         f"{len(texts) - n_computed} from the cache, {seconds:.1f} s")
-        return {"rows": n, "dim": int(vectors.shape[1]), "inputs_cut": n_cut, "embedded": n_computed,
-                "from_cache": len(texts) - n_computed,
-                "embed_seconds": round(seconds, 2)}
+        context.log.info(
+            f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {n_computed} embedded, "
+            f"{len(texts) - n_computed} from the cache, {seconds:.1f} s"
+        )
+        return {
+            "rows": n,
+            "dim": int(vectors.shape[1]),
+            "inputs_cut": n_cut,
+            "embedded": n_computed,
+            "from_cache": len(texts) - n_computed,
+            "embed_seconds": round(seconds, 2),
+        }
 
     report = for_each_document(context, store, "embeddings", work)
     migration = store.migration()
@@ -172,11 +210,21 @@ def embeddings(context: dg.AssetExecutionContext, store: Store, embedder: Embedd
             f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
             f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "
             f"{migration['documents_waiting']} are still to be embedded again; the table keeps its rows "
-            "until every document is, then takes the new rows in one commit")
-    return dg.MaterializeResult(metadata={
-        **({"embedding_width_change": migration} if migration else {}),
-        "table": f"{store.lancedb_uri}/chunks", "embed_model": embed_model, "fingerprint": fp,
-        "table_rows": store.count_rows(),
-        **report.metadata(lambda ok: {"rows_written": sum(v["rows"] for v in ok.values()),
-                                      "texts_embedded": sum(v["embedded"] for v in ok.values()),
-                                      "embeddings_from_cache": sum(v["from_cache"] for v in ok.values())})})
+            "until every document is, then takes the new rows in one commit"
+        )
+    return dg.MaterializeResult(
+        metadata={
+            **({"embedding_width_change": migration} if migration else {}),
+            "table": f"{store.lancedb_uri}/chunks",
+            "embed_model": embed_model,
+            "fingerprint": fp,
+            "table_rows": store.count_rows(),
+            **report.metadata(
+                lambda ok: {
+                    "rows_written": sum(v["rows"] for v in ok.values()),
+                    "texts_embedded": sum(v["embedded"] for v in ok.values()),
+                    "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
+                }
+            ),
+        }
+    )

@@ -30,8 +30,7 @@ import numpy as np
 #: The configurations of ``situate eval``, in the order they are reported.
 #: ``blurb`` is the published recipe with the local model's blurb alone (no structural context),
 #: dense + BM25; ``contextual`` is what ``situate search`` does (no rerank by default).
-CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "contextual",
-           "contextual+rerank")
+CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "contextual", "contextual+rerank")
 #: Also available by name: ``document-context``, one LLM summary per document + chunk (a second
 #: pass of the LLM over every document: left out of the default run for its cost);
 #: ``blurb-ungrounded``, ``blurb`` before grounding; ``ensemble``, contextual dense + contextual BM25 + dense over
@@ -45,8 +44,17 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "con
 #: ``contextual-2-rankings``, ``contextual``'s first two rankings only (the search default before
 #: the third ranking was measured on both corpora); ``fusion-cv``, a weighted RRF over up to seven
 #: rankings chosen by cross-validation over the queries (:mod:`assets.fusion_fit`).
-EXTRA_CONFIGS = ("document-context", "blurb-ungrounded", "contextual-ungrounded", "ensemble", "contextual+rerank-replace",
-                 "contextual+rerank-blurb", "contextual+structural-bm25", "contextual-2-rankings", "fusion-cv")
+EXTRA_CONFIGS = (
+    "document-context",
+    "blurb-ungrounded",
+    "contextual-ungrounded",
+    "ensemble",
+    "contextual+rerank-replace",
+    "contextual+rerank-blurb",
+    "contextual+structural-bm25",
+    "contextual-2-rankings",
+    "fusion-cv",
+)
 #: Cut-offs reported (the cookbook's k = 5, 10, 20).
 KS = (5, 10, 20)
 #: Candidates each retriever passes to fusion and the deepest rank recorded (cookbook: 150).
@@ -103,16 +111,30 @@ def load_beir(folder: str | Path, qrels: str | Path | None = None) -> tuple[list
         A BEIR file is missing.
     """
     folder = Path(folder)
-    qrels_path = Path(qrels) if qrels else next(
-        (p for p in (folder / "qrels" / "test.tsv", folder / "qrels" / "dev.tsv", folder / "qrels.tsv")
-         if p.exists()), folder / "qrels" / "test.tsv")
+    qrels_path = (
+        Path(qrels)
+        if qrels
+        else next(
+            (
+                p
+                for p in (folder / "qrels" / "test.tsv", folder / "qrels" / "dev.tsv", folder / "qrels.tsv")
+                if p.exists()
+            ),
+            folder / "qrels" / "test.tsv",
+        )
+    )
     corpus = []
     for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             d = json.loads(line)
             text = "\n\n".join(x for x in (d.get("title", ""), d.get("text", "")) if x)
-            corpus.append({"doc_id": str(d["_id"]), "content": text,
-                           "chunks": [{"chunk_id": f"{d['_id']}_0", "original_index": 0, "content": text}]})
+            corpus.append(
+                {
+                    "doc_id": str(d["_id"]),
+                    "content": text,
+                    "chunks": [{"chunk_id": f"{d['_id']}_0", "original_index": 0, "content": text}],
+                }
+            )
     rel: dict[str, list[Key]] = {}
     with open(qrels_path, encoding="utf-8") as f:
         for row in csv.reader(f, delimiter="\t"):
@@ -169,15 +191,17 @@ def score(rankings: Sequence[Sequence[Key]], queries: Sequence[Query]) -> dict:
     if not queries:
         raise ValueError("no queries to score")
     n = len(queries)
-    out = {f"pass@{k}": round(100 * sum(pass_at_k(r, q.golden, k) for r, q in zip(rankings, queries)) / n, 2)
-           for k in KS}
+    out = {
+        f"pass@{k}": round(100 * sum(pass_at_k(r, q.golden, k) for r, q in zip(rankings, queries)) / n, 2) for k in KS
+    }
     out["failure@20"] = round(100 - out["pass@20"], 2)
     out["mrr@10"] = round(sum(mrr_at_k(r, q.golden, 10) for r, q in zip(rankings, queries)) / n, 4)
     return out
 
 
-def dense_rankings(query_vectors: np.ndarray, doc_vectors: np.ndarray, ids: Sequence[str],
-                   depth: int = DEPTH) -> list[list[str]]:
+def dense_rankings(
+    query_vectors: np.ndarray, doc_vectors: np.ndarray, ids: Sequence[str], depth: int = DEPTH
+) -> list[list[str]]:
     """Exact cosine top-``depth`` ids per query.
 
     Parameters
@@ -194,8 +218,9 @@ def dense_rankings(query_vectors: np.ndarray, doc_vectors: np.ndarray, ids: Sequ
     return [[ids[j] for j in row] for row in top]
 
 
-def bm25_rankings(texts: Sequence[str], ids: Sequence[str], queries: Sequence[str],
-                  depth: int = DEPTH) -> list[list[str]]:
+def bm25_rankings(
+    texts: Sequence[str], ids: Sequence[str], queries: Sequence[str], depth: int = DEPTH
+) -> list[list[str]]:
     """BM25 top-``depth`` ids per query over ``texts`` (bm25s, in memory, the same tokenizer as
     the pipeline's index: :func:`resources.store.retrieval.tokenize`); only ids with a score > 0."""
     import bm25s
@@ -217,12 +242,16 @@ def bm25_rankings(texts: Sequence[str], ids: Sequence[str], queries: Sequence[st
 
 def markdown_table(results: dict, n_queries: int) -> str:
     """The figures of :func:`score` per configuration as a Markdown table."""
-    lines = [f"| configuration | Pass@5 | Pass@10 | Pass@20 | failure@20 | MRR@10 | seconds | model calls |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| configuration | Pass@5 | Pass@10 | Pass@20 | failure@20 | MRR@10 | seconds | model calls |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in results.items():
-        lines.append(f"| {name} | {r['pass@5']:.2f} | {r['pass@10']:.2f} | {r['pass@20']:.2f} | "
-                     f"{r['failure@20']:.2f} | {r['mrr@10']:.4f} | {r.get('seconds', 0):.1f} | "
-                     f"{r.get('model_calls', 0)} |")
+        lines.append(
+            f"| {name} | {r['pass@5']:.2f} | {r['pass@10']:.2f} | {r['pass@20']:.2f} | "
+            f"{r['failure@20']:.2f} | {r['mrr@10']:.4f} | {r.get('seconds', 0):.1f} | "
+            f"{r.get('model_calls', 0)} |"
+        )
     lines.append(f"\n{n_queries} queries; Pass@k in percent (the cookbook's definition).")
     return "\n".join(lines)
 

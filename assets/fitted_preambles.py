@@ -3,13 +3,12 @@
 Counts are exact, in the loaded LLM's own tokens (its vocabulary is loaded in process).
 """
 
-
 import dagster as dg
 
 from assets import preambles
 from assets.contextualize import PromptBuilder, chat_frame
-from assets.per_document import for_each_document, read_ok
 from assets.partitions import BACKFILL, documents
+from assets.per_document import for_each_document, read_ok
 from resources.models.llm import BlurbLLM
 from resources.store.store import Store
 
@@ -38,8 +37,11 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
         from assets.contextualize import ChatFrame
 
         return PromptBuilder(tok, ChatFrame(*tok.frame(system), bos=False), template)
-    bos = tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace") \
-        if tok.llm.token_bos() >= 0 else ""
+    bos = (
+        tok.llm.detokenize([tok.llm.token_bos()], special=True).decode("utf-8", "replace")
+        if tok.llm.token_bos() >= 0
+        else ""
+    )
     try:
         frame = chat_frame(tok.chat_template(), bos, tok.eos_text(), system)
     except TemplateRefused as e:
@@ -86,16 +88,26 @@ def fit_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
     return generation_bound(llm, builder) * (ONE_GENERATION_RESERVE if builder.template.one_generation else 1)
 
 
-def fit_document(text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int,
-                 max_tokens: int) -> preambles.FitPlan:
+def fit_document(
+    text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int, max_tokens: int
+) -> preambles.FitPlan:
     """:func:`assets.preambles.plan` with the builder's exact counts (by reference: the chunk
     marks of each window included) and the document's own token boundaries as cut points."""
     tokens = builder.tokenizer.encode(text)
-    cuts = preambles.token_cuts(text, builder.tokenizer.pieces(tokens)) if hasattr(builder.tokenizer, "pieces") else None
-    return preambles.plan(text, spans, n_ctx=n_ctx, max_tokens=max_tokens,
-                          scaffolding_tokens=builder.scaffolding_tokens,
-                          count_block=builder.count_block, count_chunk_block=builder.count_chunk_block,
-                          cuts=cuts, count_window=builder.window_counter(text, spans) if builder.by_reference else None)
+    cuts = (
+        preambles.token_cuts(text, builder.tokenizer.pieces(tokens)) if hasattr(builder.tokenizer, "pieces") else None
+    )
+    return preambles.plan(
+        text,
+        spans,
+        n_ctx=n_ctx,
+        max_tokens=max_tokens,
+        scaffolding_tokens=builder.scaffolding_tokens,
+        count_block=builder.count_block,
+        count_chunk_block=builder.count_chunk_block,
+        cuts=cuts,
+        count_window=builder.window_counter(text, spans) if builder.by_reference else None,
+    )
 
 
 def document_builder(llm: BlurbLLM) -> PromptBuilder:
@@ -110,8 +122,13 @@ def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.F
     """The document mode's preamble: the document's beginning, at most ``llm.document_tokens``
     LLM tokens of it (and what ``n_ctx`` leaves), for one summary; its window serves one
     pseudo-chunk of no text at offset 0 (:func:`assets.blurbs.document_records`)."""
-    room = llm.document_tokens + llm.max_tokens + builder.scaffolding_tokens + builder.count_chunk_block("") \
+    room = (
+        llm.document_tokens
+        + llm.max_tokens
+        + builder.scaffolding_tokens
+        + builder.count_chunk_block("")
         + builder.count_block("")
+    )
     return fit_document(text, [(0, 0)], builder, min(llm.n_ctx, room), llm.max_tokens)
 
 
@@ -122,8 +139,8 @@ def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.F
     kinds={"python", "file"},
     group_name="ingest",
     description="Document windows held to n_ctx − blurb max_tokens − chunk allowance − chat "
-                "template, counted exactly with the LLM's tokenizer; a long document gets "
-                "consecutive windows, each shared by the chunks inside it.",
+    "template, counted exactly with the LLM's tokenizer; a long document gets "
+    "consecutive windows, each shared by the chunks inside it.",
 )
 def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
     builder_for = builders_by_kind(llm)
@@ -133,36 +150,67 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
         chunk_list = read_ok(store, key, "chunks")["chunks"]
         spans = [(c["start"], c["end"]) for c in chunk_list]
         if llm.context == "structure":  # no LLM prompt at all
-            plan = preambles.FitPlan(llm.n_ctx, llm.max_tokens, 0, 0, 0, 0, [], [b - a for a, b in spans],
-                                     reason="structure mode (SITUATE_CONTEXT=structure): no LLM prompt")
+            plan = preambles.FitPlan(
+                llm.n_ctx,
+                llm.max_tokens,
+                0,
+                0,
+                0,
+                0,
+                [],
+                [b - a for a, b in spans],
+                reason="structure mode (SITUATE_CONTEXT=structure): no LLM prompt",
+            )
             store.write_stage(key, "preambles", plan.to_json())
-            return {"document_tokens": 0, "budget_tokens": 0, "windows": 0, "fits_whole": False,
-                    "chunk_allowance": 0, "scaffolding_tokens": 0}
+            return {
+                "document_tokens": 0,
+                "budget_tokens": 0,
+                "windows": 0,
+                "fits_whole": False,
+                "chunk_allowance": 0,
+                "scaffolding_tokens": 0,
+            }
         if llm.context == "document":
             builder = document_builder(llm)
             plan = fit_summary(doc["text"], builder, llm)
             store.write_stage(key, "preambles", plan.to_json())
-            return {"document_tokens": plan.document_tokens, "budget_tokens": plan.budget,
-                    "windows": len(plan.windows), "fits_whole": bool(plan.windows)
-                    and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
-                    "chunk_allowance": plan.chunk_allowance, "scaffolding_tokens": plan.scaffolding_tokens}
+            return {
+                "document_tokens": plan.document_tokens,
+                "budget_tokens": plan.budget,
+                "windows": len(plan.windows),
+                "fits_whole": bool(plan.windows) and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
+                "chunk_allowance": plan.chunk_allowance,
+                "scaffolding_tokens": plan.scaffolding_tokens,
+            }
         builder = builder_for(doc)
         limit = llm.max_chunks_per_document
         if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
-            plan = preambles.FitPlan(llm.n_ctx, generation_bound(llm, builder), builder.scaffolding_tokens, 0, 0, 0, [],
-                                     [b - a for a, b in spans],
-                                     reason=f"large document: {len(spans):,} chunks > {limit:,} "
-                                            "(SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs")
+            plan = preambles.FitPlan(
+                llm.n_ctx,
+                generation_bound(llm, builder),
+                builder.scaffolding_tokens,
+                0,
+                0,
+                0,
+                [],
+                [b - a for a, b in spans],
+                reason=f"large document: {len(spans):,} chunks > {limit:,} (SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs",
+            )
         else:
             plan = fit_document(doc["text"], spans, builder, llm.n_ctx, fit_bound(llm, builder))
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason:
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")
-        return {"document_tokens": plan.document_tokens, "budget_tokens": plan.budget,
-                "windows": len(plan.windows), "fits_whole": len(plan.windows) == 1
-                and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
-                "chunk_allowance": plan.chunk_allowance, "scaffolding_tokens": plan.scaffolding_tokens}
+        return {
+            "document_tokens": plan.document_tokens,
+            "budget_tokens": plan.budget,
+            "windows": len(plan.windows),
+            "fits_whole": len(plan.windows) == 1 and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
+            "chunk_allowance": plan.chunk_allowance,
+            "scaffolding_tokens": plan.scaffolding_tokens,
+        }
 
     report = for_each_document(context, store, "preambles", work)
-    return dg.MaterializeResult(metadata=report.metadata(
-        lambda ok: {"windows_total": sum(v["windows"] for v in ok.values())}))
+    return dg.MaterializeResult(
+        metadata=report.metadata(lambda ok: {"windows_total": sum(v["windows"] for v in ok.values())})
+    )

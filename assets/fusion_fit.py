@@ -120,12 +120,17 @@ def prepare(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence[Se
     return out
 
 
-def fusion_space(n_rankings: int, weights: Sequence[float] = WEIGHT_GRID, ks: Sequence[int] = K_GRID,
-                 first: Fusion | None = None) -> list[Fusion]:
+def fusion_space(
+    n_rankings: int, weights: Sequence[float] = WEIGHT_GRID, ks: Sequence[int] = K_GRID, first: Fusion | None = None
+) -> list[Fusion]:
     """Every fusion of the grid (all weights 0 left out), ``first`` (the baseline) at index 0 so
     that a tie in :func:`cross_validate`'s choice keeps it."""
-    space = [Fusion(tuple(float(x) for x in w), int(k)) for k in ks
-             for w in itertools.product(weights, repeat=n_rankings) if any(w)]
+    space = [
+        Fusion(tuple(float(x) for x in w), int(k))
+        for k in ks
+        for w in itertools.product(weights, repeat=n_rankings)
+        if any(w)
+    ]
     if first is not None:
         space = [first] + [f for f in space if f != first]
     return space
@@ -168,8 +173,14 @@ def objective(per_query: np.ndarray, ks: Sequence[int] = KS) -> np.ndarray:
     return (per_query[:, :, list(ks).index(5)] + per_query[:, :, list(ks).index(20)]) / 2
 
 
-def cross_validate(space: Sequence[Fusion], per_query: np.ndarray, folds: int = FOLDS, repeats: int = REPEATS,
-                   seed: int = 0, ks: Sequence[int] = KS) -> dict:
+def cross_validate(
+    space: Sequence[Fusion],
+    per_query: np.ndarray,
+    folds: int = FOLDS,
+    repeats: int = REPEATS,
+    seed: int = 0,
+    ks: Sequence[int] = KS,
+) -> dict:
     """Out-of-fold Pass@k of "choose the fusion that scores best on the other folds".
 
     ``space[0]`` is the baseline: each fold's gain is measured against it on the same queries,
@@ -216,9 +227,13 @@ def cross_validate(space: Sequence[Fusion], per_query: np.ndarray, folds: int = 
             fold_gains.append(100 * (per_query[best, test] - per_query[0, test]).mean(0))
     fold_scores, fold_gains = np.array(fold_scores), np.array(fold_gains)
     in_best = int(np.argmax(obj.mean(1)))
-    out: dict = {"folds": folds, "repeats": repeats, "queries": n_q,
-                 "chosen": dict(sorted(chosen.items(), key=lambda kv: -kv[1])),
-                 "in_sample": {"fusion": in_best}}
+    out: dict = {
+        "folds": folds,
+        "repeats": repeats,
+        "queries": n_q,
+        "chosen": dict(sorted(chosen.items(), key=lambda kv: -kv[1])),
+        "in_sample": {"fusion": in_best},
+    }
     for j, k in enumerate(ks):
         out[f"pass@{k}"] = round(float(100 * oof[:, :, j].mean()), 2)
         out[f"fold_std@{k}"] = round(float(fold_scores[:, j].std()), 2)
@@ -234,13 +249,19 @@ def wins(cv: dict, ks: Sequence[int] = (5, 20)) -> bool:
     at every ``k`` of ``ks`` where it moves, and loses at none (the issue's rule: "choose only
     what wins by more than [the variance across folds]")."""
     gains = [cv[f"gain@{k}"] for k in ks]
-    return (any(g > cv[f"gain_std@{k}"] for g, k in zip(gains, ks))
-            and all(g >= 0 for g in gains))
+    return any(g > cv[f"gain_std@{k}"] for g, k in zip(gains, ks)) and all(g >= 0 for g in gains)
 
 
-def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence[Sequence[Key]],
-               baseline: Mapping[str, float], folds: int = FOLDS, repeats: int = REPEATS, seed: int = 0,
-               weights: Sequence[float] = WEIGHT_GRID, ks_rrf: Sequence[int] = K_GRID) -> dict:
+def fit_report(
+    rankings: Mapping[str, Sequence[Sequence[Key]]],
+    golden: Sequence[Sequence[Key]],
+    baseline: Mapping[str, float],
+    folds: int = FOLDS,
+    repeats: int = REPEATS,
+    seed: int = 0,
+    weights: Sequence[float] = WEIGHT_GRID,
+    ks_rrf: Sequence[int] = K_GRID,
+) -> dict:
     """Cross-validate the fusion of ``rankings`` against ``baseline`` and describe the result.
 
     Parameters
@@ -279,30 +300,38 @@ def fit_report(rankings: Mapping[str, Sequence[Sequence[Key]]], golden: Sequence
     prepared = prepare(rankings, golden)
     pq = per_query_pass(space, prepared)
     cv = cross_validate(space, pq, folds, repeats, seed)
-    alone = per_query_pass([Fusion(tuple(float(i == r) for i in range(len(names))), 60) for r in range(len(names))],
-                           prepared)
+    alone = per_query_pass(
+        [Fusion(tuple(float(i == r) for i in range(len(names))), 60) for r in range(len(names))], prepared
+    )
     cv["rankings"] = names
     cv["space"] = len(space)
     cv["baseline"] = base.describe(names)
     cv["in_sample"]["fusion"] = space[cv["in_sample"]["fusion"]].describe(names)
     cv["chosen"] = {space[i].describe(names): n for i, n in cv["chosen"].items()}
-    cv["alone"] = {n: {f"pass@{k}": round(float(100 * alone[r, :, j].mean()), 2) for j, k in enumerate(KS)}
-                   for r, n in enumerate(names)}
+    cv["alone"] = {
+        n: {f"pass@{k}": round(float(100 * alone[r, :, j].mean()), 2) for j, k in enumerate(KS)}
+        for r, n in enumerate(names)
+    }
     cv["wins"] = wins(cv)
     # the one fusion chosen before looking: every ranking of the set, weight 1, k = 60 (today's rule
     # extended); fitted on nothing, so its figure over all queries is not flattering
     equal = Fusion(tuple(1.0 for _ in names), 60)
     eq = pq[space.index(equal)] if equal in space else per_query_pass([equal], prepared)[0]
     d = objective(eq[None])[0] - objective(pq[:1])[0]
-    cv["equal"] = {"fusion": equal.describe(names), "improved": int((d > 0).sum()), "worsened": int((d < 0).sum()),
-                   **{f"pass@{k}": round(float(100 * eq[:, j].mean()), 2) for j, k in enumerate(KS)},
-                   **{f"gain@{k}": round(float(100 * (eq[:, j] - pq[0, :, j]).mean()), 2) for j, k in enumerate(KS)}}
+    cv["equal"] = {
+        "fusion": equal.describe(names),
+        "improved": int((d > 0).sum()),
+        "worsened": int((d < 0).sum()),
+        **{f"pass@{k}": round(float(100 * eq[:, j].mean()), 2) for j, k in enumerate(KS)},
+        **{f"gain@{k}": round(float(100 * (eq[:, j] - pq[0, :, j]).mean()), 2) for j, k in enumerate(KS)},
+    }
     multi = np.array([len(set(g)) > 1 for g in golden])
     if multi.any():  # answers spread over several chunks (issue 34, item 3): the share of them found
-        cv["multi_chunk"] = {"queries": int(multi.sum()),
-                             "baseline@20": round(float(100 * pq[0, multi, 2].mean()), 2),
-                             **{f"{n} alone@20": round(float(100 * alone[r, multi, 2].mean()), 2)
-                                for r, n in enumerate(names)}}
+        cv["multi_chunk"] = {
+            "queries": int(multi.sum()),
+            "baseline@20": round(float(100 * pq[0, multi, 2].mean()), 2),
+            **{f"{n} alone@20": round(float(100 * alone[r, multi, 2].mean()), 2) for r, n in enumerate(names)},
+        }
     return cv
 
 
@@ -311,27 +340,42 @@ def markdown(cv: dict) -> str:
     each ranking alone, and the fusions the folds chose."""
     ks = [k for k in KS if f"pass@{k}" in cv]
     head = "| | " + " | ".join(f"Pass@{k}" for k in ks) + " |"
-    title = (f"Fusion fitted by {cv['folds']}-fold cross-validation, {cv['repeats']} shuffles, over "
-             f"{cv['queries']} queries and {cv['space']} fusions of {', '.join(cv['rankings'])}:")
-    lines = [title, "",
-             head, "|---" * (len(ks) + 1) + "|",
-             f"| baseline: {cv['baseline']} | " + " | ".join(f"{cv[f'baseline@{k}']:.2f}" for k in ks) + " |",
-             "| fitted, out of fold | " + " | ".join(f"{cv[f'pass@{k}']:.2f} (fold sd {cv[f'fold_std@{k}']:.2f})"
-                                                    for k in ks) + " |",
-             "| gain over the baseline, per fold | " + " | ".join(
-                 f"{cv[f'gain@{k}']:+.2f} (sd {cv[f'gain_std@{k}']:.2f})" for k in ks) + " |",
-             f"| in sample (flattering): {cv['in_sample']['fusion']} | " + " | ".join(
-                 f"{cv['in_sample'][f'pass@{k}']:.2f}" for k in ks) + " |"]
+    title = (
+        f"Fusion fitted by {cv['folds']}-fold cross-validation, {cv['repeats']} shuffles, over "
+        f"{cv['queries']} queries and {cv['space']} fusions of {', '.join(cv['rankings'])}:"
+    )
+    lines = [
+        title,
+        "",
+        head,
+        "|---" * (len(ks) + 1) + "|",
+        f"| baseline: {cv['baseline']} | " + " | ".join(f"{cv[f'baseline@{k}']:.2f}" for k in ks) + " |",
+        "| fitted, out of fold | "
+        + " | ".join(f"{cv[f'pass@{k}']:.2f} (fold sd {cv[f'fold_std@{k}']:.2f})" for k in ks)
+        + " |",
+        "| gain over the baseline, per fold | "
+        + " | ".join(f"{cv[f'gain@{k}']:+.2f} (sd {cv[f'gain_std@{k}']:.2f})" for k in ks)
+        + " |",
+        f"| in sample (flattering): {cv['in_sample']['fusion']} | "
+        + " | ".join(f"{cv['in_sample'][f'pass@{k}']:.2f}" for k in ks)
+        + " |",
+    ]
     for n, r in cv["alone"].items():
         lines.append(f"| {n} alone | " + " | ".join(f"{r[f'pass@{k}']:.2f}" for k in ks) + " |")
     total = sum(cv["chosen"].values())
     top = list(cv["chosen"].items())[:5]
-    verdict = ("Wins by more than the spread of its per-fold gain at Pass@5 or Pass@20, and loses at neither: "
-               f"{'yes' if cv['wins'] else 'no'}.")
+    verdict = (
+        "Wins by more than the spread of its per-fold gain at Pass@5 or Pass@20, and loses at neither: "
+        f"{'yes' if cv['wins'] else 'no'}."
+    )
     if "multi_chunk" in cv:
         m = cv["multi_chunk"]
-        lines += ["", f"Queries whose answer spans several chunks ({m['queries']}): Pass@20 "
-                  + ", ".join(f"{k.removesuffix('@20')} {v:.2f}" for k, v in m.items() if k != "queries") + "."]
+        lines += [
+            "",
+            f"Queries whose answer spans several chunks ({m['queries']}): Pass@20 "
+            + ", ".join(f"{k.removesuffix('@20')} {v:.2f}" for k, v in m.items() if k != "queries")
+            + ".",
+        ]
     lines += ["", "Chosen by the folds: " + "; ".join(f"{d} {100 * n / total:.0f}%" for d, n in top) + ".", verdict]
     return "\n".join(lines)
 
@@ -340,18 +384,24 @@ def sets_markdown(sets: dict) -> str:
     """One row per set of rankings fitted apart (:func:`fit_report` each): the out-of-fold
     figures, the per-fold gain over the baseline and its spread, the in-sample figure and the
     verdict of :func:`wins`."""
-    lines = ["| rankings added to today's three | fusions | Pass@5 out of fold (gain, sd) | "
-             "Pass@20 out of fold (gain, sd) | in sample Pass@5 / @20 | wins | all weight 1, k=60: Pass@5 / @20 "
-             "(queries better / worse) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rankings added to today's three | fusions | Pass@5 out of fold (gain, sd) | "
+        "Pass@20 out of fold (gain, sd) | in sample Pass@5 / @20 | wins | all weight 1, k=60: Pass@5 / @20 "
+        "(queries better / worse) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, cv in sets.items():
         e = cv["equal"]
-        lines.append(f"| {label} | {cv['space']} | {cv['pass@5']:.2f} ({cv['gain@5']:+.2f}, {cv['gain_std@5']:.2f}) | "
-                     f"{cv['pass@20']:.2f} ({cv['gain@20']:+.2f}, {cv['gain_std@20']:.2f}) | "
-                     f"{cv['in_sample']['pass@5']:.2f} / {cv['in_sample']['pass@20']:.2f} | "
-                     f"{'yes' if cv['wins'] else 'no'} | {e['pass@5']:.2f} / {e['pass@20']:.2f} "
-                     f"({e['improved']} / {e['worsened']}) |")
+        lines.append(
+            f"| {label} | {cv['space']} | {cv['pass@5']:.2f} ({cv['gain@5']:+.2f}, {cv['gain_std@5']:.2f}) | "
+            f"{cv['pass@20']:.2f} ({cv['gain@20']:+.2f}, {cv['gain_std@20']:.2f}) | "
+            f"{cv['in_sample']['pass@5']:.2f} / {cv['in_sample']['pass@20']:.2f} | "
+            f"{'yes' if cv['wins'] else 'no'} | {e['pass@5']:.2f} / {e['pass@20']:.2f} "
+            f"({e['improved']} / {e['worsened']}) |"
+        )
     first = next(iter(sets.values()))
-    lines.append(f"\nBaseline (today's search): Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
-                 f"{first['folds']} folds × {first['repeats']} shuffles, {first['queries']} queries.")
+    lines.append(
+        f"\nBaseline (today's search): Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
+        f"{first['folds']} folds × {first['repeats']} shuffles, {first['queries']} queries."
+    )
     return "\n".join(lines)

@@ -44,14 +44,17 @@ _CONTROL = re.compile(r"<\|[a-z_]{1,30}\|>|\[/?INST\]|<</?SYS>>|<(?:start|end)_o
 
 #: What an order to an assistant starts with: the verbs of a reply, of setting instructions aside,
 #: and of role play.
-_ORDER_VERB = (r"(?:ignore|disregard|forget|override|respond|reply|answer|say|tell|output|print|write|return|"
-               r"pretend|act|obey|reveal|repeat|always|never|do not|don't|stop|from now on)")
+_ORDER_VERB = (
+    r"(?:ignore|disregard|forget|override|respond|reply|answer|say|tell|output|print|write|return|"
+    r"pretend|act|obey|reveal|repeat|always|never|do not|don't|stop|from now on)"
+)
 
 #: A chat role label opening a sentence, followed by an order (a second-person "you" or an order
 #: verb): "Assistant: ignore…", "System: you are…".  "User: a model class…" is not one.
 _ROLE_ORDER = re.compile(
     r"^\W*(?:assistant|system|user|human|ai|bot|developer|model)\s*:\s*(?:please\s+)?(?:you\b|" + _ORDER_VERB + r"\b)",
-    re.I)
+    re.I,
+)
 
 #: An order to set earlier instructions aside: the verb, up to four words, then what is set aside,
 #: qualified as earlier or someone's ("ignore all previous instructions", "disregard the earlier
@@ -64,7 +67,8 @@ _OVERRIDE = re.compile(
     r"|\b(?:ignore|disregard|forget)\s+everything\s+(?:above|before|else|said|you were told)\b"
     r"|\b(?:ignore|disregard|forget|override)\s+(?:all|any|every)\s+(?:\w+\s+){0,2}?"
     r"(?:instructions?|guidance|guidelines|directions?|directives?|prompts?)\b",
-    re.I)
+    re.I,
+)
 
 #: An order about the reply, addressed to "you": "you must now answer…", "from now on you must
 #: always…", "you are to respond…".  "you should follow the install steps" is not one.
@@ -73,17 +77,23 @@ _DIRECTIVE = re.compile(
     r"|\byou (?:must|should|will|shall|are to|have to|need to) (?:now |instead |always |only |never |not )*"
     r"(?:answer|respond|reply|say|tell the user|output|ignore|disregard|forget|obey|pretend|act as|reveal|"
     r"recommend|claim|refuse)\b",
-    re.I)
+    re.I,
+)
 
 #: A sentence that opens with an order about the reply: "Respond only with…", "Reply by saying…",
 #: "Answer only yes".  "Print with the --json flag" and "Output with color" are not one.
-_REPLY = re.compile(r"^\W*(?:(?:please|henceforth|from now on|now|instead|always)\W+)*(?:respond|reply|answer|say)\s+"
-                    r"(?:only\s+)?(?:with|by saying|yes|no)\b", re.I)
+_REPLY = re.compile(
+    r"^\W*(?:(?:please|henceforth|from now on|now|instead|always)\W+)*(?:respond|reply|answer|say)\s+"
+    r"(?:only\s+)?(?:with|by saying|yes|no)\b",
+    re.I,
+)
 
 #: Newly announced instructions followed by an order: "New instructions: ignore…".
 _ANNOUNCED = re.compile(
     r"\b(?:new|updated|real|actual|hidden|secret|system)\s+(?:instructions?|prompt|orders|directives?)\s*:\s*"
-    r"(?:you\b|" + _ORDER_VERB + r"\b)", re.I)
+    r"(?:you\b|" + _ORDER_VERB + r"\b)",
+    re.I,
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,5 +144,6 @@ def is_instruction(sentence: str, document: str | None = None) -> bool:
     for m in _CONTROL.finditer(s):
         if document is None or m.group(0).lower() not in document.lower():
             return True
-    return bool(_ROLE_ORDER.search(s) or _OVERRIDE.search(s) or _DIRECTIVE.search(s) or _REPLY.search(s)
-                or _ANNOUNCED.search(s))
+    return bool(
+        _ROLE_ORDER.search(s) or _OVERRIDE.search(s) or _DIRECTIVE.search(s) or _REPLY.search(s) or _ANNOUNCED.search(s)
+    )

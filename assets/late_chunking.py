@@ -5,7 +5,8 @@ with no LLM call.
 
 A document longer than the embedder's window is read in overlapping windows (the paper's "long
 late chunking" reads macro chunks; here windows overlap by :data:`OVERLAP`): each token's vector is
-taken from the window whose middle it is closest to.  A chunk's vector is the mean of its tokens' vectors, L2-normalised; a query's is the mean of
+taken from the window whose middle it is closest to.  A chunk's vector is the mean of its tokens' vectors,
+L2-normalised; a query's is the mean of
 all its tokens' vectors (nomic-embed-text-v1.5's own mean pooling).
 
 Plain functions: the tokenizer and the per-token model come in as functions
@@ -69,9 +70,14 @@ def owner_window(n: int, spans: Sequence[tuple[int, int]]) -> np.ndarray:
     return best
 
 
-def chunk_vectors(chunks: Sequence[str], tokenize: Callable[[str], list[int]],
-                  token_vectors: Callable[[list[int]], np.ndarray], window: int,
-                  head: list[int], tail: list[int]) -> np.ndarray:
+def chunk_vectors(
+    chunks: Sequence[str],
+    tokenize: Callable[[str], list[int]],
+    token_vectors: Callable[[list[int]], np.ndarray],
+    window: int,
+    head: list[int],
+    tail: list[int],
+) -> np.ndarray:
     """Late-chunked vectors of one document's chunks.
 
     Parameters
@@ -107,7 +113,7 @@ def chunk_vectors(chunks: Sequence[str], tokenize: Callable[[str], list[int]],
     owner = owner_window(len(ids), spans)
     per_token = None
     for w, (s, e) in enumerate(spans):
-        out = np.asarray(token_vectors(head + ids[s:e] + tail), np.float32)[len(head):len(head) + e - s]
+        out = np.asarray(token_vectors(head + ids[s:e] + tail), np.float32)[len(head) : len(head) + e - s]
         if per_token is None:
             per_token = np.zeros((len(ids), out.shape[1]), np.float32)
         mine = owner[s:e] == w
@@ -117,7 +123,7 @@ def chunk_vectors(chunks: Sequence[str], tokenize: Callable[[str], list[int]],
     doc_mean = per_token.mean(0) if len(per_token) else None
     vecs = []
     for i in range(len(chunks)):
-        part = per_token[bounds[i]:bounds[i + 1]]
+        part = per_token[bounds[i] : bounds[i + 1]]
         v = part.mean(0) if len(part) else doc_mean
         vecs.append(v)
     return normalised(np.stack(vecs))

@@ -43,8 +43,12 @@ class StageReport:
     def metadata(self, summary: Callable[[dict[str, dict]], dict] | None = None) -> dict:
         """Dagster metadata: the document's own figures for a one-document run, else totals and a
         Markdown table of the documents; failures always named with their reasons."""
-        md: dict = {"documents_ok": len(self.ok), "documents_failed": len(self.failed),
-                    "documents_skipped": len(self.skipped), "seconds": round(self.seconds, 3)}
+        md: dict = {
+            "documents_ok": len(self.ok),
+            "documents_failed": len(self.failed),
+            "documents_skipped": len(self.skipped),
+            "seconds": round(self.seconds, 3),
+        }
         if len(self.ok) == 1 and not self.failed and not self.skipped:
             md.update(next(iter(self.ok.values())))
         elif self.ok:
@@ -55,21 +59,28 @@ class StageReport:
             for key, v in list(self.ok.items())[:500]:
                 rows.append(f"| {key} | " + " | ".join(str(v.get(c, "")) for c in cols) + " |")
             md["documents"] = dg.MetadataValue.md("\n".join(rows))
-        problems = {**{k: f"failed: {r}" for k, r in self.failed.items()},
-                    **{k: f"skipped: {r}" for k, r in self.skipped.items()}}
+        problems = {
+            **{k: f"failed: {r}" for k, r in self.failed.items()},
+            **{k: f"skipped: {r}" for k, r in self.skipped.items()},
+        }
         if problems:
             md["problems"] = dg.MetadataValue.md(
                 "| document | problem |\n|---|---|\n"
-                + "\n".join(f"| {k} | {r.replace('|', '/')} |" for k, r in problems.items()))
+                + "\n".join(f"| {k} | {r.replace('|', '/')} |" for k, r in problems.items())
+            )
         return md
 
     def check_result(self, check_name: str) -> dg.AssetCheckResult:
         """A check that passes when no document failed at this stage."""
         return dg.AssetCheckResult(
-            check_name=check_name, passed=not self.failed,
+            check_name=check_name,
+            passed=not self.failed,
             severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"failed": len(self.failed),
-                      "reasons": dg.MetadataValue.json(self.failed) if self.failed else "none"})
+            metadata={
+                "failed": len(self.failed),
+                "reasons": dg.MetadataValue.json(self.failed) if self.failed else "none",
+            },
+        )
 
 
 #: Run tags naming the process that works on a run, so a later sync can tell a run whose process
@@ -104,8 +115,10 @@ def tag_worker(context) -> None:
     pid = os.getpid()
     if run.tags.get("situate/pid") == str(pid):
         return
-    context.instance.add_run_tags(run.run_id, {"situate/host": socket.gethostname(), "situate/pid": str(pid),
-                                               "situate/pid_start": process_start(pid) or ""})
+    context.instance.add_run_tags(
+        run.run_id,
+        {"situate/host": socket.gethostname(), "situate/pid": str(pid), "situate/pid_start": process_start(pid) or ""},
+    )
 
 
 def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[str, dict]) -> str:
@@ -124,8 +137,9 @@ def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[st
     return f"{stage}: {done}/{total} documents{what}, about {eta} left"
 
 
-def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
-                      work: Callable[[str], dict], in_flight: int = 1) -> StageReport:
+def for_each_document(
+    context: dg.AssetExecutionContext, store, stage: str, work: Callable[[str], dict], in_flight: int = 1
+) -> StageReport:
     """Call ``work(key)`` for every partition key of the run and collect the outcomes.
 
     ``work`` writes the stage file itself and returns the document's metadata.  A
@@ -161,8 +175,10 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
             return
 
         def waiting(key=key, n=n):
-            context.log.warning(f"{stage} [{n}/{len(keys)}] {key}: another run is writing this document; "
-                                "waiting for it (two runs never write one document at once)")
+            context.log.warning(
+                f"{stage} [{n}/{len(keys)}] {key}: another run is writing this document; "
+                "waiting for it (two runs never write one document at once)"
+            )
 
         try:
             with store.document_lock(key, on_wait=waiting):
@@ -179,8 +195,7 @@ def for_each_document(context: dg.AssetExecutionContext, store, stage: str,
             context.log.debug(f"{stage} [{n}/{len(keys)}] {key}: skipped, earlier stage failed: {e}")
         except DocumentError as e:
             report.failed[key] = str(e)
-            store.write_stage(key, stage, {"error": str(e), "bad_input": True,
-                                           "sha256": getattr(e, "sha256", None)})
+            store.write_stage(key, stage, {"error": str(e), "bad_input": True, "sha256": getattr(e, "sha256", None)})
             context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {e}")
         except Exception as e:  # one document's bug must not stop the others
             reason = f"{type(e).__name__}: {e}"

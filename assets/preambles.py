@@ -89,7 +89,7 @@ class FitPlan:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "FitPlan":
+    def from_json(cls, d: dict) -> FitPlan:
         d = dict(d)
         d["windows"] = [Window(**w) for w in d["windows"]]
         return cls(**d)
@@ -115,9 +115,14 @@ def cut_to_tokens(text: str, limit: int, count: Count, cuts: Sequence[int] | Non
     return _largest_fitting_end(text, 0, list(cuts), lambda a, b: count(text[a:b]) <= limit)
 
 
-def fit_windows(text: str, spans: Sequence[tuple[int, int]], count_block: Count, budget: int,
-                cuts: Sequence[int] | None = None,
-                count_window: Callable[[int, int], int] | None = None) -> list[Window]:
+def fit_windows(
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    count_block: Count,
+    budget: int,
+    cuts: Sequence[int] | None = None,
+    count_window: Callable[[int, int], int] | None = None,
+) -> list[Window]:
     """Windows of ``text`` whose document block (``count_block(window)``) is ``<= budget`` tokens.
 
     Parameters
@@ -197,10 +202,18 @@ def token_cuts(text: str, pieces: Sequence[bytes]) -> list[int] | None:
     return sorted(set(out))
 
 
-def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_tokens: int,
-         scaffolding_tokens: int, count_block: Count, count_chunk_block: Count,
-         cuts: Sequence[int] | None = None,
-         count_window: Callable[[int, int], int] | None = None) -> FitPlan:
+def plan(
+    text: str,
+    chunk_spans: Sequence[tuple[int, int]],
+    *,
+    n_ctx: int,
+    max_tokens: int,
+    scaffolding_tokens: int,
+    count_block: Count,
+    count_chunk_block: Count,
+    cuts: Sequence[int] | None = None,
+    count_window: Callable[[int, int], int] | None = None,
+) -> FitPlan:
     """Fit one document's prompts into ``n_ctx`` (see the module docstring).
 
     Parameters
@@ -233,9 +246,20 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
     allowance = max(sizes, default=0)
     ends = [len(c) for c in chunks]
     if available - empty_doc - count_chunk_block("") <= 0:
-        return FitPlan(n_ctx, max_tokens, scaffolding_tokens, 0, 0, whole(), [], ends,
-                       reason=(f"n_ctx {n_ctx} (SITUATE_N_CTX) leaves no room for a prompt: {max_tokens} tokens "
-                               f"reserved for the blurb, {scaffolding_tokens} for the chat template"))
+        return FitPlan(
+            n_ctx,
+            max_tokens,
+            scaffolding_tokens,
+            0,
+            0,
+            whole(),
+            [],
+            ends,
+            reason=(
+                f"n_ctx {n_ctx} (SITUATE_N_CTX) leaves no room for a prompt: {max_tokens} tokens "
+                f"reserved for the blurb, {scaffolding_tokens} for the chat template"
+            ),
+        )
     if allowance > (available - empty_doc) // 2:
         # Chunks too large for this context: cut each chunk's prompt copy to half the room.
         allowance = max(count_chunk_block(""), (available - empty_doc) // 2)
@@ -245,6 +269,13 @@ def plan(text: str, chunk_spans: Sequence[tuple[int, int]], *, n_ctx: int, max_t
                 ends[n] = cut_to_tokens(c, allowance - wrap, lambda s: count_chunk_block(s) - wrap)
     budget = available - allowance
     windows = fit_windows(text, chunk_spans, count_block, budget, cuts, count_window)
-    return FitPlan(n_ctx, max_tokens, scaffolding_tokens, allowance, budget,
-                   windows[0].n_tokens if len(windows) == 1 and windows[0].end == len(text)
-                   else whole(), windows, ends)
+    return FitPlan(
+        n_ctx,
+        max_tokens,
+        scaffolding_tokens,
+        allowance,
+        budget,
+        windows[0].n_tokens if len(windows) == 1 and windows[0].end == len(text) else whole(),
+        windows,
+        ends,
+    )

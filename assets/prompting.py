@@ -67,8 +67,10 @@ class PromptTemplate:
         """The per-window text of a one-generation prompt: the marks of the chunks to situate and
         how to answer."""
         marks = ", ".join(chunk_mark(i) for i in indexes)
-        return (f"Here are the chunks we want to situate within the whole document: {marks}. Answer with one "
-                "line per chunk, in this order, each line starting with the chunk's mark.")
+        return (
+            f"Here are the chunks we want to situate within the whole document: {marks}. Answer with one "
+            "line per chunk, in this order, each line starting with the chunk's mark."
+        )
 
     def reference_block(self, index: int, first_line: str) -> str:
         """The per-chunk text of a by-reference prompt: ``chunk_head``, the chunk's mark and its
@@ -138,8 +140,7 @@ def first_line(chunk: str, limit: int = QUOTE_CHARS) -> str:
 
 #: The published prompt with the answer started for the model ("This chunk"), so a small model
 #: continues a description instead of restating the instruction.  Written for situate.
-ANTHROPIC_2024_PRIMED = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed",
-                                            answer_prefix="This chunk")
+ANTHROPIC_2024_PRIMED = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed", answer_prefix="This chunk")
 
 #: A system line saying what a situating context is, before the published prompt (which stays
 #: verbatim in the user turn).  Written for situate: small instruct models restate the
@@ -148,12 +149,14 @@ ANTHROPIC_2024_PRIMED = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024
 SITUATING_SYSTEM = (
     "You write search context for chunks of documents. Given a document and one chunk of it, you answer "
     "with one or two sentences that say which document the chunk comes from, which section, class or "
-    "function it belongs to, and what it covers. You never repeat the instructions.")
+    "function it belongs to, and what it covers. You never repeat the instructions."
+)
 #: The same for source files, in the terms of code (file, module, class, function).
 SITUATING_SYSTEM_CODE = (
     "You write search context for chunks of source files. Given a source file and one chunk of it, you "
     "answer with one or two sentences that say what the file is for, which class, function or section "
-    "the chunk belongs to, and what that code does. You never repeat the instructions.")
+    "the chunk belongs to, and what that code does. You never repeat the instructions."
+)
 #: One or two sentences, no tags, no line breaks (GBNF).  A period followed by a non-space
 #: (``main.py``, ``e.g.``) does not end a sentence.
 TWO_SENTENCES_GBNF = r"""
@@ -166,8 +169,9 @@ char ::= [^.!?<>\n] | [.!?] [^ .!?<>\n]
 #: what the chunk covers.  "This chunk" alone (:data:`ANTHROPIC_2024_PRIMED`) let
 #: Qwen2.5-Coder-0.5B go on with "sits within the overall document for the purposes of improving
 #: search retrieval" (a sample of docs and code chunks, 2026-12-01).  Written for situate.
-ANTHROPIC_2024_PRIMED_ABOUT = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024-primed-about",
-                                                  answer_prefix="This chunk is about")
+ANTHROPIC_2024_PRIMED_ABOUT = dataclasses.replace(
+    ANTHROPIC_2024, name="anthropic-2024-primed-about", answer_prefix="This chunk is about"
+)
 #: Chunks by reference (issue 23): the document is read once, with ``[chunk N]`` marks at chunk
 #: starts; the published instruction follows the document in the shared prefix (its words
 #: verbatim, "this chunk" naming the chunk given after it), and each chunk's own suffix names
@@ -181,7 +185,8 @@ BY_REFERENCE = PromptTemplate(
         "The document marks where each chunk starts, as [chunk 1], [chunk 2] and so on. "
         "Please give a short succinct context to situate this chunk within the overall document "
         "for the purposes of improving search retrieval of the chunk. Answer only with the "
-        "succinct context and nothing else.\n"),
+        "succinct context and nothing else.\n"
+    ),
     chunk_head="Here is the chunk we want to situate within the whole document: the chunk marked ",
     chunk_tail="",
     answer_prefix="This chunk is about",
@@ -199,21 +204,25 @@ BY_REFERENCE_WINDOW = dataclasses.replace(BY_REFERENCE, name="by-reference-windo
 #: doc2query--, Gospodinov et al. 2023, by names instead of a relevance model).  Written for
 #: situate.
 QUESTIONS = dataclasses.replace(
-    BY_REFERENCE, name="questions",
+    BY_REFERENCE,
+    name="questions",
     instruction=(
         "The document marks where each chunk starts, as [chunk 1], [chunk 2] and so on. "
         "Please write three different short questions that a user searching for this chunk would ask and "
         "that the chunk answers, naming what it belongs to in the document's own words. Answer only with "
-        "the three numbered questions and nothing else.\n"),
+        "the three numbered questions and nothing else.\n"
+    ),
     chunk_head="Here is the chunk we want questions for: the chunk marked ",
-    answer_prefix="1.")
+    answer_prefix="1.",
+)
 ANTHROPIC_2024_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+system", system=SITUATING_SYSTEM)
-ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed",
-                                                   answer_prefix="This chunk")
-ANTHROPIC_2024_CODE_SYSTEM = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+code-system",
-                                                 system_code=SITUATING_SYSTEM_CODE)
-ANTHROPIC_2024_GRAMMAR = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+grammar",
-                                             grammar=TWO_SENTENCES_GBNF)
+ANTHROPIC_2024_SYSTEM_PRIMED = dataclasses.replace(
+    ANTHROPIC_2024_SYSTEM, name="anthropic-2024+system-primed", answer_prefix="This chunk"
+)
+ANTHROPIC_2024_CODE_SYSTEM = dataclasses.replace(
+    ANTHROPIC_2024, name="anthropic-2024+code-system", system_code=SITUATING_SYSTEM_CODE
+)
+ANTHROPIC_2024_GRAMMAR = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+grammar", grammar=TWO_SENTENCES_GBNF)
 
 #: The prompt ``SITUATE_PROMPT`` defaults to: the published prompt, verbatim, with the answer
 #: started as "This chunk is about" (README, Quality: chosen on blurb shares and Pass@k).
@@ -221,9 +230,21 @@ DEFAULT_PROMPT = "anthropic-2024-primed-about"
 #: Prompts by name (``SITUATE_PROMPT``); each keeps the published prompt verbatim in the user turn
 #: and adds one lever: a primed answer, a system line (for every document or for source files
 #: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
-PROMPTS = {p.name: p for p in (ANTHROPIC_2024, ANTHROPIC_2024_PRIMED, ANTHROPIC_2024_PRIMED_ABOUT, ANTHROPIC_2024_SYSTEM,
-                               ANTHROPIC_2024_SYSTEM_PRIMED, ANTHROPIC_2024_CODE_SYSTEM, ANTHROPIC_2024_GRAMMAR,
-                               BY_REFERENCE, BY_REFERENCE_WINDOW, QUESTIONS)}
+PROMPTS = {
+    p.name: p
+    for p in (
+        ANTHROPIC_2024,
+        ANTHROPIC_2024_PRIMED,
+        ANTHROPIC_2024_PRIMED_ABOUT,
+        ANTHROPIC_2024_SYSTEM,
+        ANTHROPIC_2024_SYSTEM_PRIMED,
+        ANTHROPIC_2024_CODE_SYSTEM,
+        ANTHROPIC_2024_GRAMMAR,
+        BY_REFERENCE,
+        BY_REFERENCE_WINDOW,
+        QUESTIONS,
+    )
+}
 
 #: Longest blurb kept, in characters (about 80 words): the blog's contexts are 50-100 tokens.
 MAX_BLURB_CHARS = 480
@@ -241,42 +262,49 @@ _THINK_CLOSE_TAG = re.compile(r"<\s*/\s*(?:think|thinking|reasoning)\s*>", re.I)
 _TAG = re.compile(r"</?\s*(document|chunk|context|answer|think|response|output)\s*>", re.I)
 _LEAD = re.compile(
     r"^\s*(?:here(?:'s| is) (?:the|a) (?:short |succinct |concise )*context[^:\n]*:|"
-    r"(?:succinct |short |concise )*context\s*:|answer\s*:)\s*", re.I)
+    r"(?:succinct |short |concise )*context\s*:|answer\s*:)\s*",
+    re.I,
+)
 
 #: Fragments that restate the published prompt (its words: "situate", "the whole/overall
 #: document", "the purposes of improving search retrieval", "a short succinct context", "Answer
 #: only with …"), as SmolLM2-135M and Qwen2.5-Coder-0.5B were seen writing them, misspellings
 #: included ("The chunk sitsuate within the document to provide …").  Each is cut out of its
 #: sentence; what the sentence says besides is kept.
-_RESTATED = [re.compile(p, re.I) for p in (
-    r"\b(?:here is|this is|these are) (?:the|a) chunks? (?:that )?(?:we|you) (?:want|wanted|need) to \w+"
-    r"(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
-    r"\b(?:the|this|a) chunks? (?:that )?(?:(?:we|you) (?:want|wanted|need) to |is to be |to be |is being )?"
-    r"si\w{0,3}u?ate[sd]?\b(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
-    r"\b(?:(?:the|this) chunk )?(?:sits?|is situated|is located|is placed|fits?) (?:with)?in (?:the )?"
-    r"(?:whole |overall |entire )?document\b",
-    r"\b(?:situat\w*|sitsuat\w*) (?:(?:this|the) chunk )?(?:(?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
-    r"\b(?:(?:with|for) the |for )?purposes? of improving (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
-    r"\b(?:to |for |and )?(?:improve|improving|improves|better) (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
-    r"\bsearch(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
-    # the prompt's purpose clause ("... to provide a concise context for"); "This chunk provides a
-    # brief context for the installation of X" says something and is kept
-    r"\b(?:by|to|and) (?:provid(?:e|ing)|giv(?:e|ing)|offer(?:ing)?) (?:a |an )?(?:short |succinct |concise |brief )+"
-    r"context(?: (?:for|to))?",
-    r"\bshort succinct context\b",
-    r"\banswer only with[^.]*",
-)]
+_RESTATED = [
+    re.compile(p, re.I)
+    for p in (
+        r"\b(?:here is|this is|these are) (?:the|a) chunks? (?:that )?(?:we|you) (?:want|wanted|need) to \w+"
+        r"(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
+        r"\b(?:the|this|a) chunks? (?:that )?(?:(?:we|you) (?:want|wanted|need) to |is to be |to be |is being )?"
+        r"si\w{0,3}u?ate[sd]?\b(?: (?:within|in) (?:the )?(?:whole |overall |entire )?document)?",
+        r"\b(?:(?:the|this) chunk )?(?:sits?|is situated|is located|is placed|fits?) (?:with)?in (?:the )?"
+        r"(?:whole |overall |entire )?document\b",
+        r"\b(?:situat\w*|sitsuat\w*) (?:(?:this|the) chunk )?(?:(?:within|in) (?:the )?(?:whole |overall |entire )?document)?",  # noqa: E501
+        r"\b(?:(?:with|for) the |for )?purposes? of improving (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",  # noqa: E501
+        r"\b(?:to |for |and )?(?:improve|improving|improves|better) (?:the )?search(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",  # noqa: E501
+        r"\bsearch(?:ing)? retrieval(?: of (?:the|this|a) chunks?)?",
+        # the prompt's purpose clause ("... to provide a concise context for"); "This chunk provides a
+        # brief context for the installation of X" says something and is kept
+        r"\b(?:by|to|and) (?:provid(?:e|ing)|giv(?:e|ing)|offer(?:ing)?) (?:a |an )?(?:short |succinct |concise |brief )+"  # noqa: E501
+        r"context(?: (?:for|to))?",
+        r"\bshort succinct context\b",
+        r"\banswer only with[^.]*",
+    )
+]
 #: Talk about the task or the reader instead of the chunk: the whole sentence is dropped.
 _META = re.compile(r"\bthe document you provided\b|\byou provided\b|\bas an ai\b", re.I)
 #: Words of the prompt and of talk about the task: a sentence left with nothing but these (and
 #: stopwords) after the restated fragments are cut says nothing about the chunk.
-_PROMPT_WORDS = frozenset("""
+_PROMPT_WORDS = frozenset(
+    """
 a an the this that these those it its is are was be to of for in within with by on and or as
 chunk chunks document documents whole overall entire situate situates situating situated sitsuate
 context contexts succinct short concise brief purpose purposes improve improving improves better
 search searching retrieval retrieve provide provides providing provided give gives giving
 offer offers offering answer only nothing else here we you want need can will which so help helps
-information overview description""".split())
+information overview description""".split()
+)
 
 
 def _restated(sentence: str) -> tuple[str, bool]:
@@ -316,10 +344,10 @@ def strip_reasoning(text: str) -> tuple[str, str]:
     """
     closes = list(_THINK_CLOSE_TAG.finditer(text))
     if closes:
-        return text[closes[-1].end():], "think"
+        return text[closes[-1].end() :], "think"
     opened = _THINK_OPEN_TAG.search(text)
     if opened:
-        return text[:opened.start()], "think-unfinished"
+        return text[: opened.start()], "think-unfinished"
     return text, ""
 
 
@@ -365,13 +393,13 @@ def cut_loops(text: str, min_repeat_words: int = 6) -> tuple[str, bool]:
     n = min_repeat_words
     grams: dict[tuple, int] = {}
     for i in range(len(words) - n + 1):
-        g = tuple(w.lower().strip(".,;:") for w in words[i:i + n])
+        g = tuple(w.lower().strip(".,;:") for w in words[i : i + n])
         if g in grams and i >= grams[g] + n:  # a non-overlapping repeat of n words
             kept = " ".join(words[:i]).rstrip(" ,;:")
             end = max(kept.rfind(". "), kept.rfind("! "), kept.rfind("? "))
             if kept.endswith((".", "!", "?")) or end < 0:
                 return kept, True
-            return kept[:end + 1], True
+            return kept[: end + 1], True
         grams.setdefault(g, i)
     return text, False
 
@@ -382,7 +410,7 @@ def _bound(text: str, limit: int) -> tuple[str, bool]:
     cut = text[:limit]
     end = max(cut.rfind(". "), cut.rfind(".\n"))
     if end >= limit // 2:
-        return cut[:end + 1], True
+        return cut[: end + 1], True
     return cut.rsplit(" ", 1)[0].rstrip(" ,;:") + "…", True
 
 
@@ -392,18 +420,20 @@ def _chunk_echo(blurb: str, chunk: str) -> bool:
     if len(w) < 5:
         return " ".join(w) in " ".join(re.findall(r"\w+", chunk.lower())) and len(w) > 0
     c = re.findall(r"\w+", chunk.lower())
-    cgrams = {tuple(c[i:i + 5]) for i in range(len(c) - 4)}
-    bgrams = [tuple(w[i:i + 5]) for i in range(len(w) - 4)]
+    cgrams = {tuple(c[i : i + 5]) for i in range(len(c) - 4)}
+    bgrams = [tuple(w[i : i + 5]) for i in range(len(w) - 4)]
     return sum(g in cgrams for g in bgrams) >= 0.8 * len(bgrams)
 
 
 #: Words a blurb may use without the document containing them: names of languages, formats and
 #: kinds of code that situate a chunk without being in it.
-GENERIC_NAMES = frozenset("""
+GENERIC_NAMES = frozenset(
+    """
 rust python java javascript typescript go golang c c++ cpp kotlin swift ruby php scala haskell
 api apis json yaml toml xml html css sql http https url urls cli gui ui id ids io os utf-8 ascii
 unicode readme markdown github git linux windows macos unix posix llvm gcc jvm javadoc junit
-pytest""".split())
+pytest""".split()
+)
 
 _NAME = re.compile(r"`([^`]+)`|\b([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_][\w]*)+)\b|\b([A-Za-z_]\w*)\b")
 
@@ -443,7 +473,7 @@ def absent_names(sentence: str, document: str) -> list[str]:
         name = m.group(1) or m.group(2) or m.group(3)
         if m.group(3):
             w = m.group(3)
-            code_like = (any(ch.isupper() for ch in w[1:]) or "_" in w or any(ch.isdigit() for ch in w))
+            code_like = any(ch.isupper() for ch in w[1:]) or "_" in w or any(ch.isdigit() for ch in w)
             proper = w[0].isupper() and m.start() > 0 and len(w) > 2
             if not (code_like or proper):
                 continue
@@ -468,8 +498,7 @@ def ground_blurb(blurb: str, document: str) -> tuple[str, int]:
     return " ".join(kept), len(sentences) - len(kept)
 
 
-def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
-                document: str | None = None) -> CleanBlurb:
+def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document: str | None = None) -> CleanBlurb:
     """Clean what the LLM wrote for one chunk.
 
     Strips ``<think>`` stages (closed, empty or unterminated), echoed prompt tags and lead-ins
@@ -563,4 +592,3 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS,
         problems.append(unusable)
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)
-

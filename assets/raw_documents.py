@@ -1,12 +1,11 @@
 """Asset ``raw_documents``: one source document → its text and metadata (stage ``document``)."""
 
-
 import dagster as dg
 
-from resources.documents.reading import DocumentError, load
-from assets.per_document import for_each_document
 from assets.partitions import BACKFILL, documents
+from assets.per_document import for_each_document
 from resources.documents.docs import DocsFolder
+from resources.documents.reading import DocumentError, load
 from resources.store.store import Store
 
 
@@ -15,10 +14,13 @@ from resources.store.store import Store
     backfill_policy=BACKFILL,
     kinds={"python", "file"},
     group_name="ingest",
-    check_specs=[dg.AssetCheckSpec("documents_readable", asset="raw_documents",
-                                   description="Every document of the run could be read.")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "documents_readable", asset="raw_documents", description="Every document of the run could be read."
+        )
+    ],
     description="A source document's text and metadata: path relative to the docs folder, title, "
-                "sha256 of the bytes, size, format. Written to $SITUATE_HOME/stages/<key>/document.json.",
+    "sha256 of the bytes, size, format. Written to $SITUATE_HOME/stages/<key>/document.json.",
 )
 def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: Store) -> dg.MaterializeResult:
     def work(key: str) -> dict:
@@ -33,10 +35,15 @@ def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: St
         context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")
         for note in doc.notes:
             context.log.warning(f"raw_documents {key}: {note}")
-        return {"source": doc.source, "title": doc.title, "format": doc.format,
-                "size_bytes": doc.size_bytes, "characters": len(doc.text), "sha256": doc.sha256,
-                "notes": "; ".join(doc.notes) or "none"}
+        return {
+            "source": doc.source,
+            "title": doc.title,
+            "format": doc.format,
+            "size_bytes": doc.size_bytes,
+            "characters": len(doc.text),
+            "sha256": doc.sha256,
+            "notes": "; ".join(doc.notes) or "none",
+        }
 
     report = for_each_document(context, store, "document", work)
-    return dg.MaterializeResult(metadata=report.metadata(),
-                                check_results=[report.check_result("documents_readable")])
+    return dg.MaterializeResult(metadata=report.metadata(), check_results=[report.check_result("documents_readable")])

@@ -6,7 +6,6 @@ run's), then shows the table (Markdown), a Pass@k chart, and each configuration'
 numeric metadata, which the UI plots across materialisations.
 """
 
-
 import json
 import os
 import subprocess
@@ -54,15 +53,31 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
         No corpus configured.
     """
     if not config.corpus:
-        raise dg.Failure(description="retrieval_eval: no dataset: set SITUATE_EVAL_CORPUS (and "
-                                     "SITUATE_EVAL_QUERIES) or the run config's corpus/queries")
+        raise dg.Failure(
+            description="retrieval_eval: no dataset: set SITUATE_EVAL_CORPUS (and "
+            "SITUATE_EVAL_QUERIES) or the run config's corpus/queries"
+        )
+
     def absolute(p: str) -> str:  # the child runs in the project folder
         return str(Path(p).expanduser().resolve())
 
-    cmd = [sys.executable, "-m", "pipelines.cli", "eval", "--corpus", absolute(config.corpus), "--json", out_json,
-           "--fusion", config.fusion]
-    for flag, value in (("--queries", config.queries and absolute(config.queries)),
-                        ("--configs", config.configs), ("--home", config.home and absolute(config.home))):
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.cli",
+        "eval",
+        "--corpus",
+        absolute(config.corpus),
+        "--json",
+        out_json,
+        "--fusion",
+        config.fusion,
+    ]
+    for flag, value in (
+        ("--queries", config.queries and absolute(config.queries)),
+        ("--configs", config.configs),
+        ("--home", config.home and absolute(config.home)),
+    ):
         if value:
             cmd += [flag, value]
     return cmd
@@ -70,11 +85,15 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
 
 def eval_metadata(report: dict) -> dict:
     """Materialisation metadata of an evaluation report (:func:`pipelines.evaluate.run_eval`)."""
-    md = {"table": dg.MetadataValue.md(report["markdown"]),
-          "pass@k chart": dg.MetadataValue.md(bar_chart(report["configs"])),
-          "n_queries": report["n_queries"], "n_chunks": report["n_chunks"],
-          "blurb_quality": dg.MetadataValue.json(report["blurb_quality"]),
-          "eval_seconds": report["seconds"], "data_folder": dg.MetadataValue.path(report["data_folder"])}
+    md = {
+        "table": dg.MetadataValue.md(report["markdown"]),
+        "pass@k chart": dg.MetadataValue.md(bar_chart(report["configs"])),
+        "n_queries": report["n_queries"],
+        "n_chunks": report["n_chunks"],
+        "blurb_quality": dg.MetadataValue.json(report["blurb_quality"]),
+        "eval_seconds": report["seconds"],
+        "data_folder": dg.MetadataValue.path(report["data_folder"]),
+    }
     for name, r in report["configs"].items():
         for k in ("pass@5", "pass@20", "failure@20", "mrr@10"):
             md[f"{name}/{k}"] = float(r[k])
@@ -85,8 +104,8 @@ def eval_metadata(report: dict) -> dict:
     kinds={"python"},
     group_name="evaluation",
     description="Retrieval quality on a labelled dataset (SITUATE_EVAL_CORPUS / SITUATE_EVAL_QUERIES): "
-                "Pass@5/10/20, failure@20 and MRR@10 for chunk, chunk+bm25, heuristic, "
-                "document-context, contextual-dense, contextual and contextual+rerank.",
+    "Pass@5/10/20, failure@20 and MRR@10 for chunk, chunk+bm25, heuristic, "
+    "document-context, contextual-dense, contextual and contextual+rerank.",
 )
 def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.MaterializeResult:
     with tempfile.TemporaryDirectory(prefix="situate-eval-") as tmp:
@@ -95,8 +114,7 @@ def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.
         context.log.info("running " + " ".join(cmd))
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
         env["SITUATE_HOME"] = str(Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         tail = []
         try:
             for line in proc.stdout:
@@ -108,7 +126,9 @@ def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.
             proc.kill()
             raise
         if proc.wait() != 0 or not Path(out).exists():
-            raise dg.Failure(description=f"situate eval exited with status {proc.returncode}",
-                             metadata={"output": dg.MetadataValue.text("\n".join(tail))})
+            raise dg.Failure(
+                description=f"situate eval exited with status {proc.returncode}",
+                metadata={"output": dg.MetadataValue.text("\n".join(tail))},
+            )
         report = json.loads(Path(out).read_text())
     return dg.MaterializeResult(metadata=eval_metadata(report))

@@ -80,16 +80,23 @@ def vectors_sound(store, dim: int | None = None) -> tuple[bool, dict]:
         return True, {"rows": 0}
     width = table.schema.field("vector").type.list_size
     data = table.search().select(["chunk_id", "vector"]).limit(None).to_arrow()
-    vecs = np.asarray(data.column("vector").combine_chunks().flatten(), np.float32).reshape(len(data), width) \
-        if len(data) else np.zeros((0, width), np.float32)
+    vecs = (
+        np.asarray(data.column("vector").combine_chunks().flatten(), np.float32).reshape(len(data), width)
+        if len(data)
+        else np.zeros((0, width), np.float32)
+    )
     finite = np.isfinite(vecs).all(axis=1)
     norms = np.linalg.norm(np.where(np.isfinite(vecs), vecs, 0), axis=1)
     bad = ~finite | (np.abs(norms - 1) > NORM_TOLERANCE)
     ids = data.column("chunk_id").to_pylist()
-    md = {"rows": len(ids), "dimension": width, "expected_dimension": dim if dim is not None else width,
-          "rows_not_unit_or_not_finite": int(bad.sum()),
-          "norm_min": round(float(norms.min()), 6) if len(ids) else 0.0,
-          "norm_max": round(float(norms.max()), 6) if len(ids) else 0.0}
+    md = {
+        "rows": len(ids),
+        "dimension": width,
+        "expected_dimension": dim if dim is not None else width,
+        "rows_not_unit_or_not_finite": int(bad.sum()),
+        "norm_min": round(float(norms.min()), 6) if len(ids) else 0.0,
+        "norm_max": round(float(norms.max()), 6) if len(ids) else 0.0,
+    }
     if bad.any():
         md["bad rows"] = _examples(i for i, b in zip(ids, bad) if b)
     return (dim is None or width == dim) and not bad.any(), md
@@ -104,10 +111,14 @@ def fallback_share(store, max_share: float = MAX_FALLBACK_SHARE) -> tuple[bool, 
     fallbacks = sum(s != "model" for s in status)
     share = fallbacks / len(status) if status else 0.0
     reasons = collections.Counter(s.split(":", 1)[1] if ":" in s else s for s in status if s != "model")
-    return share <= max_share, {"rows": len(status) + skipped, "skipped": skipped, "fallbacks": fallbacks,
-                                "share": round(share, 4),
-                                "max_share": max_share,
-                                "reasons": ", ".join(f"{k}: {v}" for k, v in reasons.most_common()) or "none"}
+    return share <= max_share, {
+        "rows": len(status) + skipped,
+        "skipped": skipped,
+        "fallbacks": fallbacks,
+        "share": round(share, 4),
+        "max_share": max_share,
+        "reasons": ", ".join(f"{k}: {v}" for k, v in reasons.most_common()) or "none",
+    }
 
 
 #: The data folder's record of a held removal (:func:`pipelines.sync.removal_held`): JSON
@@ -121,8 +132,9 @@ def record_removal_hold(store, reason: str, keys: list[str]) -> None:
     import json
 
     if reason:
-        store.write_file(REMOVAL_HELD_FILE, json.dumps({"reason": reason, "documents": len(keys),
-                                                        "keys": keys[:20]}).encode())
+        store.write_file(
+            REMOVAL_HELD_FILE, json.dumps({"reason": reason, "documents": len(keys), "keys": keys[:20]}).encode()
+        )
     elif store.read_file(REMOVAL_HELD_FILE):
         store.write_file(REMOVAL_HELD_FILE, b"")
 
@@ -136,8 +148,7 @@ def no_removal_held(store) -> tuple[bool, dict]:
     if not raw:
         return True, {"held": "none"}
     held = json.loads(raw)
-    return False, {"held": held["reason"], "documents": held["documents"],
-                   "examples": ", ".join(held["keys"][:5])}
+    return False, {"held": held["reason"], "documents": held["documents"], "examples": ", ".join(held["keys"][:5])}
 
 
 #: The data folder's record of documents the sensor stopped asking for (their work failed
@@ -169,5 +180,4 @@ def documents_not_stuck(store) -> tuple[bool, dict]:
     if not stuck:
         return True, {"stuck": 0}
     first = sorted(stuck)[:5]
-    return False, {"stuck": len(stuck), "documents": ", ".join(first),
-                   "last_error": stuck[first[0]][:500]}
+    return False, {"stuck": len(stuck), "documents": ", ".join(first), "last_error": stuck[first[0]][:500]}

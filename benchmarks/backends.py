@@ -46,13 +46,28 @@ def _ingest(docs: Path, home: Path, env: dict):
     from pipelines.operations import ingest
     from pipelines.settings import restored_env
 
-    names = ("SITUATE_CONTEXT", "SITUATE_LLM_URL", "SITUATE_N_THREADS", "SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME",
-             "SITUATE_LLM_IN_FLIGHT")
+    names = (
+        "SITUATE_CONTEXT",
+        "SITUATE_LLM_URL",
+        "SITUATE_N_THREADS",
+        "SITUATE_HOME",
+        "SITUATE_DOCS",
+        "DAGSTER_HOME",
+        "SITUATE_LLM_IN_FLIGHT",
+    )
     with restored_env(names):
         for k in names:
             os.environ.pop(k, None)
-        os.environ.update({"SITUATE_CONTEXT": "chunk", "SITUATE_N_THREADS": "2", "SITUATE_HOME": str(home),
-                           "SITUATE_DOCS": str(docs), "DAGSTER_HOME": str(home / "dagster")} | env)
+        os.environ.update(
+            {
+                "SITUATE_CONTEXT": "chunk",
+                "SITUATE_N_THREADS": "2",
+                "SITUATE_HOME": str(home),
+                "SITUATE_DOCS": str(docs),
+                "DAGSTER_HOME": str(home / "dagster"),
+            }
+            | env
+        )
         t0 = time.perf_counter()
         s = ingest(str(docs), str(home), echo=lambda *_: None)
         return s, time.perf_counter() - t0
@@ -68,9 +83,29 @@ def _blurbs(home: Path) -> list[str]:
 def _server(port: int, log: Path) -> subprocess.Popen:
     from resources.models import registry as models
 
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(models.path_of(models.LLM)),
-                             "--n_ctx", "8192", "--n_threads", "2", "--n_threads_batch", "2", "--logits_all", "false", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(models.path_of(models.LLM)),
+            "--n_ctx",
+            "8192",
+            "--n_threads",
+            "2",
+            "--n_threads_batch",
+            "2",
+            "--logits_all",
+            "false",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+    )
     for _ in range(600):
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -126,12 +161,18 @@ def _head_tokens() -> int:
 
 
 def _row(s, wall: float) -> dict:
-    return {"chunks": s.chunks, "model_calls": s.model_calls, "llm_seconds": round(s.llm_seconds, 2),
-            "llm_seconds_a_chunk": round(s.llm_seconds / max(1, s.model_calls), 3),
-            "generated_tokens": s.generated_tokens,
-            "llm_seconds_a_generated_token": round(s.llm_seconds / max(1, s.generated_tokens), 4),
-            "prompt_tokens": s.prompt_tokens_evaluated + s.prompt_tokens_reused,
-            "prompt_tokens_reused": s.prompt_tokens_reused, "wall_seconds": round(wall, 1), "failed": s.failed}
+    return {
+        "chunks": s.chunks,
+        "model_calls": s.model_calls,
+        "llm_seconds": round(s.llm_seconds, 2),
+        "llm_seconds_a_chunk": round(s.llm_seconds / max(1, s.model_calls), 3),
+        "generated_tokens": s.generated_tokens,
+        "llm_seconds_a_generated_token": round(s.llm_seconds / max(1, s.generated_tokens), 4),
+        "prompt_tokens": s.prompt_tokens_evaluated + s.prompt_tokens_reused,
+        "prompt_tokens_reused": s.prompt_tokens_reused,
+        "wall_seconds": round(wall, 1),
+        "failed": s.failed,
+    }
 
 
 IN_FLIGHT = (1, 2, 4)
@@ -145,8 +186,10 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
         docs = _docs(root, files)
         local, local_s = _ingest(docs, root / "local", {})
         head = _head_tokens()
-        out = {"in-process": _row(local, local_s)
-               | {"prefix_reuse_after_first": _prefix_reuse(root / "local", _records(root / "local"), head)}}
+        out = {
+            "in-process": _row(local, local_s)
+            | {"prefix_reuse_after_first": _prefix_reuse(root / "local", _records(root / "local"), head)}
+        }
         logs = {}
         for k in in_flight:
             with socket.socket() as s:
@@ -155,31 +198,42 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
             log = root / f"server-{k}.log"
             proc = _server(port, log)
             try:
-                served, served_s = _ingest(docs, root / f"served-{k}", {"SITUATE_LLM_URL": f"http://127.0.0.1:{port}",
-                                                                      "SITUATE_LLM_IN_FLIGHT": str(k)})
+                served, served_s = _ingest(
+                    docs,
+                    root / f"served-{k}",
+                    {"SITUATE_LLM_URL": f"http://127.0.0.1:{port}", "SITUATE_LLM_IN_FLIGHT": str(k)},
+                )
             finally:
                 proc.kill()
                 proc.wait()
             # llama.cpp prints each request's evaluated prompt tokens (llama_perf_context_print);
             # the first two requests are situate's start-up checks
-            evaluated = [int(n) for n in re.findall(r"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens",
-                                                    log.read_text(errors="replace"))]
+            evaluated = [
+                int(n)
+                for n in re.findall(
+                    r"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens", log.read_text(errors="replace")
+                )
+            ]
             row = _row(served, served_s)
             row["prompt_tokens_evaluated_by_its_log"] = sum(evaluated[2:])
             row["requests_in_its_log"] = len(evaluated)
             sent = row["prompt_tokens"]
             row["reuse_ratio_by_its_log"] = round(1 - sum(evaluated[2:]) / sent, 3) if sent else 0.0
             if k == 1:  # one document at a time: the log's requests are in the records' order
-                row["prefix_reuse_after_first"] = _prefix_reuse(root / "served-1", _records(root / "served-1"), head,
-                                                                evaluated[2:])
+                row["prefix_reuse_after_first"] = _prefix_reuse(
+                    root / "served-1", _records(root / "served-1"), head, evaluated[2:]
+                )
                 logs["blurbs"] = _blurbs(root / "served-1")
             out[f"llama_cpp.server, {k} in flight"] = row
         a = _blurbs(root / "local")
     one = out["llama_cpp.server, 1 in flight"]
-    out["in_process_reuse_ratio"] = round(out["in-process"]["prompt_tokens_reused"] / out["in-process"]["prompt_tokens"], 3)
+    out["in_process_reuse_ratio"] = round(
+        out["in-process"]["prompt_tokens_reused"] / out["in-process"]["prompt_tokens"], 3
+    )
     out["server_over_in_process"] = round(one["llm_seconds_a_chunk"] / out["in-process"]["llm_seconds_a_chunk"], 3)
     out["server_over_in_process_a_generated_token"] = round(
-        one["llm_seconds_a_generated_token"] / out["in-process"]["llm_seconds_a_generated_token"], 3)
+        one["llm_seconds_a_generated_token"] / out["in-process"]["llm_seconds_a_generated_token"], 3
+    )
     out["identical_blurbs"] = sum(x == y for x, y in zip(a, logs["blurbs"]))
     out["blurbs"] = len(a)
     out["files"], out["in_flight"] = list(files), list(in_flight)
@@ -187,28 +241,38 @@ def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
 
 
 def markdown(res: dict) -> str:
-    rows = ["| backend | chunks | model calls | LLM s | LLM s a chunk | generated tokens | LLM s a generated token | "
-            "prompt tokens reused | document prefix reused after a window's first request | wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| backend | chunks | model calls | LLM s | LLM s a chunk | generated tokens | LLM s a generated token | "
+        "prompt tokens reused | document prefix reused after a window's first request | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in ["in-process"] + [f"llama_cpp.server, {k} in flight" for k in res.get("in_flight", IN_FLIGHT)]:
         r = res[name]
         reused = r.get("prompt_tokens_evaluated_by_its_log")
-        reused = (f"{r['prompt_tokens'] - reused:,} of {r['prompt_tokens']:,} (its log)" if reused is not None
-                  else f"{r['prompt_tokens_reused']:,} of {r['prompt_tokens']:,}")
-        rows.append(f"| {name} | {r['chunks']} | {r['model_calls']} | {r['llm_seconds']} | {r['llm_seconds_a_chunk']} | "
-                    f"{r['generated_tokens']:,} | {r['llm_seconds_a_generated_token']} | {reused} | "
-                    f"{r.get('prefix_reuse_after_first', '')} | {r['wall_seconds']} |")
-    return ("# Backends: the blurb model in process and behind llama_cpp.server\n\n"
-            f"python-dotenv's {', '.join(res.get('files', FILES))} in `chunk` mode, default model and prompt, n_ctx 8192, "
-            f"2 threads, documents in flight {', '.join(map(str, res.get('in_flight', IN_FLIGHT)))} through the server "
-            f"(`benchmarks/backends.py`, {res['date']}).\n\n" + "\n".join(rows) +
-            f"\n\nServer (1 in flight) / in-process: LLM seconds a chunk **{res['server_over_in_process']}**, "
-            f"LLM seconds a generated token **{res['server_over_in_process_a_generated_token']}** (the blurbs differ, "
-            f"identical: {res['identical_blurbs']} of {res['blurbs']}, because the server tokenizes the prompt's text "
-            "as a whole where the in-process prompt joins separately tokenized pieces, so they are not the same "
-            "length). llama_cpp.server does not report the prompt tokens it reused; its log counts the tokens each "
-            "request evaluated (the start-up checks' two requests left out). llama_cpp.server runs one sequence: "
-            "documents in flight interleave their requests in its one KV cache.\n")
+        reused = (
+            f"{r['prompt_tokens'] - reused:,} of {r['prompt_tokens']:,} (its log)"
+            if reused is not None
+            else f"{r['prompt_tokens_reused']:,} of {r['prompt_tokens']:,}"
+        )
+        rows.append(
+            f"| {name} | {r['chunks']} | {r['model_calls']} | {r['llm_seconds']} | {r['llm_seconds_a_chunk']} | "
+            f"{r['generated_tokens']:,} | {r['llm_seconds_a_generated_token']} | {reused} | "
+            f"{r.get('prefix_reuse_after_first', '')} | {r['wall_seconds']} |"
+        )
+    return (
+        "# Backends: the blurb model in process and behind llama_cpp.server\n\n"
+        f"python-dotenv's {', '.join(res.get('files', FILES))} in `chunk` mode, default model and prompt, n_ctx 8192, "
+        f"2 threads, documents in flight {', '.join(map(str, res.get('in_flight', IN_FLIGHT)))} through the server "
+        f"(`benchmarks/backends.py`, {res['date']}).\n\n"
+        + "\n".join(rows)
+        + f"\n\nServer (1 in flight) / in-process: LLM seconds a chunk **{res['server_over_in_process']}**, "
+        f"LLM seconds a generated token **{res['server_over_in_process_a_generated_token']}** (the blurbs differ, "
+        f"identical: {res['identical_blurbs']} of {res['blurbs']}, because the server tokenizes the prompt's text "
+        "as a whole where the in-process prompt joins separately tokenized pieces, so they are not the same "
+        "length). llama_cpp.server does not report the prompt tokens it reused; its log counts the tokens each "
+        "request evaluated (the start-up checks' two requests left out). llama_cpp.server runs one sequence: "
+        "documents in flight interleave their requests in its one KV cache.\n"
+    )
 
 
 def main() -> None:

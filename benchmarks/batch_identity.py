@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from assets.blurbs import STOP
-from assets.fitted_preambles import prompt_builder
-from pipelines.settings import resources_from_env
-from resources.models.batching import SharedPrefixBatcher
+sys.path.insert(0, str(ROOT))  # run as a script from the repository: the imports below need it
+from assets.blurbs import STOP  # noqa: E402
+from assets.fitted_preambles import prompt_builder  # noqa: E402
+from pipelines.settings import resources_from_env  # noqa: E402
+from resources.models.batching import SharedPrefixBatcher  # noqa: E402
+
 text = Path(importlib.util.find_spec("dotenv.main").origin).read_text()[:7200]
 text = text[: text.rfind("\n") + 1]
 n = 8
@@ -34,8 +35,15 @@ L.reset()
 seq2 = [llm.generate(prefix + s, stop=STOP) for s in suffixes]
 print("sequential again identical:", sum(a.text == c.text for a, c in zip(seq, seq2)), flush=True)
 for n_seq in (1, 2, 3, 8):
-    bt = SharedPrefixBatcher(L, n_seq=n_seq, n_ctx=llm.n_ctx, n_batch=llm.n_batch, max_tokens=llm.max_tokens,
-                             repeat_penalty=llm.repeat_penalty, stop=STOP)
+    bt = SharedPrefixBatcher(
+        L,
+        n_seq=n_seq,
+        n_ctx=llm.n_ctx,
+        n_batch=llm.n_batch,
+        max_tokens=llm.max_tokens,
+        repeat_penalty=llm.repeat_penalty,
+        stop=STOP,
+    )
     bat = bt.generate(prefix, suffixes)
     bt.close()
     same = [x.text == y.text for x, y in zip(seq, bat)]

@@ -53,10 +53,23 @@ def _line(i: int, raw_chars: int = 700, astral: bool = False) -> bytes:
     sha = f"{i:064x}"
     raw = (f"This chunk is about section {i} of the guide, " + "and its context " * (raw_chars // 16))[:raw_chars]
     if astral:  # one character outside the BMP: a Python str of it takes 4 bytes a character
-        raw = "\U0001F600" + raw[1:]
-    return (json.dumps({"chunk_id": f"doc:{i}", "doc_id": "doc", "text_sha256": sha, "doc_sha256": "b" * 64,
-                        "mode": "chunk:anthropic-2024-primed-about", "model_sha256": "c" * 64,
-                        "raw": raw, "blurb": "", "status": "model"}) + "\n").encode()
+        raw = "\U0001f600" + raw[1:]
+    return (
+        json.dumps(
+            {
+                "chunk_id": f"doc:{i}",
+                "doc_id": "doc",
+                "text_sha256": sha,
+                "doc_sha256": "b" * 64,
+                "mode": "chunk:anthropic-2024-primed-about",
+                "model_sha256": "c" * 64,
+                "raw": raw,
+                "blurb": "",
+                "status": "model",
+            }
+        )
+        + "\n"
+    ).encode()
 
 
 def cases(tmp: Path) -> dict[str, Path]:
@@ -93,39 +106,61 @@ def cases(tmp: Path) -> dict[str, Path]:
         while written + len(_line(i, 1)) <= MAX_DECOMPRESSED_BYTES:
             written += f.write(_line(i, 1))
             i += 1
-    return {"committed": committed, "large": large, "at the bound": full,
-            "at the bound, one emoji a line": astral, "small lines at the bound": small,
-            "bomb": bomb, "long lines": long}
+    return {
+        "committed": committed,
+        "large": large,
+        "at the bound": full,
+        "at the bound, one emoji a line": astral,
+        "small lines at the bound": small,
+        "bomb": bomb,
+        "long lines": long,
+    }
 
 
 def measure() -> dict:
     """Each case's figures from a fresh process (see the module docstring)."""
     from assets import blurb_files
 
-    out = {"bounds": {"MAX_FILE_BYTES": blurb_files.MAX_FILE_BYTES,
-                      "MAX_DECOMPRESSED_BYTES": blurb_files.MAX_DECOMPRESSED_BYTES,
-                      "MAX_LINE_BYTES": blurb_files.MAX_LINE_BYTES, "MAX_RAW_CHARS": blurb_files.MAX_RAW_CHARS},
-           "cases": {}}
+    out = {
+        "bounds": {
+            "MAX_FILE_BYTES": blurb_files.MAX_FILE_BYTES,
+            "MAX_DECOMPRESSED_BYTES": blurb_files.MAX_DECOMPRESSED_BYTES,
+            "MAX_LINE_BYTES": blurb_files.MAX_LINE_BYTES,
+            "MAX_RAW_CHARS": blurb_files.MAX_RAW_CHARS,
+        },
+        "cases": {},
+    }
     with tempfile.TemporaryDirectory() as d:
         for name, path in cases(Path(d)).items():
-            res = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True,
-                                 cwd=ROOT, check=True)
+            res = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, cwd=ROOT, check=True
+            )
             out["cases"][name] = {"compressed_bytes": path.stat().st_size, **json.loads(res.stdout)}
     return out
 
 
 def markdown(res: dict) -> str:
-    rows = ["| file | compressed | result | peak RSS (MiB) | growth in the read (MiB) | s |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| file | compressed | result | peak RSS (MiB) | growth in the read (MiB) | s |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, c in res["cases"].items():
-        what = (f"refused: {c['error']}" if c["error"] else
-                f"{c['kept']:,} kept of {c['lines']:,} lines, {c['rejected']:,} rejected")
-        rows.append(f"| {name} | {c['compressed_bytes']:,} B | {what} | {c['peak_rss_mib']} | "
-                    f"{c['rss_growth_mib']} | {c['seconds']} |")
+        what = (
+            f"refused: {c['error']}"
+            if c["error"]
+            else f"{c['kept']:,} kept of {c['lines']:,} lines, {c['rejected']:,} rejected"
+        )
+        rows.append(
+            f"| {name} | {c['compressed_bytes']:,} B | {what} | {c['peak_rss_mib']} | "
+            f"{c['rss_growth_mib']} | {c['seconds']} |"
+        )
     b = res["bounds"]
-    return ("# Blurb file bounds: memory of a read\n\n"
-            f"Bounds: {b['MAX_FILE_BYTES']:,} bytes compressed, {b['MAX_DECOMPRESSED_BYTES']:,} decompressed, "
-            f"{b['MAX_LINE_BYTES']:,} a line, {b['MAX_RAW_CHARS']:,} characters a field.  Each file read in a "
-            f"fresh process (`benchmarks/blurb_file_bounds.py`, {res['date']}).\n\n" + "\n".join(rows) + "\n")
+    return (
+        "# Blurb file bounds: memory of a read\n\n"
+        f"Bounds: {b['MAX_FILE_BYTES']:,} bytes compressed, {b['MAX_DECOMPRESSED_BYTES']:,} decompressed, "
+        f"{b['MAX_LINE_BYTES']:,} a line, {b['MAX_RAW_CHARS']:,} characters a field.  Each file read in a "
+        f"fresh process (`benchmarks/blurb_file_bounds.py`, {res['date']}).\n\n" + "\n".join(rows) + "\n"
+    )
 
 
 def main() -> None:

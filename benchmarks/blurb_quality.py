@@ -60,8 +60,13 @@ def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_d
     from resources.store.cache import BlurbCache
 
     base = resources_from_env(plain=True)["llm"]
-    llm = base.model_copy(update={"repeat_penalty": repeat_penalty or base.repeat_penalty, "max_tokens": max_tokens,
-                                  "prompt": prompt_name})
+    llm = base.model_copy(
+        update={
+            "repeat_penalty": repeat_penalty or base.repeat_penalty,
+            "max_tokens": max_tokens,
+            "prompt": prompt_name,
+        }
+    )
     template = PROMPTS[prompt_name]
     cache = BlurbCache(cache_dir) if cache_dir else None
     records, seconds = [], 0.0
@@ -78,22 +83,34 @@ def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_d
         for w in plan.windows:  # keep the sample's first chunks only
             w.chunks[:] = [i for i in w.chunks if i < n_chunks]
         t0 = time.perf_counter()
-        recs = contextualize(text, [c["content"] for c in chunks], plan, builder,
-                             lambda t: llm.generate(t, stop=STOP, grammar=template.grammar), cache=cache,
-                             cache_key=blurb_key(llm, prompt_name, system=builder.frame.head if template.system
-                                                 or template.system_code else "") if cache else None,
-                             ground=True)
+        recs = contextualize(
+            text,
+            [c["content"] for c in chunks],
+            plan,
+            builder,
+            lambda t: llm.generate(t, stop=STOP, grammar=template.grammar),
+            cache=cache,
+            cache_key=blurb_key(
+                llm, prompt_name, system=builder.frame.head if template.system or template.system_code else ""
+            )
+            if cache
+            else None,
+            ground=True,
+        )
         seconds += time.perf_counter() - t0
         records += [r for r in recs[:n_chunks] if r is not None]
     n = len(records)
     probs = collections.Counter(p for r in records for p in set(r.problems))
     usable = [r for r in records if r.status == "model"]
-    return {"blurbs": n, "usable": round(100 * len(usable) / n, 1),
-            **{p: round(100 * probs[p] / n, 1) for p in PROBLEMS},
-            "mean_words_usable": round(sum(len(r.blurb.split()) for r in usable) / max(1, len(usable)), 1),
-            "model_calls": sum(not r.cached for r in records),
-            "seconds_per_blurb": round(seconds / max(1, sum(not r.cached for r in records)), 2),
-            "examples": [r.blurb or f"[{r.status}] {r.raw[:120]}" for r in records[:4]]}
+    return {
+        "blurbs": n,
+        "usable": round(100 * len(usable) / n, 1),
+        **{p: round(100 * probs[p] / n, 1) for p in PROBLEMS},
+        "mean_words_usable": round(sum(len(r.blurb.split()) for r in usable) / max(1, len(usable)), 1),
+        "model_calls": sum(not r.cached for r in records),
+        "seconds_per_blurb": round(seconds / max(1, sum(not r.cached for r in records)), 2),
+        "examples": [r.blurb or f"[{r.status}] {r.raw[:120]}" for r in records[:4]],
+    }
 
 
 def main(argv=None) -> int:
@@ -106,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "blurb_quality"))
     args = ap.parse_args(argv)
     from resources.models import registry as models
+
     models.use_offline_tiktoken()
     docs = sample(Path(args.corpus), args.docs, args.chunks)
     names = list(VARIANTS)
@@ -119,15 +137,22 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     from pipelines.settings import resources_from_env
 
-    meta = {"corpus": args.corpus, "documents": [d["doc_id"] for d in docs], "chunks_per_document": args.chunks,
-            "llm": resources_from_env(plain=True)["llm"].resolved_model_id(), "cpu_count": os.cpu_count()}
+    meta = {
+        "corpus": args.corpus,
+        "documents": [d["doc_id"] for d in docs],
+        "chunks_per_document": args.chunks,
+        "llm": resources_from_env(plain=True)["llm"].resolved_model_id(),
+        "cpu_count": os.cpu_count(),
+    }
     out.with_suffix(".json").write_text(json.dumps({"sample": meta, "variants": results}, indent=2))
     cols = ["usable", *PROBLEMS, "mean_words_usable", "seconds_per_blurb"]
     lines = ["| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for name, r in results.items():
         lines.append(f"| {name} | " + " | ".join(str(r[c]) for c in cols) + " |")
-    lines.append(f"\n{sum(r['blurbs'] for r in results.values()) // max(1, len(results))} blurbs per variant "
-                 f"from {', '.join(meta['documents'])}; shares in percent of blurbs.")
+    lines.append(
+        f"\n{sum(r['blurbs'] for r in results.values()) // max(1, len(results))} blurbs per variant "
+        f"from {', '.join(meta['documents'])}; shares in percent of blurbs."
+    )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -62,24 +62,29 @@ def compare(before: dict, after: dict) -> dict:
             if multi:
                 row[f"multi_before@{k}"] = round(100 * np.mean([pb[q] for q in multi]), 2)
                 row[f"multi_after@{k}"] = round(100 * np.mean([pa[q] for q in multi]), 2)
-        row["wins"] = (all(row[f"gain@{k}"] >= 0 for k in KS)
-                       and any(row[f"gain@{k}"] > row[f"gain_std@{k}"] for k in KS))
+        row["wins"] = all(row[f"gain@{k}"] >= 0 for k in KS) and any(
+            row[f"gain@{k}"] > row[f"gain_std@{k}"] for k in KS
+        )
         out[config] = row
     return out
 
 
 def markdown(rows: dict, title: str) -> str:
-    lines = [f"### {title}", "",
-             "| configuration | Pass@5 before → after (gain, fold sd) | Pass@20 before → after (gain, fold sd) | "
-             "queries better / worse @20 | multi-chunk Pass@20 before → after | wins |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| configuration | Pass@5 before → after (gain, fold sd) | Pass@20 before → after (gain, fold sd) | "
+        "queries better / worse @20 | multi-chunk Pass@20 before → after | wins |",
+        "|---|---|---|---|---|---|",
+    ]
     for config, r in rows.items():
         lines.append(
             f"| {config} | {r['before@5']:.2f} → {r['after@5']:.2f} ({r['gain@5']:+.2f}, {r['gain_std@5']:.2f}) | "
             f"{r['before@20']:.2f} → {r['after@20']:.2f} ({r['gain@20']:+.2f}, {r['gain_std@20']:.2f}) | "
             f"{r['better@20']} / {r['worse@20']} | "
             f"{r.get('multi_before@20', float('nan')):.2f} → {r.get('multi_after@20', float('nan')):.2f} "
-            f"({r['multi_chunk_queries']} queries) | {'yes' if r['wins'] else 'no'} |")
+            f"({r['multi_chunk_queries']} queries) | {'yes' if r['wins'] else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give the reports in pairs: BEFORE AFTER")
     report, md = {}, []
     for i in range(0, len(args.pairs), 2):
-        b, a = (json.loads(Path(p).read_text()) for p in args.pairs[i:i + 2])
+        b, a = (json.loads(Path(p).read_text()) for p in args.pairs[i : i + 2])
         title = args.title[i // 2] if i // 2 < len(args.title) else f"{args.pairs[i]} → {args.pairs[i + 1]}"
         rows = compare(b, a)
         report[title] = {"before": args.pairs[i], "after": args.pairs[i + 1], "configs": rows}

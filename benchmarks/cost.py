@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_CORPUS = ROOT.parent / "shared" / "eval" / "docs" / "docs_chunks.json"
 
 #: (label, context mode, prompt name) measured; today's prompt first, as the reference.
-MODES = (("today (anthropic-2024-primed-about)", "chunk", "anthropic-2024-primed-about"),
-         ("by-reference", "chunk", "by-reference"),
-         ("one generation (by-reference-window)", "chunk", "by-reference-window"),
-         ("document", "document", ""),
-         ("questions (doc2query by reference, issue 34)", "chunk", "questions"))
+MODES = (
+    ("today (anthropic-2024-primed-about)", "chunk", "anthropic-2024-primed-about"),
+    ("by-reference", "chunk", "by-reference"),
+    ("one generation (by-reference-window)", "chunk", "by-reference-window"),
+    ("document", "document", ""),
+    ("questions (doc2query by reference, issue 34)", "chunk", "questions"),
+)
 
 
 def corpus_spans(doc: dict) -> list[tuple[int, int]]:
@@ -86,14 +87,15 @@ def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = N
             chunks = [c["content"] for c in d["chunks"]]
             gens = []
 
+            # the two closures run within this iteration (contextualize calls them before the next)
             def generate(tokens, reasoning=False):
-                g = llm.generate(tokens, stop=stops(reasoning), max_tokens=llm.max_tokens)
-                gens.append(g)
+                g = llm.generate(tokens, stop=stops(reasoning), max_tokens=llm.max_tokens)  # noqa: B023
+                gens.append(g)  # noqa: B023
                 return g
 
             def generate_window(tokens, starts, max_tokens):
-                g = llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=max_tokens)
-                gens.append(g)
+                g = llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=max_tokens)  # noqa: B023
+                gens.append(g)  # noqa: B023
                 return g
 
             L.reset()
@@ -104,67 +106,119 @@ def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = N
             else:
                 builder = prompt_builder(llm, PROMPTS[prompt], source=is_source({"format": "corpus", "text": text}))
                 plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
-                recs = contextualize(text, chunks, plan, builder, generate, spans=spans,
-                                     generate_window=generate_window if builder.template.one_generation else None)
+                recs = contextualize(
+                    text,
+                    chunks,
+                    plan,
+                    builder,
+                    generate,
+                    spans=spans,
+                    generate_window=generate_window if builder.template.one_generation else None,
+                )
             doc_tokens = len(builder.tokenizer.encode(text))
             calls += [(label, g, n == 0) for n, g in enumerate(gens)]
-            rows.append({"mode": label, "corpus": corpus, "doc_id": d["doc_id"], "chunks": len(chunks),
-                         "document_tokens": doc_tokens, "calls": len(gens),
-                         "llm_seconds": round(sum(g.seconds for g in gens), 3),
-                         "evaluated": sum(g.evaluated for g in gens), "generated": sum(g.generated for g in gens),
-                         "usable": sum(r.status == "model" for r in recs),
-                         "one_generation_fallbacks": sum(any(x.startswith("one-generation-fallback")
-                                                             for x in r.problems) for r in recs),
-                         "blurbs": [r.blurb for r in recs][:3]})
-            log(f"cost {label} {d['doc_id']}: {len(chunks)} chunks, {rows[-1]['llm_seconds']:.1f} s, "
-                f"{rows[-1]['evaluated']} evaluated, {rows[-1]['generated']} generated")
+            rows.append(
+                {
+                    "mode": label,
+                    "corpus": corpus,
+                    "doc_id": d["doc_id"],
+                    "chunks": len(chunks),
+                    "document_tokens": doc_tokens,
+                    "calls": len(gens),
+                    "llm_seconds": round(sum(g.seconds for g in gens), 3),
+                    "evaluated": sum(g.evaluated for g in gens),
+                    "generated": sum(g.generated for g in gens),
+                    "usable": sum(r.status == "model" for r in recs),
+                    "one_generation_fallbacks": sum(
+                        any(x.startswith("one-generation-fallback") for x in r.problems) for r in recs
+                    ),
+                    "blurbs": [r.blurb for r in recs][:3],
+                }
+            )
+            log(
+                f"cost {label} {d['doc_id']}: {len(chunks)} chunks, {rows[-1]['llm_seconds']:.1f} s, "
+                f"{rows[-1]['evaluated']} evaluated, {rows[-1]['generated']} generated"
+            )
     reads = [g for _, g, first in calls if first and g.prefill_seconds > 0]
     prefill_rate = sum(g.evaluated for g in reads) / sum(g.prefill_seconds for g in reads)
     gen_rate = sum(g.generated for _, g, _ in calls) / sum(g.generate_seconds for _, g, _ in calls)
-    out: dict = {"llm_model": base.resolved_model_id(),
-                 "documents": [f"{c}/{d['doc_id']}" for c, d in docs], "rows": rows,
-                 "prefill_tokens_per_s": round(prefill_rate, 1), "generated_tokens_per_s": round(gen_rate, 2),
-                 "n_threads": L.context_params.n_threads, "load_average": round(os.getloadavg()[0], 2),
-                 "modes": {}}
+    out: dict = {
+        "llm_model": base.resolved_model_id(),
+        "documents": [f"{c}/{d['doc_id']}" for c, d in docs],
+        "rows": rows,
+        "prefill_tokens_per_s": round(prefill_rate, 1),
+        "generated_tokens_per_s": round(gen_rate, 2),
+        "n_threads": L.context_params.n_threads,
+        "load_average": round(os.getloadavg()[0], 2),
+        "modes": {},
+    }
     for label, _, _ in MODES:
         mine = [r for r in rows if r["mode"] == label]
         n = sum(r["chunks"] for r in mine)
         secs = sum(r["llm_seconds"] for r in mine)
         floor = sum(r["document_tokens"] for r in mine) / prefill_rate + sum(r["generated"] for r in mine) / gen_rate
-        out["modes"][label] = {"chunks": n, "llm_seconds": round(secs, 2), "s_per_chunk": round(secs / n, 3),
-                               "evaluated_per_chunk": round(sum(r["evaluated"] for r in mine) / n, 1),
-                               "generated_per_chunk": round(sum(r["generated"] for r in mine) / n, 1),
-                               "usable": round(sum(r["usable"] for r in mine) / n, 3),
-                               "one_generation_fallbacks": sum(r["one_generation_fallbacks"] for r in mine),
-                               "floor_s": round(floor, 2), "over_floor": round(secs / floor, 3)}
+        out["modes"][label] = {
+            "chunks": n,
+            "llm_seconds": round(secs, 2),
+            "s_per_chunk": round(secs / n, 3),
+            "evaluated_per_chunk": round(sum(r["evaluated"] for r in mine) / n, 1),
+            "generated_per_chunk": round(sum(r["generated"] for r in mine) / n, 1),
+            "usable": round(sum(r["usable"] for r in mine) / n, 3),
+            "one_generation_fallbacks": sum(r["one_generation_fallbacks"] for r in mine),
+            "floor_s": round(floor, 2),
+            "over_floor": round(secs / floor, 3),
+        }
     today = out["modes"][MODES[0][0]]["s_per_chunk"]
     for m in out["modes"].values():
         m["over_today"] = round(m["s_per_chunk"] / today, 3)
     # the configured default (SITUATE_CONTEXT / SITUATE_PROMPT as set, else situate's defaults)
-    default = next((label for label, mode, prompt in MODES
-                    if mode == base.context and (mode == "document" or prompt == base.prompt)), None)
+    default = next(
+        (
+            label
+            for label, mode, prompt in MODES
+            if mode == base.context and (mode == "document" or prompt == base.prompt)
+        ),
+        None,
+    )
     out["default_mode"] = default
     if default:
         out["cost_default_over_today"] = out["modes"][default]["over_today"]
         out["cost_default_over_floor"] = out["modes"][default]["over_floor"]
-    out["modes"]["structure"] = {"chunks": out["modes"][MODES[0][0]]["chunks"], "llm_seconds": 0.0,
-                                 "s_per_chunk": 0.0, "evaluated_per_chunk": 0.0, "generated_per_chunk": 0.0,
-                                 "usable": 0.0, "floor_s": 0.0, "over_floor": None, "over_today": 0.0}
+    out["modes"]["structure"] = {
+        "chunks": out["modes"][MODES[0][0]]["chunks"],
+        "llm_seconds": 0.0,
+        "s_per_chunk": 0.0,
+        "evaluated_per_chunk": 0.0,
+        "generated_per_chunk": 0.0,
+        "usable": 0.0,
+        "floor_s": 0.0,
+        "over_floor": None,
+        "over_today": 0.0,
+    }
     return out
 
 
 def markdown(c: dict) -> list[str]:
-    lines = ["", "## Cost of a chunk's context, by mode (same documents, one run)", "",
-             f"The default ({c.get('default_mode')}): {c.get('cost_default_over_today')} × today's LLM seconds "
-             f"a chunk, {c.get('cost_default_over_floor')} × the floor.", "",
-             f"Model: {c.get('llm_model', 'not recorded')} (`SITUATE_LLM_MODEL`); documents: "
-             f"{', '.join(c['documents'])}; {c['n_threads']} threads; rates in this run: prefill "
-             f"{c['prefill_tokens_per_s']} tokens/s, generation {c['generated_tokens_per_s']} tokens/s; "
-             f"load average at the end {c['load_average']}.", "",
-             "| mode | chunks | LLM s a chunk | × today's | prompt tokens evaluated a chunk | tokens generated a chunk "
-             "| floor s | × floor | usable | one-generation fallbacks |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Cost of a chunk's context, by mode (same documents, one run)",
+        "",
+        f"The default ({c.get('default_mode')}): {c.get('cost_default_over_today')} × today's LLM seconds "
+        f"a chunk, {c.get('cost_default_over_floor')} × the floor.",
+        "",
+        f"Model: {c.get('llm_model', 'not recorded')} (`SITUATE_LLM_MODEL`); documents: "
+        f"{', '.join(c['documents'])}; {c['n_threads']} threads; rates in this run: prefill "
+        f"{c['prefill_tokens_per_s']} tokens/s, generation {c['generated_tokens_per_s']} tokens/s; "
+        f"load average at the end {c['load_average']}.",
+        "",
+        "| mode | chunks | LLM s a chunk | × today's | prompt tokens evaluated a chunk | tokens generated a chunk "
+        "| floor s | × floor | usable | one-generation fallbacks |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in c["modes"].items():
-        lines.append(f"| {name} | {m['chunks']} | {m['s_per_chunk']} | {m['over_today']} | {m['evaluated_per_chunk']} | "
-                     f"{m['generated_per_chunk']} | {m['floor_s']} | {m['over_floor'] if m['over_floor'] is not None else '—'} | "
-                     f"{m['usable']} | {m.get('one_generation_fallbacks', '—')} |")
+        lines.append(
+            f"| {name} | {m['chunks']} | {m['s_per_chunk']} | {m['over_today']} | {m['evaluated_per_chunk']} | "
+            f"{m['generated_per_chunk']} | {m['floor_s']} | {m['over_floor'] if m['over_floor'] is not None else '—'} | "  # noqa: E501
+            f"{m['usable']} | {m.get('one_generation_fallbacks', '—')} |"
+        )
     return lines

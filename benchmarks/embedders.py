@@ -19,11 +19,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-QUERIES = ["how are retries configured for failed requests", "parse the command line arguments",
-           "where is the cache invalidated", "convert a date string to a timestamp",
-           "which function writes the output file", "handle a missing configuration key",
-           "sort the results by score", "open a database connection with a timeout",
-           "test that the parser rejects bad input", "load the model weights from disk"]
+QUERIES = [
+    "how are retries configured for failed requests",
+    "parse the command line arguments",
+    "where is the cache invalidated",
+    "convert a date string to a timestamp",
+    "which function writes the output file",
+    "handle a missing configuration key",
+    "sort the results by score",
+    "open a database connection with a timeout",
+    "test that the parser rejects bad input",
+    "load the model weights from disk",
+]
 
 
 def tokens_read(emb, texts: list[str]) -> int:
@@ -54,8 +61,7 @@ def tokens_read(emb, texts: list[str]) -> int:
         _, tok, _ = encoder.session(emb.model_path, emb.tokenizer_path, emb.n_ctx, emb.n_threads or 2)
         return sum(len(e.ids) for e in tok.encode_batch([emb.document_prefix + t for t in texts]))
     L = emb.load()
-    return sum(min(emb.n_ctx, len(L.tokenize((emb.document_prefix + t).encode(), add_bos=True)) + 1)
-               for t in texts)
+    return sum(min(emb.n_ctx, len(L.tokenize((emb.document_prefix + t).encode(), add_bos=True)) + 1) for t in texts)
 
 
 def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, tiny: bool = False) -> dict:
@@ -79,9 +85,18 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, ti
             log(f"embedders: {name} not installed (situate models install {name}): skipped")
             continue
         path, tok, model_id, spec = models.resolve_embedder(name)
-        emb = Embedder(**{**base.model_dump(), "model_path": path, "tokenizer_path": tok, "model_id": model_id,
-                          "n_ctx": spec.n_ctx, "pooling": spec.pooling, "document_prefix": spec.document_prefix,
-                          "query_prefix": spec.query_prefix})
+        emb = Embedder(
+            **{
+                **base.model_dump(),
+                "model_path": path,
+                "tokenizer_path": tok,
+                "model_id": model_id,
+                "n_ctx": spec.n_ctx,
+                "pooling": spec.pooling,
+                "document_prefix": spec.document_prefix,
+                "query_prefix": spec.query_prefix,
+            }
+        )
         n_tokens = tokens_read(emb, texts)
         emb.embed_documents(texts[:2])  # load and warm up
         t0 = time.perf_counter()
@@ -91,16 +106,36 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, ti
         for q in QUERIES:
             emb.embed_query(q)
         q_ms = (time.perf_counter() - t1) * 1000 / len(QUERIES)
-        r = {"model_id": model_id, "width": int(vecs.shape[1]), "n_ctx": spec.n_ctx, "tokens": n_tokens,
-             "inputs_cut": n_cut, "seconds": round(dt, 2), "tokens_per_s": round(n_tokens / dt, 1),
-             "s_per_chunk": round(dt / len(texts), 4), "query_ms": round(q_ms, 1)}
-        log(f"embedders: {name}: {r['tokens_per_s']} tokens/s, {r['s_per_chunk']} s a chunk, "
-            f"query {r['query_ms']} ms, width {r['width']}")
-        scale = search_scale.run(work / f"emb-{name}", texts, sizes=(rows,),
-                                 n_queries=5 if tiny else 20 if quick else 50, log=log, dim=r["width"])[rows]
+        r = {
+            "model_id": model_id,
+            "width": int(vecs.shape[1]),
+            "n_ctx": spec.n_ctx,
+            "tokens": n_tokens,
+            "inputs_cut": n_cut,
+            "seconds": round(dt, 2),
+            "tokens_per_s": round(n_tokens / dt, 1),
+            "s_per_chunk": round(dt / len(texts), 4),
+            "query_ms": round(q_ms, 1),
+        }
+        log(
+            f"embedders: {name}: {r['tokens_per_s']} tokens/s, {r['s_per_chunk']} s a chunk, "
+            f"query {r['query_ms']} ms, width {r['width']}"
+        )
+        scale = search_scale.run(
+            work / f"emb-{name}",
+            texts,
+            sizes=(rows,),
+            n_queries=5 if tiny else 20 if quick else 50,
+            log=log,
+            dim=r["width"],
+        )[rows]
         mode = "indexed" if scale["index_by_default"] else "exact"
-        r.update(search_p50_ms_100k=scale[mode]["p50_ms"], search_p95_ms_100k=scale[mode]["p95_ms"],
-                 folder_bytes_100k=scale["folder_bytes"], indexed_recall_at_10=scale["indexed_recall_at_10"])
+        r.update(
+            search_p50_ms_100k=scale[mode]["p50_ms"],
+            search_p95_ms_100k=scale[mode]["p95_ms"],
+            folder_bytes_100k=scale["folder_bytes"],
+            indexed_recall_at_10=scale["indexed_recall_at_10"],
+        )
         out["embedders"][name] = r
     d = out["embedders"].get(models.DEFAULT_EMBED)
     for r in out["embedders"].values():
@@ -109,13 +144,21 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, ti
 
 
 def markdown(sec: dict) -> list[str]:
-    lines = ["", "## Embedders (issue 25)", "",
-             f"{sec['texts']} chunks of the codebase set, each embedder in turn in one run; search over "
-             f"{sec.get('search_rows', 100_000):,} synthetic rows of each width (hybrid search, IVF_FLAT index).", "",
-             "| embedder | width | context | tokens/s | s a chunk | × default | query ms | search p50 ms | "
-             "search p95 ms | data folder MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Embedders (issue 25)",
+        "",
+        f"{sec['texts']} chunks of the codebase set, each embedder in turn in one run; search over "
+        f"{sec.get('search_rows', 100_000):,} synthetic rows of each width (hybrid search, IVF_FLAT index).",
+        "",
+        "| embedder | width | context | tokens/s | s a chunk | × default | query ms | search p50 ms | "
+        "search p95 ms | data folder MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in sec["embedders"].items():
-        lines.append(f"| {name}{' (default)' if name == sec['default'] else ''} | {r['width']} | {r['n_ctx']} | "
-                     f"{r['tokens_per_s']} | {r['s_per_chunk']} | {r['x_default_s_per_chunk']} | {r['query_ms']} | "
-                     f"{r['search_p50_ms_100k']} | {r['search_p95_ms_100k']} | {r['folder_bytes_100k'] / 1e6:.0f} |")
+        lines.append(
+            f"| {name}{' (default)' if name == sec['default'] else ''} | {r['width']} | {r['n_ctx']} | "
+            f"{r['tokens_per_s']} | {r['s_per_chunk']} | {r['x_default_s_per_chunk']} | {r['query_ms']} | "
+            f"{r['search_p50_ms_100k']} | {r['search_p95_ms_100k']} | {r['folder_bytes_100k'] / 1e6:.0f} |"
+        )
     return lines

@@ -122,6 +122,7 @@ def tiny_corpus(corpus: list[dict], n_docs: int = 6, n_chunks: int = 3, max_char
     >>> t["chunks"][0]["content"], t["content"]
     ('a\nbb\na\n', 'a\nbb\na\n\na\nbb\na\n\na\nbb\na\n')
     """
+
     def cut(text: str) -> str:
         head = text[:max_chars]
         end = head.rfind("\n") + 1
@@ -142,8 +143,10 @@ def _doc_prompts(builder, d: dict, k: int | None = None) -> tuple[list[int], lis
 
     text, spans = d["content"], corpus_spans(d)
     chunks = d["chunks"][:k] if k else d["chunks"]
-    return (builder.window_prefix(text, spans, 0, len(text)),
-            [builder.suffix(c["content"], i) for i, c in enumerate(chunks)])
+    return (
+        builder.window_prefix(text, spans, 0, len(text)),
+        [builder.suffix(c["content"], i) for i, c in enumerate(chunks)],
+    )
 
 
 def _rates_at_depth(L, depth: int, probe: list[int], tries: int, steps: int) -> tuple[float, float]:
@@ -162,6 +165,7 @@ def _rates_at_depth(L, depth: int, probe: list[int], tries: int, steps: int) -> 
             L.eval([probe[-1]])
         gen_rate = max(gen_rate, steps / (time.perf_counter() - t0))
     return prompt_rate, gen_rate
+
 
 def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     """The ``llm`` figures (module docstring).  ``tiny`` (a smoke run): the shortest document with
@@ -206,10 +210,19 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
         prompt = sum(g.prompt_tokens for g in gens)
         reused = sum(g.reused for g in gens)
         secs = sum(g.seconds for g in gens)
-        out["documents"].append({"doc_id": doc_id, "prefix_tokens": len(prefix), "chunks": len(sufs),
-                                 "prompt_tokens": prompt, "reused": reused, "evaluated": prompt - reused,
-                                 "generated": sum(g.generated for g in gens), "seconds": round(secs, 2),
-                                 "seconds_per_blurb": round(secs / len(gens), 3)})
+        out["documents"].append(
+            {
+                "doc_id": doc_id,
+                "prefix_tokens": len(prefix),
+                "chunks": len(sufs),
+                "prompt_tokens": prompt,
+                "reused": reused,
+                "evaluated": prompt - reused,
+                "generated": sum(g.generated for g in gens),
+                "seconds": round(secs, 2),
+                "seconds_per_blurb": round(secs / len(gens), 3),
+            }
+        )
         log(f"llm reuse {doc_id}: {len(gens)} blurbs, {reused}/{prompt} prompt tokens reused, {secs:.1f} s")
     prompt = sum(d["prompt_tokens"] for d in out["documents"])
     reused = sum(d["reused"] for d in out["documents"])
@@ -222,51 +235,73 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     for s in sufs[:k]:
         L.reset()
         cold.append(llm.generate(prefix + s, stop=STOP))
-    with_reuse = out["documents"][0]["seconds_per_blurb"] if measured[0] is main else \
-        sum(g.seconds for g in seq_runs[doc_id]) / len(sufs)
+    with_reuse = (
+        out["documents"][0]["seconds_per_blurb"]
+        if measured[0] is main
+        else sum(g.seconds for g in seq_runs[doc_id]) / len(sufs)
+    )
     cold_s = sum(g.seconds for g in cold) / k
-    out["no_reuse"] = {"doc_id": doc_id, "blurbs": k, "seconds_per_blurb": round(cold_s, 3),
-                       "evaluated_per_blurb": sum(g.evaluated for g in cold) / k,
-                       "same_text": all(a.text == b.text for a, b in zip(cold, seq_runs[doc_id]))}
+    out["no_reuse"] = {
+        "doc_id": doc_id,
+        "blurbs": k,
+        "seconds_per_blurb": round(cold_s, 3),
+        "evaluated_per_blurb": sum(g.evaluated for g in cold) / k,
+        "same_text": all(a.text == b.text for a, b in zip(cold, seq_runs[doc_id])),
+    }
     out["cache_speedup"] = round(cold_s / with_reuse, 2)
-    log(f"llm no reuse: {cold_s:.2f} s a blurb against {with_reuse:.2f} s with reuse "
-        f"(x{out['cache_speedup']})")
+    log(f"llm no reuse: {cold_s:.2f} s a blurb against {with_reuse:.2f} s with reuse (x{out['cache_speedup']})")
 
     # 3. A,A,B,B against A,B,A,B: two documents of 1k+ tokens, two chunks each
-    pair = sorted((d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= (0 if tiny else 4000)),
-                  key=lambda d: len(d["content"]))[:2]
-    (a_id, a_pre, a_suf), (b_id, b_pre, b_suf) = [
-        (d["doc_id"], *_doc_prompts(builder, d, 2))
-        for d in pair]
-    orders = {"AABB": [(a_pre, a_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[0]), (b_pre, b_suf[1])],
-              "ABAB": [(a_pre, a_suf[0]), (b_pre, b_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[1])]}
+    pair = sorted(
+        (d for d in corpus if len(d["chunks"]) >= 2 and len(d["content"]) >= (0 if tiny else 4000)),
+        key=lambda d: len(d["content"]),
+    )[:2]
+    (a_id, a_pre, a_suf), (b_id, b_pre, b_suf) = [(d["doc_id"], *_doc_prompts(builder, d, 2)) for d in pair]
+    orders = {
+        "AABB": [(a_pre, a_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[0]), (b_pre, b_suf[1])],
+        "ABAB": [(a_pre, a_suf[0]), (b_pre, b_suf[0]), (a_pre, a_suf[1]), (b_pre, b_suf[1])],
+    }
     out["order"] = {"documents": [a_id, b_id]}
     for name, prompts in orders.items():
         L.reset()
         gens = [llm.generate(p + s, stop=STOP) for p, s in prompts]
         p_all = sum(g.prompt_tokens for g in gens)
-        out["order"][name] = {"evaluated": sum(g.evaluated for g in gens), "prompt_tokens": p_all,
-                              "reuse_ratio": round(sum(g.reused for g in gens) / p_all, 4),
-                              "seconds": round(sum(g.seconds for g in gens), 2)}
-    out["order"]["ABAB_over_AABB_seconds"] = round(out["order"]["ABAB"]["seconds"] /
-                                                   out["order"]["AABB"]["seconds"], 2)
+        out["order"][name] = {
+            "evaluated": sum(g.evaluated for g in gens),
+            "prompt_tokens": p_all,
+            "reuse_ratio": round(sum(g.reused for g in gens) / p_all, 4),
+            "seconds": round(sum(g.seconds for g in gens), 2),
+        }
+    out["order"]["ABAB_over_AABB_seconds"] = round(out["order"]["ABAB"]["seconds"] / out["order"]["AABB"]["seconds"], 2)
     log(f"llm order: {out['order']}")
 
     # 4. the model's rates at the main document's depth (the best of 3 tries: a limit is the
     #    machine's best), and each blurb's wall time against the limit they imply
     L.reset()
     L.eval(prefix)
-    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:32 if tiny else 256],
-                                            tries=1 if tiny else 3, steps=4 if tiny else 24)
+    prompt_rate, gen_rate = _rates_at_depth(
+        L,
+        len(prefix),
+        [t for s in sufs for t in s][: 32 if tiny else 256],
+        tries=1 if tiny else 3,
+        steps=4 if tiny else 24,
+    )
     gens = seq_runs[doc_id][1:]  # the first blurb also reads the prefix, from depth 0
     measured_s = sum(g.seconds for g in gens)
     limit_s = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in gens)
-    out["rates"] = {"depth_tokens": len(prefix), "prompt_tokens_per_s": round(prompt_rate, 1),
-                    "generated_tokens_per_s": round(gen_rate, 1), "blurbs": len(gens),
-                    "measured_s": round(measured_s, 2), "limit_s": round(limit_s, 2)}
+    out["rates"] = {
+        "depth_tokens": len(prefix),
+        "prompt_tokens_per_s": round(prompt_rate, 1),
+        "generated_tokens_per_s": round(gen_rate, 1),
+        "blurbs": len(gens),
+        "measured_s": round(measured_s, 2),
+        "limit_s": round(limit_s, 2),
+    }
     out["blurb_time_vs_limit"] = round(measured_s / limit_s, 3)
-    log(f"llm rates at depth {len(prefix)}: prompt {prompt_rate:.0f} tok/s, generation {gen_rate:.1f} tok/s; "
-        f"blurbs {measured_s:.1f} s against a limit of {limit_s:.1f} s")
+    log(
+        f"llm rates at depth {len(prefix)}: prompt {prompt_rate:.0f} tok/s, generation {gen_rate:.1f} tok/s; "
+        f"blurbs {measured_s:.1f} s against a limit of {limit_s:.1f} s"
+    )
 
     # 5. shared-prefix batching against the sequential run of the same document
     from resources.models.batching import SharedPrefixBatcher
@@ -276,18 +311,29 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     seq_s = sum(g.seconds for g in seq)
     sufs = sufs[:n_batch_chunks]
     out["batched"] = {}
-    for n_seq in ((2,) if tiny else (8,) if quick else (2, 4, 8)):
-        b = SharedPrefixBatcher(L, n_seq=n_seq, n_ctx=llm.n_ctx, n_batch=llm.n_batch,
-                                max_tokens=llm.max_tokens, repeat_penalty=llm.repeat_penalty, stop=STOP)
+    for n_seq in (2,) if tiny else (8,) if quick else (2, 4, 8):
+        b = SharedPrefixBatcher(
+            L,
+            n_seq=n_seq,
+            n_ctx=llm.n_ctx,
+            n_batch=llm.n_batch,
+            max_tokens=llm.max_tokens,
+            repeat_penalty=llm.repeat_penalty,
+            stop=STOP,
+        )
         t0 = time.perf_counter()
         bat = b.generate(prefix, sufs)
         bat_s = time.perf_counter() - t0
         b.close()
         same = sum(x.text == y.text and x.generated == y.generated for x, y in zip(seq, bat))
-        out["batched"][n_seq] = {"seconds": round(bat_s, 2), "sequential_seconds": round(seq_s, 2),
-                                 "speedup": round(seq_s / bat_s, 3), "identical": same, "blurbs": len(seq)}
-        log(f"llm batched x{n_seq}: {bat_s:.1f} s against {seq_s:.1f} s sequential; "
-            f"{same}/{len(seq)} blurbs identical")
+        out["batched"][n_seq] = {
+            "seconds": round(bat_s, 2),
+            "sequential_seconds": round(seq_s, 2),
+            "speedup": round(seq_s / bat_s, 3),
+            "identical": same,
+            "blurbs": len(seq),
+        }
+        log(f"llm batched x{n_seq}: {bat_s:.1f} s against {seq_s:.1f} s sequential; {same}/{len(seq)} blurbs identical")
     best = max(out["batched"].values(), key=lambda r: r["speedup"])
     out["batched_speedup"] = best["speedup"]
     out["batched_identical"] = all(r["identical"] == r["blurbs"] for r in out["batched"].values())
@@ -304,15 +350,27 @@ def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]], tiny: boo
     L.reset()
     gens = [llm.generate(prefix + s, stop=stops(False)) for s in sufs]
     first, rest = gens[0], gens[1:]
-    prompt_rate, gen_rate = _rates_at_depth(L, len(prefix), [t for s in sufs for t in s][:16 if tiny else 256],
-                                            tries=1 if tiny else 2, steps=2 if tiny else 16)
+    prompt_rate, gen_rate = _rates_at_depth(
+        L,
+        len(prefix),
+        [t for s in sufs for t in s][: 16 if tiny else 256],
+        tries=1 if tiny else 2,
+        steps=2 if tiny else 16,
+    )
     measured = sum(g.seconds for g in rest)
     limit = sum(g.evaluated / prompt_rate + g.generated / gen_rate for g in rest)
-    return {"prefix_tokens": len(prefix), "first_blurb_s": round(first.seconds, 2), "blurbs": len(rest),
-            "s_per_blurb": round(measured / len(rest), 3), "blurbs_per_s": round(len(rest) / measured, 3),
-            "generated_per_blurb": round(sum(g.generated for g in rest) / len(rest), 1),
-            "prompt_tokens_per_s": round(prompt_rate, 1), "generated_tokens_per_s": round(gen_rate, 1),
-            "measured_over_limit": round(measured / limit, 3), "texts": [g.text for g in gens]}
+    return {
+        "prefix_tokens": len(prefix),
+        "first_blurb_s": round(first.seconds, 2),
+        "blurbs": len(rest),
+        "s_per_blurb": round(measured / len(rest), 3),
+        "blurbs_per_s": round(len(rest) / measured, 3),
+        "generated_per_blurb": round(sum(g.generated for g in rest) / len(rest), 1),
+        "prompt_tokens_per_s": round(prompt_rate, 1),
+        "generated_tokens_per_s": round(gen_rate, 1),
+        "measured_over_limit": round(measured / limit, 3),
+        "texts": [g.text for g in gens],
+    }
 
 
 def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
@@ -329,8 +387,10 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     if tiny:
         doc = min((d for d in corpus if len(d["chunks"]) >= n), key=lambda d: len(d["content"]))
     else:  # a code document of 2k-3.3k tokens with enough chunks (the llm section's quick document)
-        doc = max((d for d in corpus if 6000 <= len(d["content"]) <= 11000 and len(d["chunks"]) > n),
-                  key=lambda d: len(d["chunks"]))
+        doc = max(
+            (d for d in corpus if 6000 <= len(d["content"]) <= 11000 and len(d["chunks"]) > n),
+            key=lambda d: len(d["chunks"]),
+        )
     out: dict = {"doc_id": doc["doc_id"], "chunks": n, "prompt": base.prompt, "by_model": {}, "settings": {}}
 
     def run(llm: BlurbLLM, d: dict = doc, k: int = n) -> dict:
@@ -343,13 +403,26 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
         if not models.is_installed(spec, verify=False):
             log(f"models: {name} not installed, skipped (situate models install {name})")
             continue
-        llm = BlurbLLM(**{**base.model_dump(), "model_path": str(models.path_of(spec)), "model_id": spec.model_id,
-                          "repeat_penalty": spec.repeat_penalty})
+        llm = BlurbLLM(
+            **{
+                **base.model_dump(),
+                "model_path": str(models.path_of(spec)),
+                "model_id": spec.model_id,
+                "repeat_penalty": spec.repeat_penalty,
+            }
+        )
         out["by_model"][name] = r = run(llm)
-        log(f"models {name}: {r['s_per_blurb']} s a blurb, prompt {r['prompt_tokens_per_s']} tok/s, "
-            f"generation {r['generated_tokens_per_s']} tok/s, measured/limit {r['measured_over_limit']}")
-    variants = {"default": {}, "flash_attn": {"flash_attn": True}, "kv_q8_0": {"kv_type": "q8_0"},
-                "threads_1": {"n_threads": 1}, "repack_on": {"repack": True}}
+        log(
+            f"models {name}: {r['s_per_blurb']} s a blurb, prompt {r['prompt_tokens_per_s']} tok/s, "
+            f"generation {r['generated_tokens_per_s']} tok/s, measured/limit {r['measured_over_limit']}"
+        )
+    variants = {
+        "default": {},
+        "flash_attn": {"flash_attn": True},
+        "kv_q8_0": {"kv_type": "q8_0"},
+        "threads_1": {"n_threads": 1},
+        "repack_on": {"repack": True},
+    }
     for name, change in variants.items():
         out["settings"][name] = r = run(BlurbLLM(**{**base.model_dump(), **change}))
         r["same_text_as_default"] = r["texts"] == out["settings"]["default"]["texts"]
@@ -367,8 +440,11 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
         return llm, builder, fit_document(d["content"], corpus_spans(d), builder, n_ctx, generation_bound(llm, builder))
 
     if tiny:  # the shortest document that the smaller windows cut in two or more
-        long_doc = next(d for d in sorted(corpus, key=lambda d: len(d["content"]))
-                        if len(d["chunks"]) >= 2 and len(plan_of(d, sizes[1])[2].windows) >= 2)
+        long_doc = next(
+            d
+            for d in sorted(corpus, key=lambda d: len(d["content"]))
+            if len(d["chunks"]) >= 2 and len(plan_of(d, sizes[1])[2].windows) >= 2
+        )
     else:
         long_doc = max((d for d in corpus if 30000 <= len(d["content"]) <= 60000), key=lambda d: len(d["chunks"]))
     out["windows"] = {"doc_id": long_doc["doc_id"]}
@@ -386,8 +462,12 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
                 k += 1
         secs = time.perf_counter() - t0
         _CACHE.clear()
-        out["windows"][n_ctx] = {"windows": len(plan.windows), "blurbs": k, "seconds": round(secs, 1),
-                                 "s_per_blurb": round(secs / k, 2)}
+        out["windows"][n_ctx] = {
+            "windows": len(plan.windows),
+            "blurbs": k,
+            "seconds": round(secs, 1),
+            "s_per_blurb": round(secs / k, 2),
+        }
         log(f"models window {n_ctx}: {len(plan.windows)} windows, {k} blurbs in {secs:.1f} s")
     for r in [*out["by_model"].values(), *out["settings"].values()]:
         r["texts"] = r["texts"][:3]
@@ -414,9 +494,11 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = Fal
 
     base = resources_from_env(plain=True)["embedder"]
     if base.is_onnx():
-        reason = (f"the embedder {base.resolved_model_id()} is an ONNX model (onnxruntime, INT8 weights): "
-                  "llama.cpp quantises GGUF files only; set SITUATE_EMBED_MODEL=nomic-embed-text-v1.5 "
-                  "(situate models install nomic-embed-text-v1.5) to measure a GGUF embedder")
+        reason = (
+            f"the embedder {base.resolved_model_id()} is an ONNX model (onnxruntime, INT8 weights): "
+            "llama.cpp quantises GGUF files only; set SITUATE_EMBED_MODEL=nomic-embed-text-v1.5 "
+            "(situate models install nomic-embed-text-v1.5) to measure a GGUF embedder"
+        )
         log(f"embedq: does not apply: {reason}")
         return {"applies": False, "embed_model": base.resolved_model_id(), "reason": reason}
     import llama_cpp
@@ -428,8 +510,11 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = Fal
     rc = llama_cpp.llama_model_quantize(base.model_path.encode(), str(q8).encode(), params)
     if rc != 0:
         raise RuntimeError(f"llama_model_quantize failed ({rc})")
-    out = {"quantize_s": round(time.perf_counter() - t0, 1), "q8_0_bytes": q8.stat().st_size,
-           "q8_0_sha256": sha256_of(q8)}
+    out = {
+        "quantize_s": round(time.perf_counter() - t0, 1),
+        "q8_0_bytes": q8.stat().st_size,
+        "q8_0_sha256": sha256_of(q8),
+    }
     texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 24 if quick else 96)]
     out.update(applies=True, embed_model=base.resolved_model_id())
     vecs = {}
@@ -469,15 +554,24 @@ def embed_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     sizes = (1, 4) if tiny else (1, 4, 16) if quick else (1, 2, 4, 8, 16, 32, 64)
     tokens = tokens_read(base, texts)
     base.embed_documents(texts[:2])  # warm-up
-    out = {"embed_model": base.resolved_model_id(), "runtime": "onnxruntime" if base.is_onnx() else "llama.cpp",
-           "texts": len(texts), "tokens": tokens, "by_batch": {}, "default_batch": base.batch_size}
+    out = {
+        "embed_model": base.resolved_model_id(),
+        "runtime": "onnxruntime" if base.is_onnx() else "llama.cpp",
+        "texts": len(texts),
+        "tokens": tokens,
+        "by_batch": {},
+        "default_batch": base.batch_size,
+    }
     for bs in sizes:
         emb = Embedder(**{**base.model_dump(), "batch_size": bs})
         t0 = time.perf_counter()
         emb.embed_documents(texts)
         dt = time.perf_counter() - t0
-        out["by_batch"][bs] = {"seconds": round(dt, 2), "tokens_per_s": round(tokens / dt, 1),
-                               "chunks_per_s": round(len(texts) / dt, 2)}
+        out["by_batch"][bs] = {
+            "seconds": round(dt, 2),
+            "tokens_per_s": round(tokens / dt, 1),
+            "chunks_per_s": round(len(texts) / dt, 2),
+        }
         log(f"embed batch {bs}: {tokens / dt:.0f} tokens/s, {len(texts) / dt:.2f} chunks/s")
     best = max(out["by_batch"], key=lambda b: out["by_batch"][b]["tokens_per_s"])
     out["best_batch"] = best
@@ -497,9 +591,13 @@ def search_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = Fal
     res = search_scale.run(work, texts, sizes=(small, large), n_queries=5 if tiny else 20 if quick else 50, log=log)
     big = res[large]
     mode = "indexed" if big["index_by_default"] else "exact"
-    return {"sizes": res, "search_p50_ms_100k": big[mode]["p50_ms"], "search_p95_ms_100k": big[mode]["p95_ms"],
-            "search_p95_ms_10k": res[small]["indexed" if res[small]["index_by_default"] else "exact"]["p95_ms"],
-            "indexed_recall_at_10": big["indexed_recall_at_10"]}
+    return {
+        "sizes": res,
+        "search_p50_ms_100k": big[mode]["p50_ms"],
+        "search_p95_ms_100k": big[mode]["p95_ms"],
+        "search_p95_ms_10k": res[small]["indexed" if res[small]["index_by_default"] else "exact"]["p95_ms"],
+        "indexed_recall_at_10": big["indexed_recall_at_10"],
+    }
 
 
 # -- rerank ----------------------------------------------------------------------------------
@@ -513,8 +611,11 @@ def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     from resources.models.reranker import MAX_PAIR_TOKENS, RERANK_DEPTH
 
     queries_path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS)).with_name("queries_dev.jsonl")
-    queries = ([json.loads(line)["query"] for line in queries_path.read_text().splitlines() if line.strip()]
-               if queries_path.is_file() else [d["chunks"][0]["content"][:80] for d in corpus])
+    queries = (
+        [json.loads(line)["query"] for line in queries_path.read_text().splitlines() if line.strip()]
+        if queries_path.is_file()
+        else [d["chunks"][0]["content"][:80] for d in corpus]
+    )
     chunks = [c["content"] for d in corpus for c in d["chunks"]]
     rng = random.Random(0)
     n = 1 if tiny else 4 if quick else 12
@@ -522,8 +623,13 @@ def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     work = [(queries[i * 7 % len(queries)], rng.sample(chunks, depth)) for i in range(n)]
     base = reranker_from_env()
     base.score("warm up", ["a passage"])
-    out = {"queries": n, "depth": depth, "threads": base.n_threads or os.cpu_count(),
-           "default_batch": base.batch_size, "by_batch": {}}
+    out = {
+        "queries": n,
+        "depth": depth,
+        "threads": base.n_threads or os.cpu_count(),
+        "default_batch": base.batch_size,
+        "by_batch": {},
+    }
     for bs in (1, 8, 32):
         r = base.model_copy(update={"batch_size": bs})
         t0 = time.perf_counter()
@@ -539,8 +645,11 @@ def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     for q, passages in long:
         base.score(q, passages)
     dt = (time.perf_counter() - t0) / n
-    out["full_pairs"] = {"s_per_query": round(dt, 3), "s_per_pair": round(dt / depth, 4),
-                         "pair_tokens": MAX_PAIR_TOKENS}
+    out["full_pairs"] = {
+        "s_per_query": round(dt, 3),
+        "s_per_pair": round(dt / depth, 4),
+        "pair_tokens": MAX_PAIR_TOKENS,
+    }
     out["rerank_s_per_query_full_pairs"] = out["full_pairs"]["s_per_query"]
     log(f"rerank {depth} full pairs of {MAX_PAIR_TOKENS} tokens, batch {base.batch_size}: {dt:.2f} s a query")
     return out
@@ -567,16 +676,23 @@ def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = F
         CALLS.clear()
         second = ingest(str(path), home=str(home), echo=quiet)
         second_calls = dict(CALLS)
-    out = {"documents": n, "chunks": first.chunks, "first_seconds": round(first.seconds, 1),
-           "first_llm_calls": first_calls.get("llm_generate", 0),
-           "first_embed_calls": first_calls.get("embed_texts", 0),
-           "second_seconds": round(second.seconds, 2), "second_failed": len(second.failed),
-           "reingest_llm_calls": second_calls.get("llm_generate", 0),
-           "reingest_embed_calls": second_calls.get("embed_texts", 0),
-           "reingest_s_per_100_docs": round(second.seconds / n * 100, 1)}
-    log(f"reingest: first {out['first_seconds']} s ({out['first_llm_calls']} LLM, {out['first_embed_calls']} "
+    out = {
+        "documents": n,
+        "chunks": first.chunks,
+        "first_seconds": round(first.seconds, 1),
+        "first_llm_calls": first_calls.get("llm_generate", 0),
+        "first_embed_calls": first_calls.get("embed_texts", 0),
+        "second_seconds": round(second.seconds, 2),
+        "second_failed": len(second.failed),
+        "reingest_llm_calls": second_calls.get("llm_generate", 0),
+        "reingest_embed_calls": second_calls.get("embed_texts", 0),
+        "reingest_s_per_100_docs": round(second.seconds / n * 100, 1),
+    }
+    log(
+        f"reingest: first {out['first_seconds']} s ({out['first_llm_calls']} LLM, {out['first_embed_calls']} "
         f"embed calls); second {out['second_seconds']} s, {out['reingest_llm_calls']} LLM, "
-        f"{out['reingest_embed_calls']} embed calls")
+        f"{out['reingest_embed_calls']} embed calls"
+    )
     return out
 
 
@@ -598,37 +714,72 @@ def partitions_section(work: Path, n: int = 10_000) -> dict:
     with dg.instance_for_test(temp_dir=str(work / "partitions-dagster")) as instance:
         t0 = time.perf_counter()
         for i in range(0, len(keys), ADD_BATCH):
-            instance.add_dynamic_partitions(PARTITIONS, keys[i:i + ADD_BATCH])
+            instance.add_dynamic_partitions(PARTITIONS, keys[i : i + ADD_BATCH])
         register_s = time.perf_counter() - t0
         ctx = dg.build_sensor_context(instance=instance, resources=res)
         t0 = time.perf_counter()
         result = documents_sensor(ctx)
         tick_s = time.perf_counter() - t0
         requested = len(result.run_requests or [])
-    out = {"partitions": len(keys), "batch": ADD_BATCH, "partitions_10k_register_s": round(register_s, 2),
-           "sensor_tick_s": round(tick_s, 2), "sensor_run_requests": requested}
+    out = {
+        "partitions": len(keys),
+        "batch": ADD_BATCH,
+        "partitions_10k_register_s": round(register_s, 2),
+        "sensor_tick_s": round(tick_s, 2),
+        "sensor_run_requests": requested,
+    }
     log(f"partitions: {len(keys)} registered in {register_s:.1f} s; sensor tick {tick_s:.1f} s")
     return out
 
 
 # -- report ------------------------------------------------------------------------------------
-KEYS = ["cost_default_over_today", "cost_default_over_floor", "prefix_reuse_ratio", "cache_speedup", "blurb_time_vs_limit", "batched_speedup", "embed_tokens_per_s",
-        "search_p50_ms_100k", "search_p95_ms_100k", "indexed_recall_at_10", "rerank_s_per_query", "rerank_s_per_query_full_pairs", "reingest_llm_calls",
-        "reingest_embed_calls", "partitions_10k_register_s"]
-TARGETS = {"cost_default_over_today": "<= 0.4 (or <= 1.15 x floor)", "cost_default_over_floor": "<= 1.15",
-           "prefix_reuse_ratio": ">= 0.85", "cache_speedup": ">= 3", "blurb_time_vs_limit": "<= 1.25",
-           "batched_speedup": ">= 1.5 (identical output)", "search_p95_ms_100k": "<= 100",
-           "indexed_recall_at_10": ">= 0.95", "reingest_llm_calls": "0", "reingest_embed_calls": "0"}
+KEYS = [
+    "cost_default_over_today",
+    "cost_default_over_floor",
+    "prefix_reuse_ratio",
+    "cache_speedup",
+    "blurb_time_vs_limit",
+    "batched_speedup",
+    "embed_tokens_per_s",
+    "search_p50_ms_100k",
+    "search_p95_ms_100k",
+    "indexed_recall_at_10",
+    "rerank_s_per_query",
+    "rerank_s_per_query_full_pairs",
+    "reingest_llm_calls",
+    "reingest_embed_calls",
+    "partitions_10k_register_s",
+]
+TARGETS = {
+    "cost_default_over_today": "<= 0.4 (or <= 1.15 x floor)",
+    "cost_default_over_floor": "<= 1.15",
+    "prefix_reuse_ratio": ">= 0.85",
+    "cache_speedup": ">= 3",
+    "blurb_time_vs_limit": "<= 1.25",
+    "batched_speedup": ">= 1.5 (identical output)",
+    "search_p95_ms_100k": "<= 100",
+    "indexed_recall_at_10": ">= 0.95",
+    "reingest_llm_calls": "0",
+    "reingest_embed_calls": "0",
+}
 
 
 def markdown(report: dict) -> str:
     kind = "tiny (smoke: figures meaningless)" if report.get("tiny") else "quick" if report["quick"] else "full"
-    lines = [f"# Performance ({kind} run, {report['date']})", "",
-             f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s). "
-             f"Load average at start: {report.get('load_average_at_start', 'n/a')}"
-             + (" (busy machine: timings unreliable)." if report.get("load_average_at_start", 0) >
-                0.5 * (os.cpu_count() or 1) else "."), "",
-             "| figure | value | target |", "|---|---|---|"]
+    lines = [
+        f"# Performance ({kind} run, {report['date']})",
+        "",
+        f"Machine: {report['machine']}. Command: `{report['command']}` ({report['seconds']:.0f} s). "
+        f"Load average at start: {report.get('load_average_at_start', 'n/a')}"
+        + (
+            " (busy machine: timings unreliable)."
+            if report.get("load_average_at_start", 0) > 0.5 * (os.cpu_count() or 1)
+            else "."
+        ),
+        "",
+        "| figure | value | target |",
+        "|---|---|---|",
+    ]
     for k in KEYS:
         lines.append(f"| {k} | {report.get(k, 'n/a')} | {TARGETS.get(k, '')} |")
     s = report.get("sections", {})
@@ -651,103 +802,160 @@ def markdown(report: dict) -> str:
     if "llm" in s:
         llm = s["llm"]
         r = llm["rates"]
-        lines += ["", "## LLM (blurbs)", "",
-                  f"- Prompt tokens reused / all over {len(llm['documents'])} document(s): "
-                  f"{llm['prefix_reuse_ratio']}.",
-                  f"- Time per blurb: {llm['no_reuse']['seconds_per_blurb']} s with the cache reset, "
-                  f"{llm['documents'][0]['seconds_per_blurb']} s with the prefix kept (x{llm['cache_speedup']}); "
-                  f"same text: {llm['no_reuse']['same_text']}.",
-                  f"- Order: A,A,B,B {llm['order']['AABB']['seconds']} s (reuse {llm['order']['AABB']['reuse_ratio']}), "
-                  f"A,B,A,B {llm['order']['ABAB']['seconds']} s (reuse {llm['order']['ABAB']['reuse_ratio']}).",
-                  f"- Rates at depth {r['depth_tokens']} tokens: prompt {r['prompt_tokens_per_s']} tokens/s, "
-                  f"generation {r['generated_tokens_per_s']} tokens/s; {r['blurbs']} blurbs took {r['measured_s']} s "
-                  f"against a limit of {r['limit_s']} s.",
-                  "", "| batch | batched s | sequential s | speedup | identical blurbs |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## LLM (blurbs)",
+            "",
+            f"- Prompt tokens reused / all over {len(llm['documents'])} document(s): {llm['prefix_reuse_ratio']}.",
+            f"- Time per blurb: {llm['no_reuse']['seconds_per_blurb']} s with the cache reset, "
+            f"{llm['documents'][0]['seconds_per_blurb']} s with the prefix kept (x{llm['cache_speedup']}); "
+            f"same text: {llm['no_reuse']['same_text']}.",
+            f"- Order: A,A,B,B {llm['order']['AABB']['seconds']} s (reuse {llm['order']['AABB']['reuse_ratio']}), "
+            f"A,B,A,B {llm['order']['ABAB']['seconds']} s (reuse {llm['order']['ABAB']['reuse_ratio']}).",
+            f"- Rates at depth {r['depth_tokens']} tokens: prompt {r['prompt_tokens_per_s']} tokens/s, "
+            f"generation {r['generated_tokens_per_s']} tokens/s; {r['blurbs']} blurbs took {r['measured_s']} s "
+            f"against a limit of {r['limit_s']} s.",
+            "",
+            "| batch | batched s | sequential s | speedup | identical blurbs |",
+            "|---|---|---|---|---|",
+        ]
         for n, b in llm["batched"].items():
-            lines.append(f"| {n} | {b['seconds']} | {b['sequential_seconds']} | {b['speedup']} | "
-                         f"{b['identical']}/{b['blurbs']} |")
+            lines.append(
+                f"| {n} | {b['seconds']} | {b['sequential_seconds']} | {b['speedup']} | "
+                f"{b['identical']}/{b['blurbs']} |"
+            )
     if "models" in s:
         m = s["models"]
-        lines += ["", f"## Blurb models ({m['doc_id']}, {m['chunks']} chunks, prompt {m['prompt']})", "",
-                  "| model / setting | first blurb s | s a blurb | blurbs/s | prompt tok/s | generation tok/s | "
-                  "measured / limit | same text as default |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Blurb models ({m['doc_id']}, {m['chunks']} chunks, prompt {m['prompt']})",
+            "",
+            "| model / setting | first blurb s | s a blurb | blurbs/s | prompt tok/s | generation tok/s | "
+            "measured / limit | same text as default |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, r in [*m["by_model"].items(), *[(f"default model, {k}", v) for k, v in m["settings"].items()]]:
-            lines.append(f"| {name} | {r['first_blurb_s']} | {r['s_per_blurb']} | {r['blurbs_per_s']} | "
-                         f"{r['prompt_tokens_per_s']} | {r['generated_tokens_per_s']} | {r['measured_over_limit']} | "
-                         f"{r.get('same_text_as_default', '')} |")
+            lines.append(
+                f"| {name} | {r['first_blurb_s']} | {r['s_per_blurb']} | {r['blurbs_per_s']} | "
+                f"{r['prompt_tokens_per_s']} | {r['generated_tokens_per_s']} | {r['measured_over_limit']} | "
+                f"{r.get('same_text_as_default', '')} |"
+            )
         w = m["windows"]
-        lines += ["", f"Windows on {w['doc_id']}: " + "; ".join(
-            f"n_ctx {k}: {v['windows']} windows, {v['blurbs']} blurbs, {v['s_per_blurb']} s a blurb"
-            for k, v in w.items() if k != "doc_id") + "."]
+        lines += [
+            "",
+            f"Windows on {w['doc_id']}: "
+            + "; ".join(
+                f"n_ctx {k}: {v['windows']} windows, {v['blurbs']} blurbs, {v['s_per_blurb']} s a blurb"
+                for k, v in w.items()
+                if k != "doc_id"
+            )
+            + ".",
+        ]
     if "embedq" in s and not s["embedq"].get("applies", True):
         lines += ["", "## Embedder f16 against Q8_0", "", f"Does not apply: {s['embedq']['reason']}."]
     elif "embedq" in s:
         e = s["embedq"]
-        lines += ["", "## Embedder f16 against Q8_0", "",
-                  f"Q8_0 by llama.cpp in {e['quantize_s']} s: {e['q8_0_bytes']:,} bytes, sha256 {e['q8_0_sha256']}; "
-                  f"f16 {e['f16']['seconds']} / {e['f16 again']['seconds']} s, Q8_0 {e['q8_0']['seconds']} s "
-                  f"(x{e['speedup_q8_0']}); cosine f16 / Q8_0 min {e['cosine_f16_q8_0_min']}, mean "
-                  f"{e['cosine_f16_q8_0_mean']}."]
+        lines += [
+            "",
+            "## Embedder f16 against Q8_0",
+            "",
+            f"Q8_0 by llama.cpp in {e['quantize_s']} s: {e['q8_0_bytes']:,} bytes, sha256 {e['q8_0_sha256']}; "
+            f"f16 {e['f16']['seconds']} / {e['f16 again']['seconds']} s, Q8_0 {e['q8_0']['seconds']} s "
+            f"(x{e['speedup_q8_0']}); cosine f16 / Q8_0 min {e['cosine_f16_q8_0_min']}, mean "
+            f"{e['cosine_f16_q8_0_mean']}.",
+        ]
     if "embed" in s:
         e = s["embed"]
-        title = (f"## Embeddings ({e.get('embed_model', 'the embedder')}, {e.get('runtime', 'llama.cpp')}: "
-                 f"{e['texts']} chunks, {e['tokens']} tokens)")
-        lines += ["", title, "",
-                  "| batch | tokens/s | chunks/s |", "|---|---|---|"]
+        title = (
+            f"## Embeddings ({e.get('embed_model', 'the embedder')}, {e.get('runtime', 'llama.cpp')}: "
+            f"{e['texts']} chunks, {e['tokens']} tokens)"
+        )
+        lines += ["", title, "", "| batch | tokens/s | chunks/s |", "|---|---|---|"]
         for n, b in e["by_batch"].items():
             lines.append(f"| {n} | {b['tokens_per_s']} | {b['chunks_per_s']} |")
     if "search" in s:
-        lines += ["", "## Search (hybrid: dense top-150 + BM25 top-150, RRF, top 10)", "",
-                  "| rows | exact p50 / p95 ms | indexed p50 / p95 ms | index build s | recall@10 |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Search (hybrid: dense top-150 + BM25 top-150, RRF, top 10)",
+            "",
+            "| rows | exact p50 / p95 ms | indexed p50 / p95 ms | index build s | recall@10 |",
+            "|---|---|---|---|---|",
+        ]
         for n, r in s["search"]["sizes"].items():
-            lines.append(f"| {int(n):,} | {r['exact']['p50_ms']} / {r['exact']['p95_ms']} | "
-                         f"{r['indexed']['p50_ms']} / {r['indexed']['p95_ms']} | {r['index_build_s']} | "
-                         f"{r['indexed_recall_at_10']} |")
+            lines.append(
+                f"| {int(n):,} | {r['exact']['p50_ms']} / {r['exact']['p95_ms']} | "
+                f"{r['indexed']['p50_ms']} / {r['indexed']['p95_ms']} | {r['index_build_s']} | "
+                f"{r['indexed_recall_at_10']} |"
+            )
     if "rerank" in s:
         r = s["rerank"]
-        lines += ["", f"## Rerank ({r['depth']} candidates a query, {r['queries']} queries, "
-                      f"{r['threads']} threads)", "", "| batch | s a query | s a pair |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## Rerank ({r['depth']} candidates a query, {r['queries']} queries, {r['threads']} threads)",
+            "",
+            "| batch | s a query | s a pair |",
+            "|---|---|---|",
+        ]
         for n, b in r["by_batch"].items():
-            lines.append(f"| {n}{' (default)' if int(n) == r['default_batch'] else ''} | "
-                         f"{b['s_per_query']} | {b['s_per_pair']} |")
+            lines.append(
+                f"| {n}{' (default)' if int(n) == r['default_batch'] else ''} | "
+                f"{b['s_per_query']} | {b['s_per_pair']} |"
+            )
         if "full_pairs" in r:
             f = r["full_pairs"]
-            lines.append(f"| {r['default_batch']}, every pair {f['pair_tokens']} tokens | {f['s_per_query']} | "
-                         f"{f['s_per_pair']} |")
+            lines.append(
+                f"| {r['default_batch']}, every pair {f['pair_tokens']} tokens | {f['s_per_query']} | "
+                f"{f['s_per_pair']} |"
+            )
     if "reingest" in s:
         r = s["reingest"]
-        lines += ["", "## Re-ingest", "",
-                  f"{r['documents']} documents ({r['chunks']} chunks): first ingest {r['first_seconds']} s "
-                  f"({r['first_llm_calls']} LLM calls, {r['first_embed_calls']} texts embedded); second "
-                  f"{r['second_seconds']} s with {r['reingest_llm_calls']} LLM calls and "
-                  f"{r['reingest_embed_calls']} texts embedded ({r['reingest_s_per_100_docs']} s per 100 documents)."]
+        lines += [
+            "",
+            "## Re-ingest",
+            "",
+            f"{r['documents']} documents ({r['chunks']} chunks): first ingest {r['first_seconds']} s "
+            f"({r['first_llm_calls']} LLM calls, {r['first_embed_calls']} texts embedded); second "
+            f"{r['second_seconds']} s with {r['reingest_llm_calls']} LLM calls and "
+            f"{r['reingest_embed_calls']} texts embedded ({r['reingest_s_per_100_docs']} s per 100 documents).",
+        ]
     if "partitions" in s:
         p = s["partitions"]
-        lines += ["", "## Partitions", "",
-                  f"{p['partitions']:,} partitions registered in batches of {p['batch']} in "
-                  f"{p['partitions_10k_register_s']} s; one sensor tick at that size {p['sensor_tick_s']} s "
-                  f"({p['sensor_run_requests']} run request(s))."]
+        lines += [
+            "",
+            "## Partitions",
+            "",
+            f"{p['partitions']:,} partitions registered in batches of {p['batch']} in "
+            f"{p['partitions_10k_register_s']} s; one sensor tick at that size {p['sensor_tick_s']} s "
+            f"({p['sensor_run_requests']} run request(s)).",
+        ]
     if "service" in s:
-        lines += ["", "## Search service (situate serve over HTTP, k = 10)", "",
-                  "| rows | first stage p50 / p95 (ms) | rerank 30 p50 / p95 (ms) | 4 clients: requests/s |",
-                  "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Search service (situate serve over HTTP, k = 10)",
+            "",
+            "| rows | first stage p50 / p95 (ms) | rerank 30 p50 / p95 (ms) | 4 clients: requests/s |",
+            "|---|---|---|---|",
+        ]
         for name in ("real", "synthetic"):
             r = s["service"][name]
-            lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
-                         f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
-                         f"{r['concurrent']['requests_per_s']} |")
+            lines.append(
+                f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
+                f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
+                f"{r['concurrent']['requests_per_s']} |"
+            )
     if "backends" in s:  # the section's own Markdown (benchmarks/backends.py), its title a section's
         import backends
 
         body = backends.markdown({"date": report["date"], **s["backends"]})
-        lines += [""] + ["## Backends" + ln[len("# Backends"):] if ln.startswith("# Backends") else ln
-                         for ln in body.splitlines()]
+        lines += [""] + [
+            "## Backends" + ln[len("# Backends") :] if ln.startswith("# Backends") else ln for ln in body.splitlines()
+        ]
     if "scale_out" in s:  # the section's own Markdown (benchmarks/scale_out.py), without its title
         import scale_out
 
-        body = scale_out.markdown({"command": report["command"], "cpu_count": os.cpu_count(),
-                                   "date": report["date"], **s["scale_out"]})
+        body = scale_out.markdown(
+            {"command": report["command"], "cpu_count": os.cpu_count(), "date": report["date"], **s["scale_out"]}
+        )
         lines += [""] + ["#" + ln if ln.startswith("## ") else ln for ln in body.splitlines()[4:]]
     return "\n".join(lines) + "\n"
 
@@ -756,8 +964,23 @@ def markdown(report: dict) -> str:
 DEFAULT_SECTIONS = ("cost", "threads", "skipping", "llm", "embed", "search", "rerank", "reingest", "partitions")
 #: Every section, in the order ``--only all`` runs them (``service`` after ``reingest``: without
 #: ``--service-home`` it serves the data folder that section ingested).
-ALL_SECTIONS = ("cost", "threads", "skipping", "llm", "models", "embedq", "embed", "embedders", "search", "rerank",
-                "reingest", "partitions", "service", "scale_out", "backends")
+ALL_SECTIONS = (
+    "cost",
+    "threads",
+    "skipping",
+    "llm",
+    "models",
+    "embedq",
+    "embed",
+    "embedders",
+    "search",
+    "rerank",
+    "reingest",
+    "partitions",
+    "service",
+    "scale_out",
+    "backends",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -773,17 +996,27 @@ def main(argv: list[str] | None = None) -> int:
     """
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one document per LLM figure; about 10 minutes")
-    ap.add_argument("--tiny", action="store_true",
-                    help="a smoke run: every section on a few texts (tests/test_benchmarks_quick.py); the figures "
-                         "mean nothing")
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a smoke run: every section on a few texts (tests/test_benchmarks_quick.py); the figures mean nothing",
+    )
     ap.add_argument("--json", required=True, help="report path (JSON)")
     ap.add_argument("--markdown", help="Markdown table path (default: the JSON path with .md)")
-    ap.add_argument("--only", default=",".join(DEFAULT_SECTIONS),
-                    help="comma-separated sections, or all (also: models, embedq, embedders, service, scale_out, backends)")
-    ap.add_argument("--service-home", help="for service: an ingested data folder (benchmarks/service.py); "
-                                           "default: the reingest section's, when it ran before")
+    ap.add_argument(
+        "--only",
+        default=",".join(DEFAULT_SECTIONS),
+        help="comma-separated sections, or all (also: models, embedq, embedders, service, scale_out, backends)",
+    )
+    ap.add_argument(
+        "--service-home",
+        help="for service: an ingested data folder (benchmarks/service.py); "
+        "default: the reingest section's, when it ran before",
+    )
     args = ap.parse_args(argv)
-    sections = list(ALL_SECTIONS) if args.only.strip() == "all" else [s.strip() for s in args.only.split(",") if s.strip()]
+    sections = (
+        list(ALL_SECTIONS) if args.only.strip() == "all" else [s.strip() for s in args.only.split(",") if s.strip()]
+    )
     unknown = [s for s in sections if s not in ALL_SECTIONS]
     if unknown:
         raise SystemExit(f"unknown section(s) {', '.join(unknown)}: choose from {', '.join(ALL_SECTIONS)} or all")
@@ -791,15 +1024,21 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     corpus = load_corpus()
     small = tiny_corpus(corpus) if tiny else corpus  # what the LLM sections read
-    report: dict = {"quick": args.quick, "tiny": tiny, "date": time.strftime("%Y-%m-%d %H:%M"),
-                    "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-                    "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                    "sections": {}}
+    report: dict = {
+        "quick": args.quick,
+        "tiny": tiny,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
+        "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "sections": {},
+    }
     load = os.getloadavg()[0]
     report["load_average_at_start"] = round(load, 2)
     if load > 0.5 * (os.cpu_count() or 1):
-        log(f"warning: load average {load:.1f} on {os.cpu_count()} CPUs before the run: another process "
-            "(another llama.cpp model above all) distorts every timing and ratio below")
+        log(
+            f"warning: load average {load:.1f} on {os.cpu_count()} CPUs before the run: another process "
+            "(another llama.cpp model above all) distorts every timing and ratio below"
+        )
     work = Path(tempfile.mkdtemp(prefix="situate-bench-"))
     try:
         for name in sections:
@@ -817,8 +1056,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 cost_r = report["sections"].get("cost", {}).get("modes", {})
                 default = report["sections"].get("cost", {}).get("default_mode")
-                r = skipping.skipping_section(cost_r.get(default, {}).get("s_per_chunk"), log,
-                                              max_bytes=200_000 if tiny else 60_000_000)
+                r = skipping.skipping_section(
+                    cost_r.get(default, {}).get("s_per_chunk"), log, max_bytes=200_000 if tiny else 60_000_000
+                )
             elif name == "llm":
                 r = llm_section(small, quick, tiny)
             elif name == "models":
@@ -842,15 +1082,20 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "service":  # situate serve over HTTP: the section lives in benchmarks/service.py
                 home = Path(args.service_home) if args.service_home else work / "reingest-home"
                 if not args.service_home and "reingest" not in report["sections"]:
-                    raise SystemExit("service needs --service-home (an ingested data folder), or the reingest "
-                                     "section before it in the same run")
+                    raise SystemExit(
+                        "service needs --service-home (an ingested data folder), or the reingest "
+                        "section before it in the same run"
+                    )
                 import service
 
                 q = [json.loads(x)["query"] for x in service.QUERIES.read_text().splitlines() if x.strip()]
                 n_lat, n_rerank, clients, per_client, rows = (3, 2, 2, 2, 2_000) if tiny else (50, 20, 4, 25, 100_000)
-                r = {"real": service.measure_home(home, q, n_lat, n_rerank, clients, per_client),
-                     "synthetic": service.measure_home(service.synthetic_home(work, rows), q, n_lat, n_rerank,
-                                                       clients, per_client)}
+                r = {
+                    "real": service.measure_home(home, q, n_lat, n_rerank, clients, per_client),
+                    "synthetic": service.measure_home(
+                        service.synthetic_home(work, rows), q, n_lat, n_rerank, clients, per_client
+                    ),
+                }
             elif name == "scale_out":  # S3 against local disk, 1 and 2 parallel runs: benchmarks/scale_out.py
                 import scale_out
                 from s3server import seaweedfs
@@ -860,8 +1105,10 @@ def main(argv: list[str] | None = None) -> int:
                 with seaweedfs(work / "s3") as s3, restored_env((*s3["env"], "SITUATE_CACHE")):
                     os.environ.update(s3["env"])
                     os.environ["SITUATE_CACHE"] = str(work / "cache")
-                    r = {"search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
-                         "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8)}
+                    r = {
+                        "search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
+                        "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8),
+                    }
             elif name == "backends":  # in process against llama_cpp.server: benchmarks/backends.py
                 import backends
 

@@ -69,22 +69,38 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     ports = ports or {k: free_port() for k in ("s3", "master", "volume", "filer", "s3grpc", "mgrpc", "vgrpc", "fgrpc")}
-    env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}"}
-    args = [str(weed_binary()), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-bucket={bucket}", "-admin.ui=false", "-s3.autoCreateBucket=false",
-            f"-s3.port={ports['s3']}", f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
-            f"-filer.port={ports['filer']}", f"-s3.port.grpc={ports['s3grpc']}",
-            f"-master.port.grpc={ports['mgrpc']}", f"-volume.port.grpc={ports['vgrpc']}",
-            f"-filer.port.grpc={ports['fgrpc']}"]
+    env = {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}",
+    }
+    args = [
+        str(weed_binary()),
+        "mini",
+        f"-dir={data_dir}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-bucket={bucket}",
+        "-admin.ui=false",
+        "-s3.autoCreateBucket=false",
+        f"-s3.port={ports['s3']}",
+        f"-master.port={ports['master']}",
+        f"-volume.port={ports['volume']}",
+        f"-filer.port={ports['filer']}",
+        f"-s3.port.grpc={ports['s3grpc']}",
+        f"-master.port.grpc={ports['mgrpc']}",
+        f"-volume.port.grpc={ports['vgrpc']}",
+        f"-filer.port.grpc={ports['fgrpc']}",
+    ]
     log_path = data_dir / "weed.log"
     log = open(log_path, "a")
-    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
-        from resources.store.objects import ObjectFolder, StoreUnavailable
-
         from pipelines.settings import restored_env
+        from resources.store.objects import ObjectFolder, StoreUnavailable
 
         with restored_env(tuple(env)):
             os.environ.update(env)
@@ -98,8 +114,14 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
                     if proc.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(f"SeaweedFS did not start: {log_path.read_text()[-2000:]}") from None
                     time.sleep(0.5)
-        yield {"endpoint": env["AWS_ENDPOINT_URL"], "bucket": bucket, "env": env, "log": log_path,
-               "ports": ports, "pid": proc.pid}
+        yield {
+            "endpoint": env["AWS_ENDPOINT_URL"],
+            "bucket": bucket,
+            "env": env,
+            "log": log_path,
+            "ports": ports,
+            "pid": proc.pid,
+        }
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

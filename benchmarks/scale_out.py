@@ -71,8 +71,10 @@ def search_section(rows: int, work: Path, s3: dict, n_queries: int = 60) -> dict
         for name, store in (("local", local), ("s3", remote)):
             runs[name].append(measure(store, queries))
     for name, rs in runs.items():
-        out[name] = {"p50_ms": float(np.median([r["p50_ms"] for r in rs])),
-                     "p95_ms": float(np.median([r["p95_ms"] for r in rs]))}
+        out[name] = {
+            "p50_ms": float(np.median([r["p50_ms"] for r in rs])),
+            "p95_ms": float(np.median([r["p95_ms"] for r in rs])),
+        }
     out["s3_over_local_p50"] = round(out["s3"]["p50_ms"] / out["local"]["p50_ms"], 2)
     out["s3_over_local_p95"] = round(out["s3"]["p95_ms"] / out["local"]["p95_ms"], 2)
     return out
@@ -104,8 +106,9 @@ def _doc(package: str, n: int = 900) -> str:
     return f"# {package}\n\n" + (cut[: cut.rfind("\n") + 1] if "\n" in cut else cut)
 
 
-def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_run: int,
-                          timeout_s: float = 3600) -> dict:
+def ingest_through_daemon(
+    work: Path, s3: dict, parallel: int, n_docs: int, per_run: int, timeout_s: float = 3600
+) -> dict:
     """Ingest ``n_docs`` documents through ``dagster-daemon`` with ``max_concurrent_runs =
     parallel``; returns the wall time and documents per hour."""
     import dagster as dg
@@ -119,8 +122,16 @@ def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text(DAGSTER_YAML.format(runs=parallel))
     uri = f"s3://{s3['bucket']}/docs-per-hour-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, **s3["env"], "SITUATE_HOME": uri, "SITUATE_DOCS": str(docs), "DAGSTER_HOME": str(home),
-           "SITUATE_DOCS_PER_RUN": str(per_run), "SITUATE_CACHE": str(work / "cache"), "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        **s3["env"],
+        "SITUATE_HOME": uri,
+        "SITUATE_DOCS": str(docs),
+        "DAGSTER_HOME": str(home),
+        "SITUATE_DOCS_PER_RUN": str(per_run),
+        "SITUATE_CACHE": str(work / "cache"),
+        "PYTHONPATH": str(REPO),
+    }
     os.environ.update(s3["env"])
     from pipelines.preflight import check_data_folder
 
@@ -145,9 +156,17 @@ def ingest_through_daemon(work: Path, s3: dict, parallel: int, n_docs: int, per_
         calls = sum(blurb_model_calls(instance, r.run_id) for r in runs)
         if calls < n_docs:  # a document failed inside a successful run: the timing would mean nothing
             raise RuntimeError(f"{calls} blurbs made by the model for {n_docs} documents: see {home}")
-        return {"parallel_runs": parallel, "documents": n_docs, "docs_per_run": per_run, "runs": len(runs),
-                "llm_calls": calls, "statuses": statuses, "most_at_once": overlap, "wall_s": round(end - start, 1),
-                "docs_per_hour": round(n_docs / (end - start) * 3600, 1)}
+        return {
+            "parallel_runs": parallel,
+            "documents": n_docs,
+            "docs_per_run": per_run,
+            "runs": len(runs),
+            "llm_calls": calls,
+            "statuses": statuses,
+            "most_at_once": overlap,
+            "wall_s": round(end - start, 1),
+            "docs_per_hour": round(n_docs / (end - start) * 3600, 1),
+        }
 
 
 def blurb_model_calls(instance, run_id: str) -> int:
@@ -174,9 +193,14 @@ def dagster_daemon(dagster_home: Path, env: dict, log_path: Path) -> Iterator:
 
     instance = dg.DagsterInstance.from_config(str(dagster_home))
     log = open(log_path, "w")
-    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w",
-                               str(REPO / "workspace.yaml")], cwd=REPO, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(REPO / "workspace.yaml")],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield instance
     finally:
@@ -192,29 +216,44 @@ def docs_per_hour_section(work: Path, s3: dict, n_docs: int) -> dict:
     per_run = max(1, n_docs // 2)
     one = ingest_through_daemon(work / "one", s3, 1, n_docs, per_run)
     two = ingest_through_daemon(work / "two", s3, 2, n_docs, per_run)
-    return {"one_run_at_a_time": one, "two_parallel_runs": two,
-            "speed_up": round(two["docs_per_hour"] / one["docs_per_hour"], 2), "cpu_count": os.cpu_count()}
+    return {
+        "one_run_at_a_time": one,
+        "two_parallel_runs": two,
+        "speed_up": round(two["docs_per_hour"] / one["docs_per_hour"], 2),
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def markdown(report: dict) -> str:
     lines = ["# Scaling out", "", f"`{report['command']}` on {report['cpu_count']} cores, {report['date']}.", ""]
     s = report.get("search")
     if s:
-        lines += [f"## Search over {s['rows']:,} rows: object store (SeaweedFS on loopback) against local disk", "",
-                  "| data folder | p50 ms | p95 ms | build s |", "|---|---|---|---|",
-                  f"| local disk | {s['local']['p50_ms']} | {s['local']['p95_ms']} | {s['local_build_s']} |",
-                  f"| s3:// (SeaweedFS, loopback) | {s['s3']['p50_ms']} | {s['s3']['p95_ms']} | {s['s3_build_s']} |",
-                  "", f"S3 / local: p50 ×{s['s3_over_local_p50']}, p95 ×{s['s3_over_local_p95']} "
-                  f"({s['queries']} queries, median of 3 alternating rounds).", ""]
+        lines += [
+            f"## Search over {s['rows']:,} rows: object store (SeaweedFS on loopback) against local disk",
+            "",
+            "| data folder | p50 ms | p95 ms | build s |",
+            "|---|---|---|---|",
+            f"| local disk | {s['local']['p50_ms']} | {s['local']['p95_ms']} | {s['local_build_s']} |",
+            f"| s3:// (SeaweedFS, loopback) | {s['s3']['p50_ms']} | {s['s3']['p95_ms']} | {s['s3_build_s']} |",
+            "",
+            f"S3 / local: p50 ×{s['s3_over_local_p50']}, p95 ×{s['s3_over_local_p95']} "
+            f"({s['queries']} queries, median of 3 alternating rounds).",
+            "",
+        ]
     d = report.get("docs_per_hour")
     if d:
-        lines += ["## Documents per hour through the Dagster daemon (data folder on S3)", "",
-                  "| max_concurrent_runs | runs | most at once | LLM calls | wall s | documents / hour |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## Documents per hour through the Dagster daemon (data folder on S3)",
+            "",
+            "| max_concurrent_runs | runs | most at once | LLM calls | wall s | documents / hour |",
+            "|---|---|---|---|---|---|",
+        ]
         for key in ("one_run_at_a_time", "two_parallel_runs"):
             r = d[key]
-            lines.append(f"| {r['parallel_runs']} | {r['runs']} × {r['docs_per_run']} docs | {r['most_at_once']} | "
-                         f"{r.get('llm_calls', '')} | {r['wall_s']} | {r['docs_per_hour']} |")
+            lines.append(
+                f"| {r['parallel_runs']} | {r['runs']} × {r['docs_per_run']} docs | {r['most_at_once']} | "
+                f"{r.get('llm_calls', '')} | {r['wall_s']} | {r['docs_per_hour']} |"
+            )
         lines += ["", f"Two parallel runs: ×{d['speed_up']} the documents per hour on {d['cpu_count']} cores.", ""]
     return "\n".join(lines)
 
@@ -227,8 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="search,docs_per_hour")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
-    report = {"command": "python benchmarks/scale_out.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    report = {
+        "command": "python benchmarks/scale_out.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "cpu_count": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
     from pipelines.operations import prepare_env
 
     with tempfile.TemporaryDirectory(prefix="situate-scale-") as tmp:

@@ -54,7 +54,7 @@ def synthetic_rows(n: int, texts: list[str], seed: int = 0, dim: int | None = No
     for i in range(n):
         w = words[i % len(words)]
         start = int(rng.integers(0, len(w) - 40))
-        out.append(" ".join(w[start:start + 40]))
+        out.append(" ".join(w[start : start + 40]))
     return vecs, out
 
 
@@ -72,10 +72,14 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
     ids = [f"row-{i:07d}" for i in range(n)]
     schema = table_schema(dim)
     cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
-    cols.update(chunk_id=pa.array(ids), document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),
-                doc_id=pa.array([f"doc-{i // 10}" for i in range(n)]), text=pa.array(texts),
-                chunk_index=pa.array([i % 10 for i in range(n)], pa.int32()),
-                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
+    cols.update(
+        chunk_id=pa.array(ids),
+        document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),
+        doc_id=pa.array([f"doc-{i // 10}" for i in range(n)]),
+        text=pa.array(texts),
+        chunk_index=pa.array([i % 10 for i in range(n)], pa.int32()),
+        vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim),
+    )
     table = pa.table({f.name: cols[f.name] for f in schema}, schema=schema)
     db = store.connect()
     db.create_table(TABLE, data=table, schema=schema, mode="overwrite")
@@ -93,9 +97,12 @@ def measure(store, queries: list[tuple[np.ndarray, str]], k: int = 10) -> dict:
         t0 = time.perf_counter()
         hybrid_search(store, vec, text, k=k)
         times.append((time.perf_counter() - t0) * 1000)
-    return {"p50_ms": round(float(np.percentile(times, 50)), 1),
-            "p95_ms": round(float(np.percentile(times, 95)), 1),
-            "mean_ms": round(float(np.mean(times)), 1), "queries": len(times)}
+    return {
+        "p50_ms": round(float(np.percentile(times, 50)), 1),
+        "p95_ms": round(float(np.percentile(times, 95)), 1),
+        "mean_ms": round(float(np.mean(times)), 1),
+        "queries": len(times),
+    }
 
 
 def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
@@ -109,8 +116,9 @@ def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
     return [r["chunk_id"] for r in q.select(["chunk_id", "_distance"]).to_list()]
 
 
-def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print,
-        dim: int | None = None) -> dict:
+def run(
+    work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 50, log=print, dim: int | None = None
+) -> dict:
     """Figures for each size: exact and (where built) indexed latency, index build time, recall@10,
     and the data folder's bytes on disk (table, vector index, BM25); vectors ``dim`` wide
     (default :func:`embedder_width`)."""
@@ -145,8 +153,10 @@ def run(work: Path, texts: list[str], sizes=(10_000, 100_000), n_queries: int = 
         res["index"] = state["vector_index"]
         res["index_by_default"] = n >= VECTOR_INDEX_MIN_ROWS
         res["folder_bytes"] = sum(f.stat().st_size for f in (work / f"search-{n}").rglob("*") if f.is_file())
-        log(f"search {n:,} rows indexed ({res['index_build_s']} s to build): {res['indexed']}, "
-            f"recall@10 {res['indexed_recall_at_10']}")
+        log(
+            f"search {n:,} rows indexed ({res['index_build_s']} s to build): {res['indexed']}, "
+            f"recall@10 {res['indexed_recall_at_10']}"
+        )
         out[n] = res
     return out
 

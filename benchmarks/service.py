@@ -3,7 +3,8 @@
 Two data folders: one of real rows (``--home``: an ingested folder, e.g. the codebase set's 737
 rows after ``situate eval``) and one of 100,000 synthetic rows with real shapes, as wide as the
 configured embedder's vectors (:func:`benchmarks.search_scale.build_store`, with the IVF_FLAT
-index the bm25_index asset builds from 10,000 rows).  For each: p50/p95 of ``GET /search`` first-stage (no rerank) and reranked
+index the bm25_index asset builds from 10,000 rows).  For each: p50/p95 of ``GET /search`` first-stage (no
+rerank) and reranked
 (``rerank=30``), one client; then requests/s of first-stage search with 4 concurrent clients.
 Queries are the codebase set's developer queries.
 
@@ -40,9 +41,13 @@ def _free_port() -> int:
 def serve(home: Path) -> tuple[subprocess.Popen, str]:
     """Start ``situate serve`` over ``home``; returns the process and its base URL once /health answers."""
     port = _free_port()
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
-                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=os.environ | {"SITUATE_VECTOR_INDEX_MIN_ROWS": "10000"})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ | {"SITUATE_VECTOR_INDEX_MIN_ROWS": "10000"},
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -67,8 +72,11 @@ def ask(base: str, q: str, k: int = 10, rerank: int = 0) -> float:
 def latency(base: str, queries: list[str], rerank: int) -> dict:
     ask(base, queries[0], rerank=rerank)  # warm-up: models loaded, caches filled
     times = [ask(base, q, rerank=rerank) * 1000 for q in queries]
-    return {"p50_ms": round(float(np.percentile(times, 50)), 1), "p95_ms": round(float(np.percentile(times, 95)), 1),
-            "queries": len(times)}
+    return {
+        "p50_ms": round(float(np.percentile(times, 50)), 1),
+        "p95_ms": round(float(np.percentile(times, 95)), 1),
+        "queries": len(times),
+    }
 
 
 def throughput(base: str, queries: list[str], clients: int = 4, per_client: int = 25) -> dict:
@@ -86,12 +94,17 @@ def throughput(base: str, queries: list[str], clients: int = 4, per_client: int 
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
-    return {"clients": clients, "requests": len(done), "seconds": round(seconds, 2),
-            "requests_per_s": round(len(done) / seconds, 2)}
+    return {
+        "clients": clients,
+        "requests": len(done),
+        "seconds": round(seconds, 2),
+        "requests_per_s": round(len(done) / seconds, 2),
+    }
 
 
-def measure_home(home: Path, queries: list[str], n_latency: int, n_rerank: int, clients: int = 4,
-                 per_client: int = 25) -> dict:
+def measure_home(
+    home: Path, queries: list[str], n_latency: int, n_rerank: int, clients: int = 4, per_client: int = 25
+) -> dict:
     """``situate serve`` over ``home``: first-stage latency over ``n_latency`` queries, reranked
     (30 candidates) over ``n_rerank``, and requests/s of ``clients`` concurrent clients asking
     ``per_client`` queries each.
@@ -107,9 +120,12 @@ def measure_home(home: Path, queries: list[str], n_latency: int, n_rerank: int, 
     child, base = serve(home)
     try:
         health = json.loads(urllib.request.urlopen(base + "/health", timeout=60).read())
-        return {"rows": health["table_rows"], "first_stage": latency(base, queries[:n_latency], 0),
-                "reranked_30": latency(base, queries[:n_rerank], 30),
-                "concurrent": throughput(base, queries, clients, per_client)}
+        return {
+            "rows": health["table_rows"],
+            "first_stage": latency(base, queries[:n_latency], 0),
+            "reranked_30": latency(base, queries[:n_rerank], 30),
+            "concurrent": throughput(base, queries, clients, per_client),
+        }
     finally:
         child.terminate()
         child.wait(60)
@@ -146,18 +162,27 @@ def main(argv: list[str] | None = None) -> int:
     report["synthetic"] = measure_home(synthetic_home(work, args.rows), queries, 50, 20)
     report["cpu_count"] = os.cpu_count()
     Path(args.json).write_text(json.dumps(report, indent=2))
-    lines = ["# Search service: latency and throughput", "",
-             f"`python benchmarks/service.py --home … --json …` on {os.cpu_count()} CPU cores: `situate serve` as a "
-             "process, `GET /search` over loopback HTTP, k = 10, the codebase set's developer queries.", "",
-             "| rows | first stage p50 / p95 (ms) | rerank 30 p50 / p95 (ms) | 4 clients: requests/s |",
-             "|---|---|---|---|"]
+    lines = [
+        "# Search service: latency and throughput",
+        "",
+        f"`python benchmarks/service.py --home … --json …` on {os.cpu_count()} CPU cores: `situate serve` as a "
+        "process, `GET /search` over loopback HTTP, k = 10, the codebase set's developer queries.",
+        "",
+        "| rows | first stage p50 / p95 (ms) | rerank 30 p50 / p95 (ms) | 4 clients: requests/s |",
+        "|---|---|---|---|",
+    ]
     for name in ("real", "synthetic"):
         r = report[name]
-        lines.append(f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
-                     f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
-                     f"{r['concurrent']['requests_per_s']} |")
-    lines += ["", "One search at a time holds the query embedder (one model session): 4 clients share it, so "
-              "requests/s is about 1000 / p50, not 4×."]
+        lines.append(
+            f"| {r['rows']:,} ({name}) | {r['first_stage']['p50_ms']} / {r['first_stage']['p95_ms']} | "
+            f"{r['reranked_30']['p50_ms']} / {r['reranked_30']['p95_ms']} | "
+            f"{r['concurrent']['requests_per_s']} |"
+        )
+    lines += [
+        "",
+        "One search at a time holds the query embedder (one model session): 4 clients share it, so "
+        "requests/s is about 1000 / p50, not 4×.",
+    ]
     md = "\n".join(lines) + "\n"
     if args.markdown:
         Path(args.markdown).write_text(md)

@@ -60,9 +60,16 @@ def folder_counts(root: Path, max_bytes: int = 60_000_000) -> dict:
                 reasons[w] += 1
                 flagged_files[doc.source] += 1
     flagged = sum(reasons.values())
-    return {"documents": n_docs, "chunks": n_chunks, "bytes": n_bytes, "flagged": flagged,
-            "share": round(flagged / n_chunks, 4) if n_chunks else 0.0, "by_reason": dict(reasons),
-            "top_files": flagged_files.most_common(5), "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "documents": n_docs,
+        "chunks": n_chunks,
+        "bytes": n_bytes,
+        "flagged": flagged,
+        "share": round(flagged / n_chunks, 4) if n_chunks else 0.0,
+        "by_reason": dict(reasons),
+        "top_files": flagged_files.most_common(5),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def corpus_counts(path: Path) -> dict:
@@ -71,8 +78,13 @@ def corpus_counts(path: Path) -> dict:
     corpus = json.loads(path.read_text())
     texts = [c["content"] for d in corpus for c in d["chunks"]]
     why = collections.Counter(r for r in map(no_model_reason, texts) if r)
-    return {"documents": len(corpus), "chunks": len(texts), "flagged": sum(why.values()),
-            "share": round(sum(why.values()) / len(texts), 4), "by_reason": dict(why)}
+    return {
+        "documents": len(corpus),
+        "chunks": len(texts),
+        "flagged": sum(why.values()),
+        "share": round(sum(why.values()) / len(texts), 4),
+        "by_reason": dict(why),
+    }
 
 
 def skipping_section(s_per_chunk: float | None = None, log=print, max_bytes: int = 60_000_000) -> dict:
@@ -93,10 +105,17 @@ def skipping_section(s_per_chunk: float | None = None, log=print, max_bytes: int
 
 
 def markdown(s: dict) -> list[str]:
-    lines = ["", "## Chunks that get no LLM call (assets/skipping.py)", "",
-             "| folder | documents | chunks | flagged | share | by reason | LLM s spared |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Chunks that get no LLM call (assets/skipping.py)",
+        "",
+        "| folder | documents | chunks | flagged | share | by reason | LLM s spared |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in s["folders"].items():
-        lines.append(f"| {name} | {r['documents']} | {r['chunks']} | {r['flagged']} | {r['share']:.1%} | "
-                     f"{', '.join(f'{k} {v}' for k, v in sorted(r['by_reason'].items())) or '—'} | "
-                     f"{r.get('llm_seconds_spared', '—')} |")
+        lines.append(
+            f"| {name} | {r['documents']} | {r['chunks']} | {r['flagged']} | {r['share']:.1%} | "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(r['by_reason'].items())) or '—'} | "
+            f"{r.get('llm_seconds_spared', '—')} |"
+        )
     return lines

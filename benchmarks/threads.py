@@ -27,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PREFILL_TOKENS = 640
 GENERATE_TOKENS = 48
-SETTINGS = (("2 threads", {"SITUATE_N_THREADS": "2"}),
-            ("1 thread", {"SITUATE_N_THREADS": "1"}),
-            ("2 threads, OMP_WAIT_POLICY=PASSIVE", {"SITUATE_N_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}),
-            ("auto (situate's default: the free cores)", {"SITUATE_N_THREADS": "0"}))
+SETTINGS = (
+    ("2 threads", {"SITUATE_N_THREADS": "2"}),
+    ("1 thread", {"SITUATE_N_THREADS": "1"}),
+    ("2 threads, OMP_WAIT_POLICY=PASSIVE", {"SITUATE_N_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}),
+    ("auto (situate's default: the free cores)", {"SITUATE_N_THREADS": "0"}),
+)
 
 
 def worker(prefill_tokens: int = PREFILL_TOKENS, generate_tokens: int = GENERATE_TOKENS) -> dict:
@@ -50,9 +52,14 @@ def worker(prefill_tokens: int = PREFILL_TOKENS, generate_tokens: int = GENERATE
         L.reset()
         pre = llm.generate(tokens, stop=[], max_tokens=1)
         gen = llm.generate(tokens + L.tokenize(b"\n", add_bos=False), stop=[], max_tokens=generate_tokens)
-        rounds.append({"prefill_tokens_per_s": pre.evaluated / pre.prefill_seconds,
-                       "generated_tokens_per_s": gen.generated / gen.generate_seconds,
-                       "threads": getattr(L, "_situate_threads", None), "others_busy_cores": round(meter().others, 2)})
+        rounds.append(
+            {
+                "prefill_tokens_per_s": pre.evaluated / pre.prefill_seconds,
+                "generated_tokens_per_s": gen.generated / gen.generate_seconds,
+                "threads": getattr(L, "_situate_threads", None),
+                "others_busy_cores": round(meter().others, 2),
+            }
+        )
     best = rounds[-1]  # the second round: the first pays page faults of a fresh load
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in best.items()}
 
@@ -81,50 +88,74 @@ def threads_section(log=print, tiny: bool = False) -> dict:
             time.sleep(1.0)
         try:
             for label, env in settings:
-                out = subprocess.run([sys.executable, __file__, "--worker", *sizes], env={**os.environ, **env},
-                                     capture_output=True, text=True, cwd=str(ROOT), timeout=900)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--worker", *sizes],
+                    env={**os.environ, **env},
+                    capture_output=True,
+                    text=True,
+                    cwd=str(ROOT),
+                    timeout=900,
+                )
                 if out.returncode != 0:
                     raise RuntimeError(f"threads worker {label}: {out.stderr[-2000:]}")
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 r.update(setting=label, load=load)
                 for name, m in modes.items():
                     if m.get("evaluated_per_chunk"):
-                        r[f"s_per_chunk {name}"] = round(m["evaluated_per_chunk"] / r["prefill_tokens_per_s"]
-                                                         + m["generated_per_chunk"] / r["generated_tokens_per_s"], 2)
+                        r[f"s_per_chunk {name}"] = round(
+                            m["evaluated_per_chunk"] / r["prefill_tokens_per_s"]
+                            + m["generated_per_chunk"] / r["generated_tokens_per_s"],
+                            2,
+                        )
                 rows.append(r)
-                log(f"threads {load} · {label}: prefill {r['prefill_tokens_per_s']} tok/s, "
-                    f"generation {r['generated_tokens_per_s']} tok/s, threads {r['threads']}")
+                log(
+                    f"threads {load} · {label}: prefill {r['prefill_tokens_per_s']} tok/s, "
+                    f"generation {r['generated_tokens_per_s']} tok/s, threads {r['threads']}"
+                )
         finally:
             if busy:
                 busy.kill()
                 busy.wait()
     out = {"rows": rows, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+
     def rate(load, label, key):
         return next(r[key] for r in rows if r["load"] == load and r["setting"] == label)
+
     auto = SETTINGS[-1][0]
     for key in ("prefill_tokens_per_s", "generated_tokens_per_s"):
         for load, name in (("one busy core", "busy"), ("idle", "idle")):
             if load in loads and SETTINGS[0] in settings:
-                out[f"auto_over_2_threads_{name}_{key}"] = round(rate(load, auto, key) / rate(load, "2 threads", key), 2)
+                out[f"auto_over_2_threads_{name}_{key}"] = round(
+                    rate(load, auto, key) / rate(load, "2 threads", key), 2
+                )
     return out
 
 
 def markdown(t: dict) -> list[str]:
     est = sorted({k for r in t["rows"] for k in r if k.startswith("s_per_chunk ")})
-    lines = ["", "## llama.cpp threads, idle and beside one busy core", "",
-             f"{t['cores']} cores. Prefill and generation rates of the default blurb model (tokens/s, llama.cpp's "
-             "counters); LLM seconds a chunk estimated from them and the cost section's tokens a chunk.", "",
-             "| load | setting | threads used | prefill tok/s | generation tok/s | " + " | ".join(
-                 e.replace("s_per_chunk ", "est. s a chunk: ") for e in est) + " |",
-             "|---|---|---|---|---|" + "---|" * len(est)]
+    lines = [
+        "",
+        "## llama.cpp threads, idle and beside one busy core",
+        "",
+        f"{t['cores']} cores. Prefill and generation rates of the default blurb model (tokens/s, llama.cpp's "
+        "counters); LLM seconds a chunk estimated from them and the cost section's tokens a chunk.",
+        "",
+        "| load | setting | threads used | prefill tok/s | generation tok/s | "
+        + " | ".join(e.replace("s_per_chunk ", "est. s a chunk: ") for e in est)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(est),
+    ]
     for r in t["rows"]:
-        lines.append(f"| {r['load']} | {r['setting']} | {r['threads']} | {r['prefill_tokens_per_s']} | "
-                     f"{r['generated_tokens_per_s']} | " + " | ".join(str(r.get(e, '')) for e in est) + " |")
+        lines.append(
+            f"| {r['load']} | {r['setting']} | {r['threads']} | {r['prefill_tokens_per_s']} | "
+            f"{r['generated_tokens_per_s']} | " + " | ".join(str(r.get(e, "")) for e in est) + " |"
+        )
     return lines
 
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
+
         def _arg(name: str, default: int) -> int:
             return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
 

@@ -1,6 +1,5 @@
 """The sensor that follows the docs folder and the schedule that re-ingests periodically."""
 
-
 import hashlib
 import json
 import os
@@ -8,11 +7,20 @@ import os
 import dagster as dg
 
 from assets.embeddings import fingerprint
-from pipelines.jobs import index_job, ingest_job
 from assets.partitions import documents
 from assets.table_checks import record_removal_hold, record_stuck
+from pipelines.jobs import index_job, ingest_job
 from pipelines.settings import int_from_env
-from pipelines.sync import ADD_BATCH, ALLOW_REMOVAL_ENV, PARTITIONS, SyncPlan, bad_inputs_from_store, plan_sync, run_key, run_ranges
+from pipelines.sync import (
+    ADD_BATCH,
+    ALLOW_REMOVAL_ENV,
+    PARTITIONS,
+    SyncPlan,
+    bad_inputs_from_store,
+    plan_sync,
+    run_key,
+    run_ranges,
+)
 from resources.documents.docs import Chunking, DocsFolder
 from resources.models.llm import BlurbLLM, Embedder
 from resources.store.retrieval import rebuild_bm25_from_table
@@ -26,8 +34,15 @@ RANGE_END = "dagster/asset_partition_range_end"
 RUN_BASE = "situate/run_base"
 
 
-def plan_for(instance: dg.DagsterInstance, docs: DocsFolder, store: Store, llm: BlurbLLM,
-             embedder: Embedder, chunking: Chunking, allow_removal: bool = False) -> tuple[SyncPlan, str]:
+def plan_for(
+    instance: dg.DagsterInstance,
+    docs: DocsFolder,
+    store: Store,
+    llm: BlurbLLM,
+    embedder: Embedder,
+    chunking: Chunking,
+    allow_removal: bool = False,
+) -> tuple[SyncPlan, str]:
     """Plan a sync of ``docs`` against the instance's partitions and the store's table.  A mass
     removal (:func:`pipelines.sync.removal_held`) is held unless ``allow_removal`` or
     ``SITUATE_ALLOW_MASS_REMOVAL=1``; the data folder records the hold (the ``no_removal_held``
@@ -35,9 +50,14 @@ def plan_for(instance: dg.DagsterInstance, docs: DocsFolder, store: Store, llm: 
     fp = fingerprint(llm, embedder, chunking)
     registered = instance.get_dynamic_partitions(PARTITIONS)
     refs = docs.discover()
-    plan = plan_sync(refs, registered, store.document_states(), fp,
-                     bad_inputs_from_store(store, [r.key for r in refs]),
-                     allow_mass_removal=allow_removal or os.environ.get(ALLOW_REMOVAL_ENV, "") == "1")
+    plan = plan_sync(
+        refs,
+        registered,
+        store.document_states(),
+        fp,
+        bad_inputs_from_store(store, [r.key for r in refs]),
+        allow_mass_removal=allow_removal or os.environ.get(ALLOW_REMOVAL_ENV, "") == "1",
+    )
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp
 
@@ -56,12 +76,16 @@ def apply_to_instance(instance: dg.DagsterInstance, store: Store, plan: SyncPlan
     for key in plan.removed:
         instance.delete_dynamic_partition(PARTITIONS, key)
     for i in range(0, len(plan.added), ADD_BATCH):
-        instance.add_dynamic_partitions(PARTITIONS, plan.added[i:i + ADD_BATCH])
+        instance.add_dynamic_partitions(PARTITIONS, plan.added[i : i + ADD_BATCH])
     return list(instance.get_dynamic_partitions(PARTITIONS))
 
 
-ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-          dg.DagsterRunStatus.STARTED]
+ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 #: Jobs whose STARTED runs :func:`reap_dead_runs` checks: situate's jobs and the asset job of
@@ -70,7 +94,8 @@ REAPED_JOBS = ("ingest", "bm25", "__ASSET_JOB")
 
 
 def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
-    """Mark FAILURE every ``ingest``/``bm25``/automation (``__ASSET_JOB``) run still STARTED whose worker process, on this host,
+    """Mark FAILURE every ``ingest``/``bm25``/automation (``__ASSET_JOB``) run still STARTED whose worker
+    process, on this host,
     is gone (killed with ``kill -9``, out of memory, the machine restarted).  Its documents are then
     no longer "in flight", so the next sync asks for them again; the blurbs it finished are in the
     blurb cache and are not written again.  Returns the run ids marked.
@@ -87,16 +112,21 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
     reaped = []
     # the jobs' runs and the runs Dagster's automation launches for bm25_index (its eager
     # condition: job "__ASSET_JOB"), whose killed worker would otherwise block eager() for good
-    for run in [r for job in REAPED_JOBS for r in instance.get_runs(
-            filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.STARTED]))]:
+    for run in [
+        r
+        for job in REAPED_JOBS
+        for r in instance.get_runs(filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.STARTED]))
+    ]:
         tags = run.tags
         if tags.get("situate/host") != host or not tags.get("situate/pid", "").isdigit():
             continue
         started = process_start(int(tags["situate/pid"]))
         if started is not None and (not tags.get("situate/pid_start") or started == tags["situate/pid_start"]):
             continue  # still working
-        msg = (f"run worker (pid {tags['situate/pid']} on {host}) is gone without finishing (killed or crashed); "
-               "its documents will be ingested again, finished blurbs come from the cache")
+        msg = (
+            f"run worker (pid {tags['situate/pid']} on {host}) is gone without finishing (killed or crashed); "
+            "its documents will be ingested again, finished blurbs come from the cache"
+        )
         instance.report_run_failed(run, message=msg)
         reaped.append(run.run_id)
         if log is not None:
@@ -116,19 +146,22 @@ def _run_keys_of(run: dg.DagsterRun, pos: dict[str, int], order: list[str]) -> l
     if "dagster/partition" in tags:
         return [tags["dagster/partition"]]
     if tags.get(RANGE_START) in pos and tags.get(RANGE_END) in pos:
-        return order[pos[tags[RANGE_START]]: pos[tags[RANGE_END]] + 1]
+        return order[pos[tags[RANGE_START]] : pos[tags[RANGE_END]] + 1]
     return []
 
 
-def failed_attempts(instance: dg.DagsterInstance, order: list[str] | None = None,
-                    limit: int = 1000) -> dict[str, tuple[int, str]]:
+def failed_attempts(
+    instance: dg.DagsterInstance, order: list[str] | None = None, limit: int = 1000
+) -> dict[str, tuple[int, str]]:
     """``ingest`` runs that failed or were canceled as a whole (among the last ``limit``), counted
     per the work they were asked for (their :data:`RUN_BASE` tag: the same documents at the same
     versions with the same settings): base → (number of those runs, the latest one's id).
     ``order`` is accepted for the callers of earlier versions and not used."""
     out: dict[str, tuple[int, str]] = {}
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=[
-        dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]), limit=limit)
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(job_name="ingest", statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]),
+        limit=limit,
+    )
     for run in runs:  # newest first
         base = run.tags.get(RUN_BASE)
         if base:
@@ -165,9 +198,14 @@ def docs_per_run() -> int:
     return int_from_env("SITUATE_DOCS_PER_RUN", 0)
 
 
-def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None = None,
-                 failures: dict[str, tuple[int, str]] | None = None,
-                 stuck: dict[str, tuple[int, str]] | None = None) -> list[dg.RunRequest]:
+def run_requests(
+    plan: SyncPlan,
+    order: list[str],
+    fp: str,
+    per_run: int | None = None,
+    failures: dict[str, tuple[int, str]] | None = None,
+    stuck: dict[str, tuple[int, str]] | None = None,
+) -> list[dg.RunRequest]:
     """One ``ingest`` run per contiguous range of stale keys, of at most ``per_run`` documents
     (default :func:`docs_per_run`; one model load serves the range), tagged with its work
     (:data:`RUN_BASE`).
@@ -180,7 +218,7 @@ def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None 
     failures = failures or {}
     reqs = []
     for first, last in run_ranges(order, plan.stale, per_run):
-        keys = order[order.index(first): order.index(last) + 1]
+        keys = order[order.index(first) : order.index(last) + 1]
         base = run_key(keys, plan, fp)
         n, last_run = failures.get(base, (0, ""))
         if n >= MAX_RUN_ATTEMPTS:
@@ -188,8 +226,14 @@ def run_requests(plan: SyncPlan, order: list[str], fp: str, per_run: int | None 
                 stuck.update({k: (n, last_run) for k in keys if k in plan.refs})
             continue
         tags = {RUN_BASE: base, **({RANGE_START: first, RANGE_END: last} if first != last else {})}
-        reqs.append(dg.RunRequest(run_key=base + (f"-retry{n}" if n else ""), job_name="ingest",
-                                  partition_key=first if first == last else None, tags=tags))
+        reqs.append(
+            dg.RunRequest(
+                run_key=base + (f"-retry{n}" if n else ""),
+                job_name="ingest",
+                partition_key=first if first == last else None,
+                tags=tags,
+            )
+        )
     return reqs
 
 
@@ -199,8 +243,9 @@ def stuck_reasons(instance: dg.DagsterInstance, stuck: dict[str, tuple[int, str]
     return {k: f"{n} failed runs; last run {run}: {errors[run]}" for k, (n, run) in stuck.items()}
 
 
-def ingest_requests(context, store: Store, plan: SyncPlan, order: list[str], fp: str
-                    ) -> tuple[list[dg.RunRequest], dict[str, str]]:
+def ingest_requests(
+    context, store: Store, plan: SyncPlan, order: list[str], fp: str
+) -> tuple[list[dg.RunRequest], dict[str, str]]:
     """The sensor's and the schedule's ``ingest`` run requests (:func:`run_requests`, failures
     counted on the instance), and key → reason for the documents given up on: recorded in the
     data folder (the ``documents_not_stuck`` check) and logged, at most 20 lines."""
@@ -213,12 +258,21 @@ def ingest_requests(context, store: Store, plan: SyncPlan, order: list[str], fp:
     return requests, reasons
 
 
-@dg.sensor(jobs=[ingest_job, index_job], minimum_interval_seconds=60,
-           default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Registers one `documents` partition per document in the docs folder, asks for "
-                       "runs of new and changed ones, and deletes the partitions and rows of removed ones.")
-def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, store: Store, llm: BlurbLLM,
-                     embedder: Embedder, chunking: Chunking):
+@dg.sensor(
+    jobs=[ingest_job, index_job],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Registers one `documents` partition per document in the docs folder, asks for "
+    "runs of new and changed ones, and deletes the partitions and rows of removed ones.",
+)
+def documents_sensor(
+    context: dg.SensorEvaluationContext,
+    docs: DocsFolder,
+    store: Store,
+    llm: BlurbLLM,
+    embedder: Embedder,
+    chunking: Chunking,
+):
     if not docs.root.exists():
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
@@ -229,33 +283,53 @@ def documents_sensor(context: dg.SensorEvaluationContext, docs: DocsFolder, stor
     plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
     requests, reasons = ingest_requests(context, store, plan, order, fp)
     if reasons:  # one index run per stuck set, so the failing check shows in the UI
-        requests.append(dg.RunRequest(
-            run_key="stuck-" + hashlib.sha256(json.dumps(sorted(reasons)).encode()).hexdigest()[:16],
-            job_name="bm25"))
+        requests.append(
+            dg.RunRequest(
+                run_key="stuck-" + hashlib.sha256(json.dumps(sorted(reasons)).encode()).hexdigest()[:16],
+                job_name="bm25",
+            )
+        )
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
-        requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64],
-                                      job_name="bm25"))
+        requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64], job_name="bm25"))
     if plan.held:  # one warning; one index run, so the failing check shows in the UI
         context.log.warning(f"sync: {plan.held}")
-        requests.append(dg.RunRequest(run_key="held-" + hashlib.sha256(plan.held.encode()).hexdigest()[:16],
-                                      job_name="bm25"))
-    context.log.info(f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
-                     f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad")
+        requests.append(
+            dg.RunRequest(run_key="held-" + hashlib.sha256(plan.held.encode()).hexdigest()[:16], job_name="bm25")
+        )
+    context.log.info(
+        f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
+        f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad"
+    )
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
     return dg.SensorResult(
         run_requests=requests,
-        dynamic_partitions_requests=[r for r in (
-            documents.build_add_request(plan.added) if plan.added else None,
-            documents.build_delete_request(plan.removed) if plan.removed else None,
-        ) if r is not None])
+        dynamic_partitions_requests=[
+            r
+            for r in (
+                documents.build_add_request(plan.added) if plan.added else None,
+                documents.build_delete_request(plan.removed) if plan.removed else None,
+            )
+            if r is not None
+        ],
+    )
 
 
-@dg.schedule(cron_schedule="0 2 * * *", job=ingest_job, default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Nightly re-ingest: the same sync as the sensor (new, changed and removed "
-                         "documents), for when the sensor is off or missed a change.")
-def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, store: Store, llm: BlurbLLM,
-                     embedder: Embedder, chunking: Chunking):
+@dg.schedule(
+    cron_schedule="0 2 * * *",
+    job=ingest_job,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Nightly re-ingest: the same sync as the sensor (new, changed and removed "
+    "documents), for when the sensor is off or missed a change.",
+)
+def nightly_reingest(
+    context: dg.ScheduleEvaluationContext,
+    docs: DocsFolder,
+    store: Store,
+    llm: BlurbLLM,
+    embedder: Embedder,
+    chunking: Chunking,
+):
     if not docs.root.exists():
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
@@ -267,5 +341,4 @@ def nightly_reingest(context: dg.ScheduleEvaluationContext, docs: DocsFolder, st
     busy = in_flight_keys(context.instance, order)
     plan.stale = [k for k in plan.stale if k not in busy]
     requests, _ = ingest_requests(context, store, plan, order, fp)
-    return requests or \
-        dg.SkipReason("every document is up to date")
+    return requests or dg.SkipReason("every document is up to date")

@@ -62,68 +62,123 @@ def _main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_models = sub.add_parser("models", help="install, list or check the local models")
     p_models.add_argument("action", choices=["install", "list", "check"])
-    p_models.add_argument("names", nargs="*", metavar="NAME",
-                          help="blurb models or embedders to install besides the defaults (see `situate models list`)")
+    p_models.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="blurb models or embedders to install besides the defaults (see `situate models list`)",
+    )
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
     p_ingest.add_argument("path")
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
-    p_ingest.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT "
-                          "(exit status 1 when any document failed)")
-    p_ingest.add_argument("--replace", action="store_true",
-                          help="the data folder holds another docs folder's documents: replace them")
-    p_ingest.add_argument("--allow-removal", action="store_true",
-                          help="remove the rows of documents gone from the folder even when most (or all) "
-                               "are gone (held otherwise, exit status 2: an unmounted share?)")
-    p_ingest.add_argument("--estimate", action="store_true",
-                          help="count the LLM requests, prompt tokens and (a paid API) the cost an ingest of "
-                               "PATH would take: every document is read, chunked and fitted, no model is "
-                               "asked and nothing is written")
-    p_search = sub.add_parser("search", help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "
-                              "the local cross-encoder")
+    p_ingest.add_argument(
+        "--json", metavar="OUT", help="write the summary as JSON to OUT (exit status 1 when any document failed)"
+    )
+    p_ingest.add_argument(
+        "--replace", action="store_true", help="the data folder holds another docs folder's documents: replace them"
+    )
+    p_ingest.add_argument(
+        "--allow-removal",
+        action="store_true",
+        help="remove the rows of documents gone from the folder even when most (or all) "
+        "are gone (held otherwise, exit status 2: an unmounted share?)",
+    )
+    p_ingest.add_argument(
+        "--estimate",
+        action="store_true",
+        help="count the LLM requests, prompt tokens and (a paid API) the cost an ingest of "
+        "PATH would take: every document is read, chunked and fitted, no model is "
+        "asked and nothing is written",
+    )
+    p_search = sub.add_parser(
+        "search",
+        help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "  # noqa: E501
+        "the local cross-encoder",
+    )
     p_search.add_argument("query")
     p_search.add_argument("-k", type=int, default=10)
     p_search.add_argument("--json", action="store_true")
     p_search.add_argument("--home")
-    p_search.add_argument("--rerank", type=int, default=None, metavar="N",
-                          help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
-                          "or 0, off; 30 is the measured depth; about 0.06-0.08 s a candidate on 2 CPU cores)")
+    p_search.add_argument(
+        "--rerank",
+        type=int,
+        default=None,
+        metavar="N",
+        help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
+        "or 0, off; 30 is the measured depth; about 0.06-0.08 s a candidate on 2 CPU cores)",
+    )
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
-    p_demo.add_argument("--replace", action="store_true",
-                        help="the data folder holds another docs folder's documents: replace them")
-    p_eval = sub.add_parser("eval", help="retrieval quality: ingest an evaluation corpus, score every "
-                            "configuration (Pass@5/10/20, failure@20, MRR@10)")
+    p_demo.add_argument(
+        "--replace", action="store_true", help="the data folder holds another docs folder's documents: replace them"
+    )
+    p_eval = sub.add_parser(
+        "eval",
+        help="retrieval quality: ingest an evaluation corpus, score every "
+        "configuration (Pass@5/10/20, failure@20, MRR@10)",
+    )
     p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
     p_eval.add_argument("--queries", help="query lines {query_id, query, golden: [[doc_id, chunk_index]]}")
-    p_eval.add_argument("--configs", help="comma-separated (default: all of "
-                        "chunk,chunk+bm25,heuristic,contextual-dense,blurb,contextual,contextual+rerank)")
-    p_eval.add_argument("--fusion", default="rrf", help="comma-separated fusion methods: rrf, weighted "
-                        "(the first is the one reported under the plain name)")
+    p_eval.add_argument(
+        "--configs",
+        help="comma-separated (default: all of "
+        "chunk,chunk+bm25,heuristic,contextual-dense,blurb,contextual,contextual+rerank)",
+    )
+    p_eval.add_argument(
+        "--fusion",
+        default="rrf",
+        help="comma-separated fusion methods: rrf, weighted (the first is the one reported under the plain name)",
+    )
     p_eval.add_argument("--rerank-depth", type=int, default=None, help="candidates the reranker reorders")
     p_eval.add_argument("--home", help="data folder (default $SITUATE_HOME/eval/<corpus name>)")
     p_eval.add_argument("--json", metavar="OUT", help="write the figures and each query's golden ranks to OUT")
     p_eval.add_argument("--markdown", metavar="OUT", help="write the table as Markdown to OUT")
-    p_eval.add_argument("--blurbs", metavar="FILE", help="take blurbs from this blurb file (.jsonl.gz) where it "
-                        "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)")
+    p_eval.add_argument(
+        "--blurbs",
+        metavar="FILE",
+        help="take blurbs from this blurb file (.jsonl.gz) where it "
+        "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)",
+    )
     p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
-    p_eval.add_argument("--questions", metavar="FILE",
-                        help="a blurb file of the questions prompt: fusion-cv adds BM25 over each chunk's "
-                             "questions and dense over structural context + questions + chunk")
-    p_eval.add_argument("--late-chunking", action="store_true",
-                        help="fusion-cv: add a late-chunked dense ranking (nomic-embed-text-v1.5, installed with "
-                             "`situate models install nomic-embed-text-v1.5`)")
-    p_eval.add_argument("--cv-rerank", action="store_true",
-                        help="fusion-cv: add the cross-encoder's order of the top --rerank-depth as a ranking")
-    p_eval.add_argument("--cv-rankings", metavar="SETS",
-                        help="fusion-cv: sets of rankings to fit apart, each added to today's dense, bm25 and "
-                             "structure-bm25: names joined by ',', sets by ';' (default: one set, every ranking)")
-    p_eval.add_argument("--cv-folds", type=_bounded_int(2, 20, "--cv-folds"), default=5,
-                        help="fusion-cv: folds of the queries (2-20; default 5)")
-    p_eval.add_argument("--cv-repeats", type=_bounded_int(1, 100, "--cv-repeats"), default=10,
-                        help="fusion-cv: seeded shuffles of the folds (1-100; default 10)")
+    p_eval.add_argument(
+        "--questions",
+        metavar="FILE",
+        help="a blurb file of the questions prompt: fusion-cv adds BM25 over each chunk's "
+        "questions and dense over structural context + questions + chunk",
+    )
+    p_eval.add_argument(
+        "--late-chunking",
+        action="store_true",
+        help="fusion-cv: add a late-chunked dense ranking (nomic-embed-text-v1.5, installed with "
+        "`situate models install nomic-embed-text-v1.5`)",
+    )
+    p_eval.add_argument(
+        "--cv-rerank",
+        action="store_true",
+        help="fusion-cv: add the cross-encoder's order of the top --rerank-depth as a ranking",
+    )
+    p_eval.add_argument(
+        "--cv-rankings",
+        metavar="SETS",
+        help="fusion-cv: sets of rankings to fit apart, each added to today's dense, bm25 and "
+        "structure-bm25: names joined by ',', sets by ';' (default: one set, every ranking)",
+    )
+    p_eval.add_argument(
+        "--cv-folds",
+        type=_bounded_int(2, 20, "--cv-folds"),
+        default=5,
+        help="fusion-cv: folds of the queries (2-20; default 5)",
+    )
+    p_eval.add_argument(
+        "--cv-repeats",
+        type=_bounded_int(1, 100, "--cv-repeats"),
+        default=10,
+        help="fusion-cv: seeded shuffles of the folds (1-100; default 10)",
+    )
     p_serve = sub.add_parser("serve", help="the search service (HTTP JSON API and a search page), models loaded once")
-    p_serve.add_argument("--host", default="127.0.0.1",
-                         help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)")
+    p_serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)"
+    )
     p_serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p_serve.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     p_mcp = sub.add_parser("mcp", help="a Model Context Protocol server over stdio with a `search` tool")
@@ -150,6 +205,7 @@ def _run(args) -> int:
 
     if args.command == "models":
         from resources.models import registry as models
+
         if args.action == "install":
             try:
                 models.install(names=args.names)
@@ -162,18 +218,18 @@ def _run(args) -> int:
             print(f"{'name':<36} {'role':<19} {'size':>9} {'licence':<11} installed")
             for r in models.listing():
                 mark = " (in use)" if r["role"] == "blurb LLM" and r["path"] == current else ""
-                print(f"{r['name']:<36} {r['role']:<19} {r['size'] / 1e6:>6,.0f} MB {r['licence']:<11} "
-                      f"{'yes' if r['installed'] else 'no'}{' (default)' if r['default'] else ''}{mark}")
+                print(
+                    f"{r['name']:<36} {r['role']:<19} {r['size'] / 1e6:>6,.0f} MB {r['licence']:<11} "
+                    f"{'yes' if r['installed'] else 'no'}{' (default)' if r['default'] else ''}{mark}"
+                )
             return 0
         bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
         return 1 if bad else 0
     if args.command == "ingest" and args.estimate:
         from pipelines.estimate import estimate
-        from pipelines.preflight import check_docs
+        from pipelines.preflight import StartupError, check_docs, preflight_models
         from pipelines.settings import resources_from_env
-
-        from pipelines.preflight import StartupError, preflight_models
         from resources.models.server import ServerError
 
         try:
@@ -210,15 +266,24 @@ def _run(args) -> int:
         from pipelines.evaluate import RERANK_DEPTH, run_eval
 
         try:
-            report = run_eval(args.corpus, args.queries,
-                              [c.strip() for c in args.configs.split(",")] if args.configs else None,
-                              args.home, [f.strip() for f in args.fusion.split(",")],
-                              args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
-                              blurbs=args.blurbs, save_blurbs=args.save_blurbs, questions=args.questions,
-                              cv_folds=args.cv_folds, cv_repeats=args.cv_repeats,
-                              late_chunking=args.late_chunking, cv_rerank=args.cv_rerank,
-                              cv_sets=[[x.strip() for x in part.split(",") if x.strip()]
-                                       for part in args.cv_rankings.split(";")] if args.cv_rankings else None)
+            report = run_eval(
+                args.corpus,
+                args.queries,
+                [c.strip() for c in args.configs.split(",")] if args.configs else None,
+                args.home,
+                [f.strip() for f in args.fusion.split(",")],
+                args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
+                blurbs=args.blurbs,
+                save_blurbs=args.save_blurbs,
+                questions=args.questions,
+                cv_folds=args.cv_folds,
+                cv_repeats=args.cv_repeats,
+                late_chunking=args.late_chunking,
+                cv_rerank=args.cv_rerank,
+                cv_sets=[[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
+                if args.cv_rankings
+                else None,
+            )
         except (FileNotFoundError, ValueError) as e:
             print(f"situate eval: error: {e}", file=sys.stderr)
             return 2
@@ -257,8 +322,11 @@ def _serve(args) -> int:
 
     token = os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
-        print(f"situate: error: --host {args.host} is not a loopback address: set {TOKEN_ENV} (clients send "
-              "it as a bearer token) or bind 127.0.0.1", file=sys.stderr)
+        print(
+            f"situate: error: --host {args.host} is not a loopback address: set {TOKEN_ENV} (clients send "
+            "it as a bearer token) or bind 127.0.0.1",
+            file=sys.stderr,
+        )
         return 2
     if not 0 < args.port < 65536:
         print(f"situate: error: --port must be 1..65535, got {args.port}", file=sys.stderr)
@@ -267,8 +335,11 @@ def _serve(args) -> int:
 
     prepare_env(args.home)
     app = create_app(args.home, token)
-    print(f"situate: serving http://{args.host}:{args.port}/ (data folder "
-          f"{os.environ.get('SITUATE_HOME') or Path('.situate').resolve()}; API at /docs)", flush=True)
+    print(
+        f"situate: serving http://{args.host}:{args.port}/ (data folder "
+        f"{os.environ.get('SITUATE_HOME') or Path('.situate').resolve()}; API at /docs)",
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

@@ -15,6 +15,7 @@ from pipelines.automation import documents_sensor, nightly_reingest
 from pipelines.jobs import index_job, ingest_job
 from pipelines.settings import resources_from_env
 from resources.models import registry as models
+
 models.use_offline_tiktoken()
 
 ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_index, retrieval_eval]
@@ -23,8 +24,11 @@ ASSETS = [raw_documents, chunks, fitted_preambles, blurbs, embeddings, bm25_inde
 #: Declarative automation is evaluated by a sensor that Dagster leaves stopped by default; this one
 #: runs by default, so ``bm25_index`` (AutomationCondition.eager) is rebuilt after new embeddings.
 bm25_automation = dg.AutomationConditionSensorDefinition(
-    "bm25_automation", target=dg.AssetSelection.assets("bm25_index"),
-    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+    "bm25_automation",
+    target=dg.AssetSelection.assets("bm25_index"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+)
 
 
 def build_definitions(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dg.Definitions:
@@ -38,9 +42,13 @@ def build_definitions(docs_path: str | None = None, home: str | None = None, pla
         start no run with it (a run's own resources check again at its start).
     """
     return dg.Definitions(
-        assets=ASSETS, jobs=[ingest_job, index_job], sensors=[documents_sensor, bm25_automation],
-        schedules=[nightly_reingest], resources=resources_from_env(docs_path, home, plain),
-        executor=dg.in_process_executor)
+        assets=ASSETS,
+        jobs=[ingest_job, index_job],
+        sensors=[documents_sensor, bm25_automation],
+        schedules=[nightly_reingest],
+        resources=resources_from_env(docs_path, home, plain),
+        executor=dg.in_process_executor,
+    )
 
 
 defs = build_definitions()

@@ -81,8 +81,10 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
     for line in summary.lines():
         print(f"situate: {line}")
     for key, s in summary.per_document.items():
-        print(f"situate:   {key}: {s['chunks']} chunks, prompt tokens evaluated {s['prompt_tokens_evaluated']:,} "
-              f"/ reused {s['prompt_tokens_reused']:,}, {s['llm_seconds']} s")
+        print(
+            f"situate:   {key}: {s['chunks']} chunks, prompt tokens evaluated {s['prompt_tokens_evaluated']:,} "
+            f"/ reused {s['prompt_tokens_reused']:,}, {s['llm_seconds']} s"
+        )
     for q in QUERIES:
         hits, warnings = search(q, 3, str(home_path))
         print(f"\nsearch: {q}")

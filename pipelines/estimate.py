@@ -60,19 +60,24 @@ class Estimate:
     cost_rates: str = ""
 
     def lines(self) -> list[str]:
-        out = [f"documents: {self.documents} ({self.readable} readable); LLM requests of a cold ingest: "
-               f"{self.requests:,}",
-               f"prompt {self.unit} evaluated: {self.prompt_written:,} (of them written to the cache: "
-               f"{self.cache_writes:,}), read from the cache: {self.prompt_read:,}; generated at most: "
-               f"{self.generated_bound:,}"]
+        out = [
+            f"documents: {self.documents} ({self.readable} readable); LLM requests of a cold ingest: {self.requests:,}",
+            f"prompt {self.unit} evaluated: {self.prompt_written:,} (of them written to the cache: "
+            f"{self.cache_writes:,}), read from the cache: {self.prompt_read:,}; generated at most: "
+            f"{self.generated_bound:,}",
+        ]
         if self.approx_tokens:
             a = self.approx_tokens
-            out.append(f"in cl100k_base tokens, about: evaluated {a['evaluated']:,} (written to the cache "
-                       f"{a['written']:,}), read from the cache {a['read']:,}")
+            out.append(
+                f"in cl100k_base tokens, about: evaluated {a['evaluated']:,} (written to the cache "
+                f"{a['written']:,}), read from the cache {a['read']:,}"
+            )
         if self.cost_usd is not None:
-            out.append(f"cost ${self.cost_usd:,.4f} with the cache as planned, at most ${self.cost_usd_bound:,.4f} "
-                       f"with no cache hit; every answer at its bound, at {self.cost_rates}"
-                       + (" (input counted in bytes, a bound on tokens)" if self.unit == "bytes" else ""))
+            out.append(
+                f"cost ${self.cost_usd:,.4f} with the cache as planned, at most ${self.cost_usd_bound:,.4f} "
+                f"with no cache hit; every answer at its bound, at {self.cost_rates}"
+                + (" (input counted in bytes, a bound on tokens)" if self.unit == "bytes" else "")
+            )
         elif self.cost_rates:
             out.append(f"cost: {self.cost_rates}")
         for key, why in self.failed.items():
@@ -88,14 +93,14 @@ def _requests(text: str, spans: list[tuple[int, int]], reasons: list, plan, buil
             w = plan.windows[0]
             out.append((len(builder.window_prefix(text, [(0, 0)], w.start, w.end)), len(builder.suffix("", 0)), True))
         return out
-    for wi, w in enumerate(plan.windows):
+    for w in plan.windows:
         prefix = len(builder.window_prefix(text, spans, w.start, w.end))
         first = True
         for i in w.chunks:
             if reasons[i]:
                 continue
             a, b = spans[i]
-            out.append((prefix, len(builder.suffix(text[a:b][:plan.chunk_prompt_ends[i]], i)), first))
+            out.append((prefix, len(builder.suffix(text[a:b][: plan.chunk_prompt_ends[i]], i)), first))
             first = False
     return out
 
@@ -122,8 +127,14 @@ def estimate(res: dict, echo=print) -> Estimate:
     from assets.chunking import make_chunks
     from assets.chunks import count_cl100k
     from assets.code_context import is_source
-    from assets.fitted_preambles import (document_builder, fit_bound, fit_document, fit_summary,
-                                         generation_bound, prompt_builder)
+    from assets.fitted_preambles import (
+        document_builder,
+        fit_bound,
+        fit_document,
+        fit_summary,
+        generation_bound,
+        prompt_builder,
+    )
     from assets.skipping import chunk_reasons
     from resources.documents.reading import DocumentError, load
 
@@ -144,8 +155,9 @@ def estimate(res: dict, echo=print) -> Estimate:
             continue
         est.readable += 1
         text = doc.text
-        chunks = make_chunks(ref.key, text, doc.headings, count_cl100k, chunking.chunk_tokens,
-                             chunking.overlap_tokens, doc.given_chunks)
+        chunks = make_chunks(
+            ref.key, text, doc.headings, count_cl100k, chunking.chunk_tokens, chunking.overlap_tokens, doc.given_chunks
+        )
         spans = [(c.start, c.end) for c in chunks]
         reasons = chunk_reasons(doc.source, [c.text for c in chunks])
         if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
@@ -184,12 +196,15 @@ def estimate(res: dict, echo=print) -> Estimate:
         if price is None:
             est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
         else:
-            est.cost_usd = cost_usd(price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound,
-                                    batch=llm.api_batch)
+            est.cost_usd = cost_usd(
+                price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound, batch=llm.api_batch
+            )
             # no hit: every request's prefix written again (the dearest the cache can make it)
             prefixes = est.cache_writes + est.prompt_read
-            est.cost_usd_bound = cost_usd(price, est.prompt_written + est.prompt_read, prefixes, 0,
-                                          est.generated_bound, batch=llm.api_batch)
-            est.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
-                              + (", half of it through the Message Batches API" if llm.api_batch else ""))
+            est.cost_usd_bound = cost_usd(
+                price, est.prompt_written + est.prompt_read, prefixes, 0, est.generated_bound, batch=llm.api_batch
+            )
+            est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
+                ", half of it through the Message Batches API" if llm.api_batch else ""
+            )
     return est

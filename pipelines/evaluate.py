@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 
 from assets import evaluation as ev
-
 from resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
 
 #: The configurations that rerank ``contextual``'s top ``rerank_depth``.
@@ -87,8 +86,9 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
         if not isinstance(doc, dict) or doc.get("error"):
             continue
         plan = fit_document(doc["text"], [(0, 0)], builder, llm.n_ctx, llm.max_tokens)
-        rec = contextualize(doc["text"], [""], plan, builder, lambda t: llm.generate(t, stop=STOP),
-                            cache=cache, cache_key=key_fn)[0]
+        rec = contextualize(
+            doc["text"], [""], plan, builder, lambda t: llm.generate(t, stop=STOP), cache=cache, cache_key=key_fn
+        )[0]
         calls += not rec.cached
         out[key] = rec.blurb
         if not rec.cached:
@@ -168,7 +168,7 @@ def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str
     by_reference = bool(prompt and prompt.by_reference)
     # one line per (document version, chunk text): the first model's, whichever model wrote it
     where = {}
-    for (_, model, doc_sha, t_sha) in f.raws:
+    for _, model, doc_sha, t_sha in f.raws:
         where.setdefault((doc_sha, t_sha), model)
     docs: dict[str, dict] = {}
     out, found, usable = {}, 0, 0
@@ -227,31 +227,37 @@ def late_chunked_rankings(store, rows: list[dict], qs: list, echo=print) -> list
         by_doc.setdefault(r["document_key"], []).append(r)
     vec: dict[str, np.ndarray] = {}
     t0, new = time.perf_counter(), 0
-    for n, (key, rs) in enumerate(sorted(by_doc.items())):
+    for n, (_key, rs) in enumerate(sorted(by_doc.items())):
         rs.sort(key=lambda r: int(r["chunk_index"]))
         k = digest(model, [r["text"] for r in rs])
         if k not in cache:
-            cache[k] = late_chunking.chunk_vectors([r["text"] for r in rs], te.tokenize, te.token_vectors,
-                                                   te.n_ctx, head, te.eos)
+            cache[k] = late_chunking.chunk_vectors(
+                [r["text"] for r in rs], te.tokenize, te.token_vectors, te.n_ctx, head, te.eos
+            )
             new += 1
             if new % 10 == 0:
-                echo(f"situate eval: late chunking: {n + 1}/{len(by_doc)} documents, "
-                     f"{te.tokens_read:,} tokens read in {time.perf_counter() - t0:.0f} s")
+                echo(
+                    f"situate eval: late chunking: {n + 1}/{len(by_doc)} documents, "
+                    f"{te.tokens_read:,} tokens read in {time.perf_counter() - t0:.0f} s"
+                )
         for r, v in zip(rs, cache[k]):
             vec[r["chunk_id"]] = v
     if new:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(cache_path, **cache)
-    echo(f"situate eval: late chunking: {new} documents read ({te.tokens_read:,} tokens, "
-         f"{time.perf_counter() - t0:.0f} s), {len(by_doc) - new} from the cache")
+    echo(
+        f"situate eval: late chunking: {new} documents read ({te.tokens_read:,} tokens, "
+        f"{time.perf_counter() - t0:.0f} s), {len(by_doc) - new} from the cache"
+    )
     ids = [r["chunk_id"] for r in rows]
     dv = np.stack([vec[i] for i in ids])
     qv = np.stack([te.query_vector(spec.query_prefix + q.query) for q in qs])
     return ev.dense_rankings(qv, dv, ids)
 
 
-def cv_rankings(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
-                late: bool = False, echo=print) -> tuple[dict[str, list[list[str]]], dict]:
+def cv_rankings(
+    store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None, late: bool = False, echo=print
+) -> tuple[dict[str, list[list[str]]], dict]:
     """Every ranking ``fusion-cv`` can fuse, as top-150 chunk ids per query.
 
     ``dense``, ``bm25``: over structural context + blurb + chunk (the table's text);
@@ -284,8 +290,10 @@ def cv_rankings(store, rows: list[dict], qs: list, qv, embedder, dcache, questio
         ptexts, owner = piece_texts(rows, contextualized_text, spans, window)
         pv, _, _ = embed_with_cache(embedder, ptexts, dcache)
         lists["windows-dense"] = max_sim_rankings(qv, pv, owner, ids)
-        echo(f"situate eval: windows-dense: {len(ptexts)} pieces for {len(rows)} chunks "
-             f"({len(ptexts) - len(set(owner))} more than one a chunk)")
+        echo(
+            f"situate eval: windows-dense: {len(ptexts)} pieces for {len(rows)} chunks "
+            f"({len(ptexts) - len(set(owner))} more than one a chunk)"
+        )
     if late:
         lists["late-dense"] = late_chunked_rankings(store, rows, qs, echo)
     lists["dense"] = ev.dense_rankings(qv, embed_with_cache(embedder, ctx, dcache)[0], ids)
@@ -302,8 +310,7 @@ def cv_rankings(store, rows: list[dict], qs: list, qv, embedder, dcache, questio
     return lists, extra
 
 
-def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list[str]]],
-                   depth: int) -> list[list[str]]:
+def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list[str]]], depth: int) -> list[list[str]]:
     """The cross-encoder's order of today's search's top ``depth`` (``dense``, ``bm25`` and
     ``structure-bm25`` fused by RRF), per query: a ranking for ``fusion-cv`` to blend with the
     others (issue 34, item 5), scores cached as ``contextual+rerank``'s."""
@@ -327,9 +334,21 @@ def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list
 TODAY = ("dense", "bm25", "structure-bm25")
 
 
-def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions: str | None,
-              folds: int, repeats: int, echo=print, late: bool = False, rerank_depth: int = 0,
-              sets: list[list[str]] | None = None) -> dict:
+def fusion_cv(
+    store,
+    rows: list[dict],
+    qs: list,
+    qv,
+    embedder,
+    dcache,
+    questions: str | None,
+    folds: int,
+    repeats: int,
+    echo=print,
+    late: bool = False,
+    rerank_depth: int = 0,
+    sets: list[list[str]] | None = None,
+) -> dict:
     """The ``fusion-cv`` configuration: the rankings of :func:`cv_rankings` (and, with
     ``rerank_depth``, :func:`rerank_ranking` as ``rerank``), then
     :func:`assets.fusion_fit.fit_report` against today's search (:data:`TODAY`, equal weights,
@@ -363,8 +382,9 @@ def fusion_cv(store, rows: list[dict], qs: list, qv, embedder, dcache, questions
         chosen = [n for n in lists if n in set(names) | set(TODAY)]
         label = " + ".join(n for n in chosen if n not in TODAY) or "today's three"
         echo(f"situate eval: fusion-cv: fitting {label} ({len(chosen)} rankings)")
-        reports[label] = fit_report({n: keyed[n] for n in chosen}, [q.golden for q in qs],
-                                    dict.fromkeys(TODAY, 1), folds=folds, repeats=repeats)
+        reports[label] = fit_report(
+            {n: keyed[n] for n in chosen}, [q.golden for q in qs], dict.fromkeys(TODAY, 1), folds=folds, repeats=repeats
+        )
     report = dict(next(iter(reports.values())))
     report["sets"] = reports
     if questions:
@@ -381,12 +401,23 @@ def run_eval(*args, **kwargs) -> dict:
         return evaluate(*args, **kwargs)
 
 
-def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None = None,
-             home: str | None = None, fusions: list[str] | None = None,
-             rerank_depth: int = RERANK_DEPTH, echo=print, blurbs: str | None = None,
-             save_blurbs: str | None = None, questions: str | None = None,
-             cv_folds: int = 5, cv_repeats: int = 10, late_chunking: bool = False,
-             cv_rerank: bool = False, cv_sets: list[list[str]] | None = None) -> dict:
+def evaluate(
+    corpus: str,
+    queries: str | None = None,
+    configs: list[str] | None = None,
+    home: str | None = None,
+    fusions: list[str] | None = None,
+    rerank_depth: int = RERANK_DEPTH,
+    echo=print,
+    blurbs: str | None = None,
+    save_blurbs: str | None = None,
+    questions: str | None = None,
+    cv_folds: int = 5,
+    cv_repeats: int = 10,
+    late_chunking: bool = False,
+    cv_rerank: bool = False,
+    cv_sets: list[list[str]] | None = None,
+) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
     Parameters
@@ -437,11 +468,10 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         An unknown configuration or fusion, a malformed query line, or queries missing for a
         cookbook-form corpus.
     """
-    from resources.store.retrieval import contextualized_text
     from pipelines.operations import ingest, prepare_env
     from pipelines.settings import resources_from_env
     from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
-    from resources.store.retrieval import FUSIONS, fuse, hybrid_search
+    from resources.store.retrieval import FUSIONS, contextualized_text, fuse, hybrid_search
 
     t_all = time.perf_counter()
     configs = list(configs or ev.CONFIGS)
@@ -456,12 +486,13 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
     if not corpus_path.exists():
         raise FileNotFoundError(f"{corpus} does not exist")
     from pipelines.preflight import check_data_folder
-
     from resources.store.objects import is_uri
 
     if is_uri(home) or (not home and is_uri(os.environ.get("SITUATE_HOME"))):
-        raise ValueError("situate eval keeps its datasets in a local data folder: give --home a local path "
-                         "(the evaluation measures retrieval, not the store)")
+        raise ValueError(
+            "situate eval keeps its datasets in a local data folder: give --home a local path "
+            "(the evaluation measures retrieval, not the store)"
+        )
     home_path = check_data_folder(Path(home).expanduser().resolve() if home else default_home(corpus_path))
     if corpus_path.is_dir():
         beir_corpus, qs = ev.load_beir(corpus_path)
@@ -483,8 +514,10 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         raise ValueError(f"no queries with golden chunks in {queries or corpus}")
     recorded = home_path / "docs-root"
     if recorded.exists() and recorded.read_text().strip() not in ("", str(corpus_file)):
-        raise ValueError(f"{home_path} is the data folder of {recorded.read_text().strip()}, not of "
-                         f"{corpus_file}: an evaluation would delete its rows. Use another --home.")
+        raise ValueError(
+            f"{home_path} is the data folder of {recorded.read_text().strip()}, not of "
+            f"{corpus_file}: an evaluation would delete its rows. Use another --home."
+        )
     echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
     # the evaluation's own Dagster instance, never the user's
     os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
@@ -506,8 +539,7 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         echo(f"situate eval: {n_saved} blurbs written to {save_blurbs}")
     rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()
     if not rows:
-        raise ValueError(f"the table of {home_path} has no rows: every document failed "
-                         f"(see the FAILED lines above)")
+        raise ValueError(f"the table of {home_path} has no rows: every document failed (see the FAILED lines above)")
     rows.sort(key=lambda r: r["chunk_id"])
     by_id = {r["chunk_id"]: r for r in rows}
     ids = [r["chunk_id"] for r in rows]
@@ -558,8 +590,10 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         results[name] = {**ev.score(keyed, qs), "seconds": round(seconds, 2), "model_calls": calls}
         ranks[name] = {q.query_id: ev.golden_ranks(k, q.golden) for q, k in zip(qs, keyed)}
         r = results[name]
-        echo(f"situate eval: {name:<28} Pass@5 {r['pass@5']:6.2f}  Pass@10 {r['pass@10']:6.2f}  "
-             f"Pass@20 {r['pass@20']:6.2f}  failure@20 {r['failure@20']:6.2f}  MRR@10 {r['mrr@10']:.4f}")
+        echo(
+            f"situate eval: {name:<28} Pass@5 {r['pass@5']:6.2f}  Pass@10 {r['pass@10']:6.2f}  "
+            f"Pass@20 {r['pass@20']:6.2f}  failure@20 {r['failure@20']:6.2f}  MRR@10 {r['mrr@10']:.4f}"
+        )
 
     contextual_top: dict[str, list[list[str]]] = {}
     for config in configs:
@@ -569,28 +603,41 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
             t0 = time.perf_counter()
             ctx_texts = texts_for("contextual")
             dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
-            lists = [ev.dense_rankings(qv, dv_ctx, ids), ev.bm25_rankings(ctx_texts, ids, qtexts),
-                     ev.bm25_rankings(texts_for("heuristic"), ids, qtexts)]
-            record(config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
-                   time.perf_counter() - t0, n1)
+            lists = [
+                ev.dense_rankings(qv, dv_ctx, ids),
+                ev.bm25_rankings(ctx_texts, ids, qtexts),
+                ev.bm25_rankings(texts_for("heuristic"), ids, qtexts),
+            ]
+            record(
+                config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)], time.perf_counter() - t0, n1
+            )
             continue
         if config == "ensemble":
             t0 = time.perf_counter()
             ctx_texts = texts_for("contextual")
             dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
             dv_chunk, n2, _ = embed_with_cache(embedder, texts_for("chunk"), dcache)
-            lists = [ev.dense_rankings(qv, dv_ctx, ids), ev.bm25_rankings(ctx_texts, ids, qtexts),
-                     ev.dense_rankings(qv, dv_chunk, ids)]
+            lists = [
+                ev.dense_rankings(qv, dv_ctx, ids),
+                ev.bm25_rankings(ctx_texts, ids, qtexts),
+                ev.dense_rankings(qv, dv_chunk, ids),
+            ]
             # three rankings: RRF only (the cookbook's weights are for two)
-            record(config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
-                   time.perf_counter() - t0, n1 + n2)
+            record(
+                config,
+                [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
+                time.perf_counter() - t0,
+                n1 + n2,
+            )
             continue
         t0 = time.perf_counter()
         texts = texts_for(config)
         dv, n_embedded, _ = embed_with_cache(embedder, texts, dcache)
         dense = ev.dense_rankings(qv, dv, ids)
         if config in ("chunk", "contextual-dense"):
-            record(config, dense, time.perf_counter() - t0, n_embedded + (doc_calls if config == "document-context" else 0))
+            record(
+                config, dense, time.perf_counter() - t0, n_embedded + (doc_calls if config == "document-context" else 0)
+            )
             continue
         sparse = ev.bm25_rankings(texts, ids, qtexts)
         for f in fusions:
@@ -626,8 +673,10 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
                 out = []
                 for q, top in zip(qtexts, contextual_top[f]):
                     head, tail = top[:rerank_depth], top[rerank_depth:]
-                    passages = [rerank_passage(by_id[i]["text"], by_id[i]["context"] or "",
-                                               by_id[i]["blurb"] or "", with_blurb) for i in head]
+                    passages = [
+                        rerank_passage(by_id[i]["text"], by_id[i]["context"] or "", by_id[i]["blurb"] or "", with_blurb)
+                        for i in head
+                    ]
                     scores = score_cache.scores(q, passages)
                     if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
                         score_cache.save()  # keep work done if the run is stopped
@@ -642,26 +691,53 @@ def evaluate(corpus: str, queries: str | None = None, configs: list[str] | None 
         from assets.fusion_fit import sets_markdown
 
         t0 = time.perf_counter()
-        cv = fusion_cv(store, rows, qs, qv, embedder, dcache, questions, cv_folds, cv_repeats, echo,
-                       late=late_chunking, rerank_depth=rerank_depth if cv_rerank else 0, sets=cv_sets)
+        cv = fusion_cv(
+            store,
+            rows,
+            qs,
+            qv,
+            embedder,
+            dcache,
+            questions,
+            cv_folds,
+            cv_repeats,
+            echo,
+            late=late_chunking,
+            rerank_depth=rerank_depth if cv_rerank else 0,
+            sets=cv_sets,
+        )
         cv["seconds"] = round(time.perf_counter() - t0, 1)
         for line in (cv_markdown(cv) + "\n\n" + sets_markdown(cv["sets"])).splitlines():
             echo(f"situate eval: {line}")
     ordered = {n: results[n] for n in results}
     report = {
-        "corpus": str(corpus_path), "queries_file": str(queries) if queries else None,
-        "data_folder": str(home_path), "n_queries": len(qs), "n_chunks": len(rows),
-        "configs": ordered, "golden_ranks": ranks, "fusions": fusions, "rerank_depth": rerank_depth,
-        "ingest": {"documents": summary.documents, "ingested": summary.ingested,
-                   "failed": summary.failed, "llm_calls": ingest_calls,
-                   "prompt_tokens_evaluated": summary.prompt_tokens_evaluated,
-                   "prompt_tokens_reused": summary.prompt_tokens_reused,
-                   "llm_seconds": round(summary.llm_seconds, 1),
-                   "blurbs_from_cache": summary.blurbs_from_cache,
-                   "seconds": round(summary.seconds, 1)},
-        "context_mode": res["llm"].context, "prompt": res["llm"].prompt,
-        "files": {name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())} for name, f in
-                  (("blurbs", blurbs), ("questions", questions)) if f},
+        "corpus": str(corpus_path),
+        "queries_file": str(queries) if queries else None,
+        "data_folder": str(home_path),
+        "n_queries": len(qs),
+        "n_chunks": len(rows),
+        "configs": ordered,
+        "golden_ranks": ranks,
+        "fusions": fusions,
+        "rerank_depth": rerank_depth,
+        "ingest": {
+            "documents": summary.documents,
+            "ingested": summary.ingested,
+            "failed": summary.failed,
+            "llm_calls": ingest_calls,
+            "prompt_tokens_evaluated": summary.prompt_tokens_evaluated,
+            "prompt_tokens_reused": summary.prompt_tokens_reused,
+            "llm_seconds": round(summary.llm_seconds, 1),
+            "blurbs_from_cache": summary.blurbs_from_cache,
+            "seconds": round(summary.seconds, 1),
+        },
+        "context_mode": res["llm"].context,
+        "prompt": res["llm"].prompt,
+        "files": {
+            name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())}
+            for name, f in (("blurbs", blurbs), ("questions", questions))
+            if f
+        },
         "llm_model": res["llm"].resolved_model_id(),
         "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
         "blurb_quality": blurb_quality(store, sorted({r["document_key"] for r in rows})),
@@ -680,14 +756,18 @@ class RerankCache:
     model quantises activations per batch: a pair's logit moves slightly with its batch-mates."""
 
     def __init__(self, path: Path, reranker):
-        from resources.store.cache import file_sha256
-
         from resources.models.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
+        from resources.store.cache import file_sha256
 
         self.path = Path(path)
         self.reranker = reranker
-        self.model = [file_sha256(reranker.model_path), file_sha256(reranker.tokenizer_path), MAX_PAIR_TOKENS,
-                      MAX_QUERY_TOKENS, reranker.batch_size]
+        self.model = [
+            file_sha256(reranker.model_path),
+            file_sha256(reranker.tokenizer_path),
+            MAX_PAIR_TOKENS,
+            MAX_QUERY_TOKENS,
+            reranker.batch_size,
+        ]
         try:
             self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
         except (ValueError, OSError):

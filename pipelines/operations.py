@@ -24,6 +24,7 @@ def prepare_env(home: str | None, docs: str | None = None) -> None:
         os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
     from pipelines.settings import ensure_dagster_home
     from resources.models import registry as models
+
     ensure_dagster_home()
     models.use_offline_tiktoken()
 
@@ -50,17 +51,22 @@ def check_readable_home(home: str) -> None:
         except StoreUnavailable as e:
             raise StartupError(f"data folder {uri}: {e}") from None
         if not found:
-            raise StartupError(f"data folder {uri} holds no situate data: run `situate ingest PATH --home "
-                               f"{uri}` first, or give the --home you ingested into")
+            raise StartupError(
+                f"data folder {uri} holds no situate data: run `situate ingest PATH --home "
+                f"{uri}` first, or give the --home you ingested into"
+            )
         return
     root = Path(home).expanduser().resolve()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
-        raise StartupError(f"data folder {root} {what}: run `situate ingest PATH` first, or give the "
-                           "--home you ingested into")
+        raise StartupError(
+            f"data folder {root} {what}: run `situate ingest PATH` first, or give the --home you ingested into"
+        )
     if not is_data_folder(root):  # opening its table would create lancedb/ in a folder of the user's
-        raise StartupError(f"{root} is not a situate data folder (no {DATA_MARKER}): run `situate ingest "
-                           f"PATH --home {root}` first, or give the --home you ingested into")
+        raise StartupError(
+            f"{root} is not a situate data folder (no {DATA_MARKER}): run `situate ingest "
+            f"PATH --home {root}` first, or give the --home you ingested into"
+        )
 
 
 def is_data_folder(root: Path) -> bool:
@@ -110,25 +116,38 @@ class IngestSummary:
     removal_held: str = ""
 
     def lines(self) -> list[str]:
-        out = [f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
-               f"{self.removed} removed, {len(self.failed)} failed)",
-               f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
-               f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
-               f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
-               + (f", no LLM call: {self.blurbs_skipped} ("
-                  + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped_reasons.items())) + ")"
-                  if self.blurbs_skipped else "")
-               + (f", kept from an earlier version: {self.blurbs_kept}" if self.blurbs_kept else ""),
-               f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
-               f"{self.prompt_tokens_reused:,}"
-               + (f" (written to the API's cache: {self.prompt_tokens_cache_written:,})"
-                  if self.prompt_tokens_cache_written else "")
-               + f"; generated: {self.generated_tokens:,}"
-               + (f"; cost ${self.cost_usd:,.4f} for {self.api_usage.get('requests', 0) + self.api_usage.get('batch_requests', 0)} "
-                  f"API answers at {self.cost_rates}" if self.cost_usd is not None else ""),
-               f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
-               + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
-               + f"; wall time {self.seconds:.1f} s"]
+        out = [
+            f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
+            f"{self.removed} removed, {len(self.failed)} failed)",
+            f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
+            f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
+            f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
+            + (
+                f", no LLM call: {self.blurbs_skipped} ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped_reasons.items()))
+                + ")"
+                if self.blurbs_skipped
+                else ""
+            )
+            + (f", kept from an earlier version: {self.blurbs_kept}" if self.blurbs_kept else ""),
+            f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
+            f"{self.prompt_tokens_reused:,}"
+            + (
+                f" (written to the API's cache: {self.prompt_tokens_cache_written:,})"
+                if self.prompt_tokens_cache_written
+                else ""
+            )
+            + f"; generated: {self.generated_tokens:,}"
+            + (
+                f"; cost ${self.cost_usd:,.4f} for {self.api_usage.get('requests', 0) + self.api_usage.get('batch_requests', 0)} "  # noqa: E501
+                f"API answers at {self.cost_rates}"
+                if self.cost_usd is not None
+                else ""
+            ),
+            f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
+            + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
+            + f"; wall time {self.seconds:.1f} s",
+        ]
         for key, reason in self.failed.items():
             out.append(f"FAILED {key}: {reason}")
         if self.removal_held:
@@ -139,12 +158,17 @@ class IngestSummary:
 def was_interrupted(result) -> bool:
     """Whether a failed ``execute_in_process`` result was stopped by a signal (Ctrl-C, SIGTERM), which
     Dagster reports as a step failure of class ``DagsterExecutionInterruptedError``."""
-    return any(ev.is_step_failure and getattr(ev.event_specific_data.error, "cls_name", "") in
-               ("DagsterExecutionInterruptedError", "KeyboardInterrupt") for ev in result.all_events)
+    return any(
+        ev.is_step_failure
+        and getattr(ev.event_specific_data.error, "cls_name", "")
+        in ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+        for ev in result.all_events
+    )
 
 
-def ingest(path: str, home: str | None = None, echo=print, replace: bool = False,
-           allow_removal: bool = False) -> IngestSummary:
+def ingest(
+    path: str, home: str | None = None, echo=print, replace: bool = False, allow_removal: bool = False
+) -> IngestSummary:
     """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
     documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
 
@@ -175,17 +199,15 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg
 
-    from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
-
     from assets.blurbs import blurb_summary
-    from assets.contextualize import BlurbRecord
     from assets.bm25_index import ids_match
-    from resources.store.retrieval import STRUCTURAL
-    from pipelines.automation import (RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for,
-                                      reap_dead_runs)
+    from assets.contextualize import BlurbRecord
+    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for, reap_dead_runs
     from pipelines.definitions import build_definitions
+    from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
     from pipelines.settings import resources_from_env
     from pipelines.sync import run_ranges
+    from resources.store.retrieval import STRUCTURAL
 
     t0 = time.perf_counter()
     docs_path = check_docs(path)
@@ -208,15 +230,19 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     defs = build_definitions(plain=True)
     instance = dg.DagsterInstance.get()
     reap_dead_runs(instance, log=lambda m: echo(f"situate: {m}"))
-    plan, fp = plan_for(instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"],
-                        allow_removal=allow_removal)
-    summary = IngestSummary(documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed),
-                            removal_held=plan.held)
+    plan, fp = plan_for(
+        instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"], allow_removal=allow_removal
+    )
+    summary = IngestSummary(
+        documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed), removal_held=plan.held
+    )
     if plan.held:
         echo(f"situate: {plan.held}")
-    echo(f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
-         f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
-         + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else ""))
+    echo(
+        f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
+        f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
+        + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else "")
+    )
     order = apply_to_instance(instance, store, plan)
     for key, why in plan.invalid.items():
         echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
@@ -225,33 +251,54 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     job = defs.resolve_job_def("ingest")
     run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     for first, last in run_ranges(order, plan.stale, docs_per_run()):
-        keys = order[order.index(first): order.index(last) + 1]
+        keys = order[order.index(first) : order.index(last) + 1]
         echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
         if first == last:
-            result = job.execute_in_process(instance=instance, partition_key=first, run_config=run_config,
-                                            raise_on_error=False)
+            result = job.execute_in_process(
+                instance=instance, partition_key=first, run_config=run_config, raise_on_error=False
+            )
         else:
-            result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False,
-                                            tags={RANGE_START: first, RANGE_END: last})
+            result = job.execute_in_process(
+                instance=instance,
+                run_config=run_config,
+                raise_on_error=False,
+                tags={RANGE_START: first, RANGE_END: last},
+            )
         if not result.success:
-            reason = next((str(ev.event_specific_data.error.message).strip().splitlines()[-1]
-                           for ev in result.all_events if ev.is_step_failure), "see the run's log")
+            reason = next(
+                (
+                    str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+                    for ev in result.all_events
+                    if ev.is_step_failure
+                ),
+                "see the run's log",
+            )
             echo(f"situate: run {result.run_id} failed: {reason}")
             for key in keys:
                 summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
             if was_interrupted(result):
                 # Ctrl-C or SIGTERM: Dagster turned the signal into a failed run; stop here rather
                 # than go on with the next documents (finished blurbs are in the cache: rerun resumes)
-                echo(f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
-                     "the same command resumes (finished blurbs are cached)")
+                echo(
+                    f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
+                    "the same command resumes (finished blurbs are cached)"
+                )
                 raise KeyboardInterrupt
-    if (plan.stale or plan.removed or not ids_match(store)[0]
-            or not (store.bm25_dir / STRUCTURAL).exists()):  # an index of an older version
-        index = defs.resolve_job_def("bm25").execute_in_process(instance=instance, run_config=run_config,
-                                                                raise_on_error=False)
+    if (
+        plan.stale or plan.removed or not ids_match(store)[0] or not (store.bm25_dir / STRUCTURAL).exists()
+    ):  # an index of an older version
+        index = defs.resolve_job_def("bm25").execute_in_process(
+            instance=instance, run_config=run_config, raise_on_error=False
+        )
         if not index.success:  # the search index is behind the table: a failure, not a footnote
-            reason = next((str(ev.event_specific_data.error.message).strip().splitlines()[-1]
-                           for ev in index.all_events if ev.is_step_failure), "see the run's log")
+            reason = next(
+                (
+                    str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+                    for ev in index.all_events
+                    if ev.is_step_failure
+                ),
+                "see the run's log",
+            )
             summary.failed["(bm25 index)"] = f"run {index.run_id} failed: {reason}"
             echo(f"situate: the BM25 index was not rebuilt: run {index.run_id} failed: {reason}")
     for key in plan.stale:
@@ -270,8 +317,7 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         stored = store.read_stage_if_any(key, "blurbs")
         if stored is None:
             continue
-        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"})
-                for b in stored["blurbs"]]
+        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"}) for b in stored["blurbs"]]
         s = blurb_summary(recs)
         summary.per_document[key] = s
         summary.ingested += 1
@@ -313,8 +359,9 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         price = llm_price(res["llm"].resolved_model_id())
         if price is not None:
             summary.cost_usd = usage_cost_usd(price, summary.api_usage)
-            summary.cost_rates = (f"${price.input}/${price.output} per million input/output tokens ({price.source})"
-                                  + (", Message Batches answers at half" if res["llm"].api_batch else ""))
+            summary.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
+                ", Message Batches answers at half" if res["llm"].api_batch else ""
+            )
         else:
             summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
     return summary
@@ -393,21 +440,30 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     table_dim = store.table().schema.field("vector").type.list_size
     if vecs.shape[1] != table_dim:
         migration = store.migration()
-        under_way = (f" ({migration['documents_done']} documents embedded again, "
-                     f"{migration['documents_waiting']} to go)" if migration else "")
-        raise StartupError(f"the table in {store.location} holds {table_dim}-wide vectors and the embedder "
-                           f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
-                           "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back")
+        under_way = (
+            f" ({migration['documents_done']} documents embedded again, {migration['documents_waiting']} to go)"
+            if migration
+            else ""
+        )
+        raise StartupError(
+            f"the table in {store.location} holds {table_dim}-wide vectors and the embedder "
+            f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
+            "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back"
+        )
     hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
     if n_cut:
-        warnings.append(f"the query is longer than the embedder's {embedder.n_ctx} tokens: "
-                        "its end was cut for the dense search (BM25 used all of it)")
+        warnings.append(
+            f"the query is longer than the embedder's {embedder.n_ctx} tokens: "
+            "its end was cut for the dense search (BM25 used all of it)"
+        )
     if k > rows:
         warnings.append(f"-k {k} is more than the {rows} rows in the table: every row can be returned")
     if rerank > 0 and hits:
         try:
             hits = rerank_hits(reranker_from_env(), query, hits, rerank)
         except FileNotFoundError as e:  # the reranker is not installed: answer from the first stage
-            warnings.append(f"no reranker at {e.filename}: first-stage order kept (run `situate models "
-                            "install`, or --rerank 0 to silence this)")
+            warnings.append(
+                f"no reranker at {e.filename}: first-stage order kept (run `situate models "
+                "install`, or --rerank 0 to silence this)"
+            )
     return hits[:k], warnings

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-
 #: Characters never written raw to a terminal: C0 and C1 controls but newline and tab (ESC starts
 #: terminal escape sequences: hidden text, clipboard writes by OSC 52), and the Unicode bidi
 #: overrides and isolates that reorder what is shown.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+
 from resources.errors import StartupError  # noqa: F401  (importable from here as before)
 
 
@@ -83,9 +84,11 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
                 names = folder.list("")
                 earlier = any(n == "docs-root" or n.startswith("lancedb/") for n in names)
                 if any(not n.startswith(".write-probe-") for n in names) and not earlier:
-                    raise StartupError(f"data folder {uri} holds objects and is not a situate data folder: "
-                                       "give a new or empty prefix (--home or SITUATE_HOME); situate never "
-                                       "writes into or deletes from a prefix of yours")
+                    raise StartupError(
+                        f"data folder {uri} holds objects and is not a situate data folder: "
+                        "give a new or empty prefix (--home or SITUATE_HOME); situate never "
+                        "writes into or deletes from a prefix of yours"
+                    )
                 folder.create(DATA_MARKER, b'{"situate": "data folder"}\n')
         except StoreUnavailable as e:
             raise StartupError(f"data folder {uri}: {e}") from None
@@ -98,9 +101,11 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
         # a data folder of an earlier situate (no marker yet) has its docs-root file or its table
         earlier = (p / "docs-root").is_file() or (p / "lancedb").is_dir()
         if any(p.iterdir()) and not earlier:
-            raise StartupError(f"data folder {p} is a non-empty folder that is not a situate data folder: "
-                               "give a new or empty folder (--home or SITUATE_HOME); situate never writes into "
-                               "or deletes from a folder of yours")
+            raise StartupError(
+                f"data folder {p} is a non-empty folder that is not a situate data folder: "
+                "give a new or empty folder (--home or SITUATE_HOME); situate never writes into "
+                "or deletes from a folder of yours"
+            )
     try:
         p.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=p, prefix=".write-probe-")
@@ -110,8 +115,9 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
             (p / DATA_MARKER).write_text('{"situate": "data folder"}\n')
     except OSError as e:
         reason = e.strerror or type(e).__name__
-        raise StartupError(f"data folder {p} is not writable: {reason} (set --home or SITUATE_HOME "
-                           "to a folder you can write)") from None
+        raise StartupError(
+            f"data folder {p} is not writable: {reason} (set --home or SITUATE_HOME to a folder you can write)"
+        ) from None
     return p
 
 
@@ -131,8 +137,10 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
     recorded = Store(home=str(home)).read_file("docs-root")
     before = (recorded or b"").decode("utf-8", "replace").strip()
     if before and before != str(docs):
-        raise StartupError(f"data folder {home} holds the documents of {before}: ingesting {docs} would "
-                           "replace them (add --replace to do so, or give another --home)")
+        raise StartupError(
+            f"data folder {home} holds the documents of {before}: ingesting {docs} would "
+            "replace them (add --replace to do so, or give another --home)"
+        )
 
 
 def check_models(llm_path: str | None, embed_path: str | None, embed_tokenizer: str = "") -> None:
@@ -166,13 +174,24 @@ def context_warning(llm) -> str | None:
     plan = fit_document("x", [(0, 1)], builder, llm.n_ctx, generation_bound(llm, builder))
     if plan.windows:
         return None
-    return (f"SITUATE_N_CTX {llm.n_ctx} is too small for any document preamble ({plan.reason}): every "
-            "chunk is indexed with its structural context only, no LLM blurb")
+    return (
+        f"SITUATE_N_CTX {llm.n_ctx} is too small for any document preamble ({plan.reason}): every "
+        "chunk is indexed with its structural context only, no LLM blurb"
+    )
 
 
 #: GGUF architectures that are encoders (embedding models), never chat models (llama.cpp's names).
-ENCODER_ARCHITECTURES = ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "roberta",
-                         "modern-bert", "neo-bert", "t5encoder")
+ENCODER_ARCHITECTURES = (
+    "bert",
+    "nomic-bert",
+    "nomic-bert-moe",
+    "jina-bert-v2",
+    "jina-bert-v3",
+    "roberta",
+    "modern-bert",
+    "neo-bert",
+    "t5encoder",
+)
 
 
 def check_chat_model(llm) -> None:
@@ -188,9 +207,11 @@ def check_chat_model(llm) -> None:
     meta = llm.load(vocab_only=True).metadata
     arch = meta.get("general.architecture", "")
     if arch in ENCODER_ARCHITECTURES or f"{arch}.pooling_type" in meta:
-        raise StartupError(f"SITUATE_LLM_MODEL={llm.model_path}: an embedding model ({arch}), not a chat "
-                           "model: the blurbs need an instruct model (situate models list), or "
-                           "SITUATE_CONTEXT=structure for none")
+        raise StartupError(
+            f"SITUATE_LLM_MODEL={llm.model_path}: an embedding model ({arch}), not a chat "
+            "model: the blurbs need an instruct model (situate models list), or "
+            "SITUATE_CONTEXT=structure for none"
+        )
 
 
 def check_server(llm) -> None:
@@ -206,8 +227,10 @@ def check_server(llm) -> None:
     from resources.models.server import ServerError, check_url
 
     if llm.batch > 1:
-        raise StartupError("SITUATE_BATCH applies to the in-process model; a model server batches requests itself: "
-                           "leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
+        raise StartupError(
+            "SITUATE_BATCH applies to the in-process model; a model server batches requests itself: "
+            "leave SITUATE_BATCH at 1 with SITUATE_LLM_URL"
+        )
     if llm.api == "anthropic":
         check_chat_api_prompt(llm)
     try:
@@ -237,8 +260,10 @@ def check_chat_api_prompt(llm) -> None:
     if template.grammar or template.one_generation:
         usable = ", ".join(n for n, t in PROMPTS.items() if not t.grammar and not t.one_generation)
         what = "a GBNF grammar" if template.grammar else "one generation a window, continued token by token"
-        raise StartupError(f"SITUATE_PROMPT={llm.prompt} needs {what}, which only a llama.cpp model gives; with "
-                           f"SITUATE_LLM_API=anthropic choose one of {usable}")
+        raise StartupError(
+            f"SITUATE_PROMPT={llm.prompt} needs {what}, which only a llama.cpp model gives; with "
+            f"SITUATE_LLM_API=anthropic choose one of {usable}"
+        )
 
 
 def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list[str]:
@@ -280,8 +305,11 @@ def preflight_models(res: dict) -> list[str]:
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
     # Anthropic's API reads no local model file: only the embedder's is checked then
-    check_models(None if res["llm"].api == "anthropic" else res["llm"].model_path,
-                 res["embedder"].model_path, res["embedder"].tokenizer_path)
+    check_models(
+        None if res["llm"].api == "anthropic" else res["llm"].model_path,
+        res["embedder"].model_path,
+        res["embedder"].tokenizer_path,
+    )
     if res["embedder"].server_url:
         from resources.models.server import ServerError, check_url
 
@@ -291,8 +319,10 @@ def preflight_models(res: dict) -> list[str]:
         except ServerError as e:
             raise StartupError(str(e)) from None
     if res["llm"].api_batch and res["llm"].api != "anthropic":
-        raise StartupError("SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: set "
-                           "SITUATE_LLM_API=anthropic, or leave SITUATE_LLM_BATCH unset")
+        raise StartupError(
+            "SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: set "
+            "SITUATE_LLM_API=anthropic, or leave SITUATE_LLM_BATCH unset"
+        )
     if res["llm"].context == "structure":  # no LLM prompt to fit
         return []
     if res["llm"].api != "anthropic":

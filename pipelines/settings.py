@@ -69,8 +69,8 @@ from pathlib import Path
 import dagster as dg
 
 from assets.prompting import DEFAULT_PROMPT
-from resources.models import registry as models
 from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking, DocsFolder
+from resources.models import registry as models
 from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
 from resources.models.reranker import Reranker
 from resources.store.store import Store
@@ -233,8 +233,9 @@ def check_environment() -> dict[str, int | float]:
             value = values.get(name, PAIR_DEFAULTS[name])
             limit = values.get(bound.below, PAIR_DEFAULTS[bound.below])
             if value >= limit:
-                raise StartupError(f"{name}={value} is not below {bound.below}={limit} "
-                                   f"(allowed {bound.low} to {limit - 1} with it)")
+                raise StartupError(
+                    f"{name}={value} is not below {bound.below}={limit} (allowed {bound.low} to {limit - 1} with it)"
+                )
     return values
 
 
@@ -307,42 +308,59 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     llm_penalty = setting_from_env("SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else 1.1)
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
-        "store": Store(home=home or val("SITUATE_HOME", ".situate"),
-                       vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int)),
+        "store": Store(
+            home=home or val("SITUATE_HOME", ".situate"),
+            vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int),
+        ),
         # a model name is resolved here (the path is what the UI shows), a path is taken as it is
-        "llm": BlurbLLM(model_path=llm_path, model_id=llm_id, repeat_penalty=llm_penalty,
-                        n_ctx=val("SITUATE_N_CTX", 8192, int), n_threads=val("SITUATE_N_THREADS", 0, int),
-                        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
-                        max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
-                        prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
-                        batch=val("SITUATE_BATCH", 1, int),
-                        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
-                        context=val("SITUATE_CONTEXT", "document"),
-                        document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
-                        blurbs_file=val("SITUATE_BLURBS_FILE", ""),
-                        server_url=val("SITUATE_LLM_URL", ""), served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
-                        api=llm_api, api_batch=_switch("SITUATE_LLM_BATCH"),
-                        batch_poll_s=val("SITUATE_LLM_BATCH_POLL", 30, int),
-                        batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", 86_400, int),
-                        in_flight=val("SITUATE_LLM_IN_FLIGHT", 1, int),
-                        server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
-                        server_retries=val("SITUATE_LLM_RETRIES", 4, int),
-                        server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
-                        flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
-                        kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
-                        repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0")),
-        "embedder": Embedder(model_path=embed_path, model_id=embed_id, tokenizer_path=embed_tok,
-                             n_ctx=embed_spec.n_ctx, pooling=embed_spec.pooling,
-                             document_prefix=embed_spec.document_prefix, query_prefix=embed_spec.query_prefix,
-                             n_threads=val("SITUATE_N_THREADS", 0, int),
-                             n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
-                             server_url=val("SITUATE_EMBED_URL", ""),
-                             served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
-                             server_key=val("SITUATE_EMBED_API_KEY", ""),
-                             server_retries=val("SITUATE_LLM_RETRIES", 4, int),
-                             server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int)),
-        "chunking": Chunking(chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
-                             overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int)),
+        "llm": BlurbLLM(
+            model_path=llm_path,
+            model_id=llm_id,
+            repeat_penalty=llm_penalty,
+            n_ctx=val("SITUATE_N_CTX", 8192, int),
+            n_threads=val("SITUATE_N_THREADS", 0, int),
+            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
+            max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
+            prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
+            batch=val("SITUATE_BATCH", 1, int),
+            max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
+            context=val("SITUATE_CONTEXT", "document"),
+            document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
+            blurbs_file=val("SITUATE_BLURBS_FILE", ""),
+            server_url=val("SITUATE_LLM_URL", ""),
+            served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
+            api=llm_api,
+            api_batch=_switch("SITUATE_LLM_BATCH"),
+            batch_poll_s=val("SITUATE_LLM_BATCH_POLL", 30, int),
+            batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", 86_400, int),
+            in_flight=val("SITUATE_LLM_IN_FLIGHT", 1, int),
+            server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
+            server_retries=val("SITUATE_LLM_RETRIES", 4, int),
+            server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
+            flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
+            kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
+            repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0"),
+        ),
+        "embedder": Embedder(
+            model_path=embed_path,
+            model_id=embed_id,
+            tokenizer_path=embed_tok,
+            n_ctx=embed_spec.n_ctx,
+            pooling=embed_spec.pooling,
+            document_prefix=embed_spec.document_prefix,
+            query_prefix=embed_spec.query_prefix,
+            n_threads=val("SITUATE_N_THREADS", 0, int),
+            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
+            server_url=val("SITUATE_EMBED_URL", ""),
+            served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
+            server_key=val("SITUATE_EMBED_API_KEY", ""),
+            server_retries=val("SITUATE_LLM_RETRIES", 4, int),
+            server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
+        ),
+        "chunking": Chunking(
+            chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
+            overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int),
+        ),
     }
 
 

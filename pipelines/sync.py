@@ -88,14 +88,21 @@ def removal_held(n_removed: int, n_registered: int, n_present: int) -> str:
         why = f"{n_removed} of {n_registered} documents are gone from the docs folder"
     else:
         return ""
-    return (f"{why} (an unmounted share or an emptied folder?): nothing removed; to remove "
-            f"{n_removed} documents' rows, run `situate ingest PATH --allow-removal` or set "
-            f"{ALLOW_REMOVAL_ENV}=1")
+    return (
+        f"{why} (an unmounted share or an emptied folder?): nothing removed; to remove "
+        f"{n_removed} documents' rows, run `situate ingest PATH --allow-removal` or set "
+        f"{ALLOW_REMOVAL_ENV}=1"
+    )
 
 
-def plan_sync(refs: Iterable[SourceRef], registered: Sequence[str], states: dict[str, dict],
-              fingerprint: str, bad_inputs: dict[str, tuple[str, str]] | None = None,
-              allow_mass_removal: bool = False) -> SyncPlan:
+def plan_sync(
+    refs: Iterable[SourceRef],
+    registered: Sequence[str],
+    states: dict[str, dict],
+    fingerprint: str,
+    bad_inputs: dict[str, tuple[str, str]] | None = None,
+    allow_mass_removal: bool = False,
+) -> SyncPlan:
     """Compare the documents present with the registered partitions and the table.
 
     Parameters
@@ -182,7 +189,7 @@ def run_ranges(order: Sequence[str], wanted: Iterable[str], per_run: int = 0) ->
     pos = {k: i for i, k in enumerate(order)}
     out: list[tuple[str, str]] = []
     for first, last in contiguous_ranges(order, wanted):
-        keys = order[pos[first]: pos[last] + 1]
+        keys = order[pos[first] : pos[last] + 1]
         step = per_run if per_run > 0 else len(keys)
         out.extend((keys[i], keys[min(i + step, len(keys)) - 1]) for i in range(0, len(keys), step))
     return out

@@ -25,6 +25,7 @@ class SituateError(Exception):
 
 # --- input: documents, keys, settings, files situate reads ------------------------------------
 
+
 class DocumentError(SituateError, ValueError):
     """A source document cannot be read; ``str(err)`` names the source and the reason.
 
@@ -73,6 +74,7 @@ class QueryError(SituateError, ValueError):
 
 # --- files and stores ---------------------------------------------------------------------------
 
+
 class LinkRefused(SituateError, OSError):
     """A path component under the folder is a symbolic link, or the file is not a regular file
     (a FIFO, a device, a folder); ``str(err)`` says which, for a person."""
@@ -99,6 +101,7 @@ class StoreUnavailable(SituateError, OSError):
 
 # --- models and model servers -------------------------------------------------------------------
 
+
 class ModelInstallError(SituateError, RuntimeError):
     """A model file could not be downloaded, extracted or verified."""
 
@@ -121,6 +124,7 @@ class BatchMissing(ServerError):
 
 
 # --- runs -----------------------------------------------------------------------------------------
+
 
 class UpstreamError(SituateError, RuntimeError):
     """An earlier stage failed for this document; the message carries its reason."""

@@ -27,8 +27,17 @@ from pipelines.preflight import StartupError
 from resources.errors import SituateError
 from resources.store.retrieval import Hit
 
-__all__ = ["MAX_K", "Hit", "IngestSummary", "QueryError", "SearchWarning", "SituateError", "StartupError",
-           "ingest", "search"]
+__all__ = [
+    "MAX_K",
+    "Hit",
+    "IngestSummary",
+    "QueryError",
+    "SearchWarning",
+    "SituateError",
+    "StartupError",
+    "ingest",
+    "search",
+]
 
 
 class SearchWarning(UserWarning):
@@ -87,8 +96,13 @@ def search(query: str, k: int = 10, rerank: int | None = None, home: str | None 
     return hits
 
 
-def ingest(path: str, home: str | None = None, replace: bool = False,
-           progress: Callable[[str], None] | None = print, allow_removal: bool = False) -> IngestSummary:
+def ingest(
+    path: str,
+    home: str | None = None,
+    replace: bool = False,
+    progress: Callable[[str], None] | None = print,
+    allow_removal: bool = False,
+) -> IngestSummary:
     """Ingest a folder (or one file, such as a corpus JSON) into a data folder: new and changed
     documents go through the whole chain (chunks, fitted preambles, blurbs, embeddings, BM25
     index) as Dagster runs in this process; unchanged ones cost nothing; removed ones lose their
@@ -130,5 +144,4 @@ def ingest(path: str, home: str | None = None, replace: bool = False,
     >>> s.documents, s.chunks, s.failed                  # doctest: +SKIP
     (3, 9, {})
     """
-    return _ingest(path, home, echo=progress or (lambda _line: None), replace=replace,
-                   allow_removal=allow_removal)
+    return _ingest(path, home, echo=progress or (lambda _line: None), replace=replace, allow_removal=allow_removal)

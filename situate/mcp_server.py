@@ -13,7 +13,6 @@ Configure an agent with the command ``situate mcp --home DATA_FOLDER`` (stdio tr
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 #: Most hits one tool call returns (an agent's context is the budget, not the table).
@@ -26,18 +25,25 @@ def create_server(home: str | None = None):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from pipelines.operations import MAX_QUERY_CHARS, QueryError, search as run_search
+    from pipelines.operations import MAX_QUERY_CHARS, QueryError
+    from pipelines.operations import search as run_search
     from pipelines.preflight import StartupError
     from resources.store.objects import normalize_home
 
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
-    server = MCPServer("situate", instructions=(
-        "Search the user's documents (contextual retrieval: each hit carries a blurb situating the chunk "
-        "in its document, the structural context, and the chunk text). Cite hits by source and chunk index."))
+    server = MCPServer(
+        "situate",
+        instructions=(
+            "Search the user's documents (contextual retrieval: each hit carries a blurb situating the chunk "
+            "in its document, the structural context, and the chunk text). Cite hits by source and chunk index."
+        ),
+    )
 
-    @server.tool(description="Search the indexed documents. Returns up to k hits, best first, each with "
-                             "source (file), chunk_index, blurb (where the chunk sits in its document), "
-                             "context (file, headings, enclosing definitions), text (the chunk) and score.")
+    @server.tool(
+        description="Search the indexed documents. Returns up to k hits, best first, each with "
+        "source (file), chunk_index, blurb (where the chunk sits in its document), "
+        "context (file, headings, enclosing definitions), text (the chunk) and score."
+    )
     def search(query: str, k: int = 10) -> list[dict[str, Any]]:
         if not 1 <= k <= MAX_TOOL_K:
             raise ToolError(f"k must be 1..{MAX_TOOL_K}, got {k}")

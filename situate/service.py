@@ -64,6 +64,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
+
 #: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
 #: takes up to 1,000,000 for a dump).
 MAX_SERVICE_K = 1000
@@ -119,7 +120,9 @@ def _slashless_pattern(roots: tuple[str, ...], shown: str) -> re.Pattern:
     starts with ``shown`` (the data folder's name, already put in place of its path)."""
     known = "|".join(re.escape(r.lstrip("/")) for r in sorted(roots, key=len, reverse=True) if r.startswith("/"))
     rooted = rf"(?:{known}){_END}(?:/{_SEGMENT})*|" if known else ""
-    return re.compile(rf"(?<![\w.~/:-])(?!{re.escape(shown)}/)(?:{rooted}(?:{_SEGMENT}/)+{_SEGMENT}\.lance(?:/{_SEGMENT})*)/?")
+    return re.compile(
+        rf"(?<![\w.~/:-])(?!{re.escape(shown)}/)(?:{rooted}(?:{_SEGMENT}/)+{_SEGMENT}\.lance(?:/{_SEGMENT})*)/?"
+    )
 
 
 def _from_table(path: str) -> str:
@@ -148,7 +151,7 @@ def _known_roots() -> tuple[str, ...]:
 def _name_of(path: str) -> str:
     """The last component of a matched path; a sentence's full stop after it is kept."""
     body = path.rstrip("/").rstrip(".")
-    return (body.rsplit("/", 1)[-1] or body) + path.rstrip("/")[len(body):]
+    return (body.rsplit("/", 1)[-1] or body) + path.rstrip("/")[len(body) :]
 
 
 def redact(text: str, home: str, shown: str) -> str:
@@ -200,9 +203,12 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in words.")
     k: int = Field(10, ge=1, le=MAX_SERVICE_K, description="Hits returned.")
-    rerank: int | None = Field(None, ge=0, le=MAX_SERVICE_RERANK,
-                               description="Candidates the cross-encoder reranks (0: off; default "
-                                           "SITUATE_RERANK_DEPTH, else 0).")
+    rerank: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SERVICE_RERANK,
+        description="Candidates the cross-encoder reranks (0: off; default SITUATE_RERANK_DEPTH, else 0).",
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -228,10 +234,17 @@ class _SameOrigin:
             h = Headers(scope=scope)
             origin, site = h.get("origin"), (h.get("sec-fetch-site") or "").lower()
             foreign = site in ("cross-site", "same-site") or (
-                origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != h.get("host", "").lower()))
+                origin is not None
+                and (origin == "null" or urlsplit(origin).netloc.lower() != h.get("host", "").lower())
+            )
             if foreign:
-                await JSONResponse({"detail": "cross-site request refused: the service answers its own page "
-                                              "and clients that are not browsers"}, status_code=403)(scope, receive, send)
+                await JSONResponse(
+                    {
+                        "detail": "cross-site request refused: the service answers its own page "
+                        "and clients that are not browsers"
+                    },
+                    status_code=403,
+                )(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -247,7 +260,9 @@ class _BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        message = f"request body over {self.limit:,} bytes: a search needs a query of at most {MAX_QUERY_CHARS:,} characters"
+        message = (
+            f"request body over {self.limit:,} bytes: a search needs a query of at most {MAX_QUERY_CHARS:,} characters"
+        )
         length = Headers(scope=scope).get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             await JSONResponse({"detail": message}, status_code=413)(scope, receive, send)
@@ -296,8 +311,12 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
 
     home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
     # anonymous callers see the data folder's name, not where it is
-    shown = home if token else (urlsplit(home).path.rstrip("/").rsplit("/", 1)[-1] if is_uri(home)
-                                else Path(home).name) or "the data folder"
+    shown = (
+        home
+        if token
+        else (urlsplit(home).path.rstrip("/").rsplit("/", 1)[-1] if is_uri(home) else Path(home).name)
+        or "the data folder"
+    )
 
     def public(text: str) -> str:
         """What a caller reads of a message: whole with a token, else :func:`redact`."""
@@ -305,9 +324,14 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
 
     turn = threading.Lock()  # one search at a time (one llama.cpp embedder; the reranker's seconds)
     waiting_lock, waiting = threading.Lock(), [0]
-    app = FastAPI(title="situate", version=_version(),
-                  description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, reciprocal rank fusion, optional rerank) over "
-                              "contextualised chunks.", docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="situate",
+        version=_version(),
+        description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, reciprocal rank fusion, optional rerank) over "  # noqa: E501
+        "contextualised chunks.",
+        docs_url=None,
+        redoc_url=None,
+    )
     app.add_middleware(_BodyLimit)
     app.add_middleware(_SameOrigin)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(token, hosts), www_redirect=False)
@@ -317,24 +341,33 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         if token:
             sent = request.headers.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-                return JSONResponse({"detail": "missing or wrong bearer token (Authorization: Bearer …)"},
-                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                return JSONResponse(
+                    {"detail": "missing or wrong bearer token (Authorization: Bearer …)"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
         return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        msgs = [f"malformed JSON body: {e.get('ctx', {}).get('error', e.get('msg'))}" if e.get("type") == "json_invalid"
-                else f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in exc.errors()]
+        msgs = [
+            f"malformed JSON body: {e.get('ctx', {}).get('error', e.get('msg'))}"
+            if e.get("type") == "json_invalid"
+            else f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
+            for e in exc.errors()
+        ]
         return JSONResponse({"detail": "; ".join(msgs) or "invalid request"}, status_code=422)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception):  # a message, never a traceback
-        return JSONResponse({"detail": public(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])},
-                            status_code=500)
+        return JSONResponse(
+            {"detail": public(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])}, status_code=500
+        )
 
     def busy(why: str):
-        return JSONResponse({"detail": f"busy: {why}; try again shortly"}, status_code=503,
-                            headers={"Retry-After": "1"})
+        return JSONResponse(
+            {"detail": f"busy: {why}; try again shortly"}, status_code=503, headers={"Retry-After": "1"}
+        )
 
     def answer(query: str, k: int, rerank: int | None):
         if not query.strip():
@@ -359,16 +392,21 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         finally:
             turn.release()
         if any(w.startswith("the table in") and "is empty" in w for w in warnings):
-            return JSONResponse({"detail": public(f"no table in {home} yet: run `situate ingest PATH --home {home}`")},
-                                status_code=404)
-        headers = {f"X-Situate-Warning-{i}": public(w).encode("ascii", "backslashreplace").decode()
-                   for i, w in enumerate(warnings, start=1)}
+            return JSONResponse(
+                {"detail": public(f"no table in {home} yet: run `situate ingest PATH --home {home}`")}, status_code=404
+            )
+        headers = {
+            f"X-Situate-Warning-{i}": public(w).encode("ascii", "backslashreplace").decode()
+            for i, w in enumerate(warnings, start=1)
+        }
         return JSONResponse([h.to_json() for h in hits], headers=headers)
 
     @app.get("/search", summary="Search (query string)")
-    def search_get(q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the query"),
-                   k: int = Query(10, ge=1, le=MAX_SERVICE_K),
-                   rerank: int | None = Query(None, ge=0, le=MAX_SERVICE_RERANK)):
+    def search_get(
+        q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the query"),
+        k: int = Query(10, ge=1, le=MAX_SERVICE_K),
+        rerank: int | None = Query(None, ge=0, le=MAX_SERVICE_RERANK),
+    ):
         return answer(q, k, rerank)
 
     @app.post("/search", summary="Search (JSON body)")
@@ -393,11 +431,10 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
 def health_report(home: str) -> dict:
     """``GET /health``: ``{"status", "home", "table_rows", "table_version", "bm25_rows",
     "bm25_version", "embed_model", "llm_model"}`` (status ``"empty"`` before the first ingest)."""
+    from pipelines.operations import is_data_folder
     from resources.store.objects import is_uri
     from resources.store.retrieval import bm25_ids, bm25_version
     from resources.store.store import Store
-
-    from pipelines.operations import is_data_folder
 
     # reading never creates a data folder: a folder without situate's mark is not opened (opening
     # it would create lancedb/ there, which would then pass for a data folder)
@@ -406,11 +443,14 @@ def health_report(home: str) -> dict:
     store = Store(home=home)
     table = store.table()
     ids = bm25_ids(store.bm25_dir)
-    out = {"status": "ok" if table is not None and table.count_rows() else "empty", "home": home,
-           "table_rows": table.count_rows() if table is not None else 0,
-           "table_version": table.version if table is not None else None,
-           "bm25_rows": len(ids) if ids is not None else 0,
-           "bm25_version": bm25_version(store)}
+    out = {
+        "status": "ok" if table is not None and table.count_rows() else "empty",
+        "home": home,
+        "table_rows": table.count_rows() if table is not None else 0,
+        "table_version": table.version if table is not None else None,
+        "bm25_rows": len(ids) if ids is not None else 0,
+        "bm25_version": bm25_version(store),
+    }
     if table is not None and out["table_rows"]:
         row = table.search().select(["embed_model", "llm_model"]).limit(1).to_list()[0]
         out.update(embed_model=row["embed_model"], llm_model=row["llm_model"])
@@ -431,13 +471,17 @@ def _docs_page(spec: dict) -> str:
     for path, ops in spec.get("paths", {}).items():
         for method, op in ops.items():
             params = ", ".join(f"{p['name']}" for p in op.get("parameters", []))
-            rows.append(f"<tr><td><code>{method.upper()} {html.escape(path)}</code></td>"
-                        f"<td>{html.escape(op.get('summary', ''))}</td><td>{html.escape(params)}</td></tr>")
-    return ("<!doctype html><meta charset=utf-8><title>situate API</title>"
-            "<style>body{font:15px system-ui;margin:2em}td{padding:.3em 1em;border-bottom:1px solid #ddd}</style>"
-            f"<h1>situate API {html.escape(spec.get('info', {}).get('version', ''))}</h1>"
-            "<p>The machine-readable schema: <a href=/openapi.json>/openapi.json</a>.</p>"
-            "<table><tr><th>endpoint</th><th>what</th><th>parameters</th></tr>" + "".join(rows) + "</table>")
+            rows.append(
+                f"<tr><td><code>{method.upper()} {html.escape(path)}</code></td>"
+                f"<td>{html.escape(op.get('summary', ''))}</td><td>{html.escape(params)}</td></tr>"
+            )
+    return (
+        "<!doctype html><meta charset=utf-8><title>situate API</title>"
+        "<style>body{font:15px system-ui;margin:2em}td{padding:.3em 1em;border-bottom:1px solid #ddd}</style>"
+        f"<h1>situate API {html.escape(spec.get('info', {}).get('version', ''))}</h1>"
+        "<p>The machine-readable schema: <a href=/openapi.json>/openapi.json</a>.</p>"
+        "<table><tr><th>endpoint</th><th>what</th><th>parameters</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 #: The search page: a box and the hits, each with its source, chunk index, the blurb and the

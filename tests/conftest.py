@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from resources.models import registry as models
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = REPO.parent / "shared" / "eval" / "codebase"
 
@@ -40,7 +41,8 @@ def models_present() -> bool:
 
 needs_models = pytest.mark.skipif(
     not models_present() and not os.environ.get("CI"),
-    reason="default models not installed: run `make setup` (in CI they are required)")
+    reason="default models not installed: run `make setup` (in CI they are required)",
+)
 
 
 def small_settings(docs, home, context: str | None = "chunk") -> dict:
@@ -51,18 +53,37 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
     ``context`` is ``SITUATE_CONTEXT``: ``chunk`` by default here, because these tests exercise the
     per-chunk path (windows, the reused document prefix, a blurb a chunk); ``None`` leaves
     situate's default (``document``), which ``test_cost_e2e`` and the demo's test run."""
-    return {"SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "SITUATE_DOCS": str(docs),
-            "DAGSTER_HOME": str(home / "dagster"), **({"SITUATE_CONTEXT": context} if context else {})}
-
+    return {
+        "SITUATE_N_CTX": "768",
+        "SITUATE_MAX_TOKENS": "24",
+        "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_OVERLAP_TOKENS": "0",
+        "SITUATE_HOME": str(home),
+        "SITUATE_DOCS": str(docs),
+        "DAGSTER_HOME": str(home / "dagster"),
+        **({"SITUATE_CONTEXT": context} if context else {}),
+    }
 
 
 #: Settings an end-to-end test may set for one ingest: cleared around each :func:`ingest_with`,
 #: so a value set by one test (or the shell) never reaches another's ingest.
-INGEST_SETTINGS = ("SITUATE_CONTEXT", "SITUATE_PROMPT", "SITUATE_BLURBS_FILE", "SITUATE_MAX_BLURB_CHUNKS",
-                   "SITUATE_LLM_URL", "SITUATE_LLM_SERVED_MODEL", "SITUATE_LLM_API_KEY", "SITUATE_LLM_RETRIES",
-                   "SITUATE_EMBED_URL", "SITUATE_EMBED_MODEL", "SITUATE_LLM_API", "ANTHROPIC_API_KEY",
-                   "SITUATE_LLM_TIMEOUT", "SITUATE_LLM_PRICE_INPUT", "SITUATE_LLM_PRICE_OUTPUT")
+INGEST_SETTINGS = (
+    "SITUATE_CONTEXT",
+    "SITUATE_PROMPT",
+    "SITUATE_BLURBS_FILE",
+    "SITUATE_MAX_BLURB_CHUNKS",
+    "SITUATE_LLM_URL",
+    "SITUATE_LLM_SERVED_MODEL",
+    "SITUATE_LLM_API_KEY",
+    "SITUATE_LLM_RETRIES",
+    "SITUATE_EMBED_URL",
+    "SITUATE_EMBED_MODEL",
+    "SITUATE_LLM_API",
+    "ANTHROPIC_API_KEY",
+    "SITUATE_LLM_TIMEOUT",
+    "SITUATE_LLM_PRICE_INPUT",
+    "SITUATE_LLM_PRICE_OUTPUT",
+)
 
 
 def ingest_with(docs, home, **env):
@@ -116,20 +137,27 @@ def tiny_source_corpus(path) -> tuple[list[dict], int]:
     def chunks(text: str, n: int) -> list[str]:  # n contiguous pieces split at blank lines
         paras = text.split("\n\n")
         size = -(-len(paras) // n)
-        out = ["\n\n".join(paras[i:i + size]) for i in range(0, len(paras), size)]
+        out = ["\n\n".join(paras[i : i + size]) for i in range(0, len(paras), size)]
         return [c + ("\n\n" if i < len(out) - 1 else "") for i, c in enumerate(out)]
 
     dotenv = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
-    dotenv = dotenv[dotenv.index("def find_dotenv("):][:2400]
+    dotenv = dotenv[dotenv.index("def find_dotenv(") :][:2400]
     ipc = (Path(importlib.util.find_spec("pyarrow").origin).parent / "src" / "arrow" / "python" / "ipc.cc").read_text()
-    ipc = ipc[ipc.index("namespace arrow"):][:1800]
+    ipc = ipc[ipc.index("namespace arrow") :][:1800]
     corpus = []
     for doc_id, text in (("doc_dotenv", dotenv), ("doc_ipc", ipc)):
         pieces = chunks(text, 3)
         assert "".join(pieces) == text
-        corpus.append({"doc_id": doc_id, "original_uuid": doc_id, "content": text,
-                       "chunks": [{"chunk_id": f"{doc_id}_{i}", "original_index": i, "content": c}
-                                  for i, c in enumerate(pieces)]})
+        corpus.append(
+            {
+                "doc_id": doc_id,
+                "original_uuid": doc_id,
+                "content": text,
+                "chunks": [
+                    {"chunk_id": f"{doc_id}_{i}", "original_index": i, "content": c} for i, c in enumerate(pieces)
+                ],
+            }
+        )
     Path(path).write_text(json.dumps(corpus))
     reader = next(i for i, c in enumerate(corpus[1]["chunks"]) if "ReadNext" in c["content"])
     return corpus, reader

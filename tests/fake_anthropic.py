@@ -1,7 +1,8 @@
 """FAKE Anthropic Messages API: a local stand-in for a paid API this machine cannot reach.
 
 It answers the three requests situate makes (``GET /v1/models/{id}``, ``POST /v1/messages``,
-the key as ``Authorization: Bearer`` or ``x-api-key``) in the API's documented shapes, records every request body, simulates
+the key as ``Authorization: Bearer`` or ``x-api-key``) in the API's documented shapes, records every request
+body, simulates
 prompt caching (a block marked ``cache_control`` seen before is reported as read from the cache,
 in ``cache_read_input_tokens``), and can be told to fail the next requests with 429 or 529 (with
 ``retry-after-ms``), to cut the connection, or to refuse a prompt as too long.  Its "model" writes
@@ -34,7 +35,7 @@ class FakeAnthropic:
         self.usages: list[dict] = []  # the usage of each answer sent
         self.headers: list[dict] = []
         self.fail: list[int] = []
-        self.max_prompt_bytes = 10 ** 9
+        self.max_prompt_bytes = 10**9
         # Message Batches: id -> {"requests", "results", "looks"}; ``batch_fail`` makes the first
         # requests of the next batch ``errored`` or ``expired``; a batch ends on its
         # ``batch_looks``-th retrieve
@@ -74,7 +75,10 @@ class FakeAnthropic:
 
             def _authorised(self) -> bool:
                 # the SDK (2.16) sends the key as a bearer token; older ones as x-api-key
-                if KEY not in (self.headers.get("x-api-key"), self.headers.get("authorization", "").removeprefix("Bearer ")):
+                if KEY not in (
+                    self.headers.get("x-api-key"),
+                    self.headers.get("authorization", "").removeprefix("Bearer "),
+                ):
                     self._error(401, "authentication_error", "invalid x-api-key")
                     return False
                 return True
@@ -100,8 +104,15 @@ class FakeAnthropic:
                 m = re.fullmatch(r"/v1/models/([^/?]+)", self.path)
                 if not m or m.group(1) not in (ALIAS, MODEL_ID):
                     return self._error(404, "not_found_error", f"model: {m.group(1) if m else self.path}")
-                self._send(200, {"type": "model", "id": MODEL_ID, "display_name": "Claude Fake",
-                                 "created_at": "2026-12-01T00:00:00Z"})
+                self._send(
+                    200,
+                    {
+                        "type": "model",
+                        "id": MODEL_ID,
+                        "display_name": "Claude Fake",
+                        "created_at": "2026-12-01T00:00:00Z",
+                    },
+                )
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
@@ -137,8 +148,11 @@ class FakeAnthropic:
                     return self._error(404, "not_found_error", f"model: {body.get('model')}")
                 size = fake.prompt_bytes(body)
                 if size > fake.max_prompt_bytes:
-                    return self._error(400, "invalid_request_error",
-                                       f"prompt is too long: {size} tokens > {fake.max_prompt_bytes} maximum")
+                    return self._error(
+                        400,
+                        "invalid_request_error",
+                        f"prompt is too long: {size} tokens > {fake.max_prompt_bytes} maximum",
+                    )
                 import time
 
                 t0 = time.monotonic()
@@ -147,7 +161,9 @@ class FakeAnthropic:
                 with fake.lock:
                     fake.usages.append(answer["usage"])
                     content = body["messages"][0]["content"]
-                    fake.spans.append((t0, time.monotonic(), content[0]["text"] if isinstance(content, list) else content))
+                    fake.spans.append(
+                        (t0, time.monotonic(), content[0]["text"] if isinstance(content, list) else content)
+                    )
                 self._send(200, answer)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -167,7 +183,7 @@ class FakeAnthropic:
         blocks = [user] if isinstance(user, str) else [b["text"] for b in user]
         read = written = 0
         plain = len(body.get("system", "").encode()) // 4
-        for b in (user if not isinstance(user, str) else [{"text": user}]):
+        for b in user if not isinstance(user, str) else [{"text": user}]:
             n = len(b["text"].encode()) // 4
             if b.get("cache_control"):
                 with self.lock:
@@ -181,10 +197,21 @@ class FakeAnthropic:
         topic = _words(m.group(1) if m else blocks[0].removeprefix("<document>"))
         started = body["messages"][1]["content"] if len(body["messages"]) > 1 else ""
         text = f"{'' if started else 'This chunk is about'} the part of the guide on {topic}."
-        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": MODEL_ID,
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": plain, "output_tokens": len(text) // 4,
-                          "cache_creation_input_tokens": written, "cache_read_input_tokens": read}}
+        return {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL_ID,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": plain,
+                "output_tokens": len(text) // 4,
+                "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read,
+            },
+        }
 
     def new_batch(self, requests: list[dict]) -> str:
         """Answer a batch's requests now (they are read when it ends)."""
@@ -195,11 +222,16 @@ class FakeAnthropic:
             if n in self.batch_override:
                 msg = self.answer(r["params"])
                 self.usages.append(msg["usage"])
-                result = self.batch_override[n] | ({"message": {**msg, **self.batch_override[n]["message"]}}
-                                                   if "message" in self.batch_override[n] else {})
+                result = self.batch_override[n] | (
+                    {"message": {**msg, **self.batch_override[n]["message"]}}
+                    if "message" in self.batch_override[n]
+                    else {}
+                )
             elif fail == "errored":
-                result = {"type": "errored", "error": {"type": "error", "error": {"type": "overloaded_error",
-                                                                                  "message": "Overloaded"}}}
+                result = {
+                    "type": "errored",
+                    "error": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+                }
             elif fail == "expired":
                 result = {"type": "expired"}
             else:
@@ -216,13 +248,24 @@ class FakeAnthropic:
         b = self.batches[bid]
         ended = b["looks"] >= self.batch_looks
         kinds = [r["result"]["type"] for r in b["results"]]
-        return {"id": bid, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
-                "request_counts": {"processing": 0 if ended else len(kinds), "succeeded": kinds.count("succeeded"),
-                                   "errored": kinds.count("errored"), "canceled": 0, "expired": kinds.count("expired")},
-                "created_at": "2026-12-03T00:00:00Z", "expires_at": "2026-12-04T00:00:00Z",
-                "ended_at": "2026-12-03T00:01:00Z" if ended else None, "archived_at": None,
-                "cancel_initiated_at": None,
-                "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None}
+        return {
+            "id": bid,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else len(kinds),
+                "succeeded": kinds.count("succeeded"),
+                "errored": kinds.count("errored"),
+                "canceled": 0,
+                "expired": kinds.count("expired"),
+            },
+            "created_at": "2026-12-03T00:00:00Z",
+            "expires_at": "2026-12-04T00:00:00Z",
+            "ended_at": "2026-12-03T00:01:00Z" if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None,
+        }
 
     def close(self) -> None:
         self.server.shutdown()

@@ -15,7 +15,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from conftest import ingest_with, needs_models
 from fake_anthropic import ALIAS, KEY, MODEL_ID, FakeAnthropic
 from test_kept_blurbs import guide
@@ -38,8 +37,14 @@ def _docs(tmp_path: Path) -> Path:
 
 
 def _api(fake, **extra) -> dict:
-    return {"SITUATE_LLM_API": "anthropic", "SITUATE_LLM_URL": fake.url, "SITUATE_LLM_SERVED_MODEL": ALIAS,
-            "ANTHROPIC_API_KEY": KEY, "SITUATE_LLM_RETRIES": "3", **extra}
+    return {
+        "SITUATE_LLM_API": "anthropic",
+        "SITUATE_LLM_URL": fake.url,
+        "SITUATE_LLM_SERVED_MODEL": ALIAS,
+        "ANTHROPIC_API_KEY": KEY,
+        "SITUATE_LLM_RETRIES": "3",
+        **extra,
+    }
 
 
 def _rows(home):
@@ -77,7 +82,7 @@ def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp
         doc, chunk = body["messages"][0]["content"]
         assert doc["cache_control"] == {"type": "ephemeral"} and "cache_control" not in chunk
         assert doc["text"].startswith("<document>\n") and doc["text"].endswith("\n</document>\n")
-        assert doc["text"][len("<document>\n"):-len("\n</document>\n")] in text
+        assert doc["text"][len("<document>\n") : -len("\n</document>\n")] in text
         inner = chunk["text"].removeprefix(ANTHROPIC_2024.chunk_head).removesuffix(ANTHROPIC_2024.chunk_tail)
         # the chunk (its beginning, where the window leaves less room than the whole chunk)
         assert chunk["text"] == ANTHROPIC_2024.chunk_block(inner) and any(c.startswith(inner) for c in chunks)
@@ -100,8 +105,9 @@ def test_the_cost_of_a_run_is_counted_from_the_tokens_the_api_reports(tmp_path, 
     from resources.models.anthropic_api import CACHE_READ, CACHE_WRITE
 
     docs, home = _docs(tmp_path), tmp_path / "home"
-    s = ingest_with(docs, home, **_api(fake, SITUATE_N_CTX="2500", SITUATE_LLM_PRICE_INPUT="2",
-                                       SITUATE_LLM_PRICE_OUTPUT="10"))
+    s = ingest_with(
+        docs, home, **_api(fake, SITUATE_N_CTX="2500", SITUATE_LLM_PRICE_INPUT="2", SITUATE_LLM_PRICE_OUTPUT="10")
+    )
     assert not s.failed, s.failed
     usage = fake.usages  # what the API reported, summed by situate as it is
     assert s.prompt_tokens_reused == sum(u["cache_read_input_tokens"] for u in usage) > 0
@@ -109,8 +115,12 @@ def test_the_cost_of_a_run_is_counted_from_the_tokens_the_api_reports(tmp_path, 
     assert s.prompt_tokens_evaluated == sum(u["input_tokens"] + u["cache_creation_input_tokens"] for u in usage)
     assert s.generated_tokens == sum(u["output_tokens"] for u in usage)
     plain = s.prompt_tokens_evaluated - s.prompt_tokens_cache_written
-    want = (plain * 2 + s.prompt_tokens_cache_written * 2 * CACHE_WRITE + s.prompt_tokens_reused * 2 * CACHE_READ
-            + s.generated_tokens * 10) / 1e6
+    want = (
+        plain * 2
+        + s.prompt_tokens_cache_written * 2 * CACHE_WRITE
+        + s.prompt_tokens_reused * 2 * CACHE_READ
+        + s.generated_tokens * 10
+    ) / 1e6
     assert s.cost_usd == pytest.approx(want) and s.cost_usd > 0
     assert "$2.0/$10.0" in s.cost_rates
     assert any("cost $" in line for line in s.lines())
@@ -147,7 +157,7 @@ def test_429_and_529_are_retried_and_a_chunk_that_still_fails_is_left_to_the_nex
     fake.requests.clear()
     fake.fail = [429] * 3
     s = ingest_with(docs2, home2, **_api(fake, SITUATE_LLM_RETRIES="0"))
-    (key, why), = s.failed.items()
+    ((key, why),) = s.failed.items()
     assert "HTTP 429" in why and "after its retries" in why, why
     assert KEY not in why
     from resources.store.store import Store
@@ -161,7 +171,7 @@ def test_a_prompt_the_api_calls_too_long_is_a_named_error(tmp_path, fake):
     docs, home = _docs(tmp_path), tmp_path / "home"
     fake.max_prompt_bytes = 200
     s = ingest_with(docs, home, **_api(fake))
-    (key, why), = s.failed.items()
+    ((key, why),) = s.failed.items()
     assert "prompt is too long" in why and "SITUATE_N_CTX" in why, why
 
 
@@ -202,15 +212,23 @@ def test_start_up_errors_name_the_setting_to_fix(tmp_path, fake):
     assert "SITUATE_LLM_API" in check(SITUATE_LLM_API="anthropics")
 
 
-@pytest.mark.skipif(not os.environ.get("ANTHROPIC_API_KEY"), reason="ANTHROPIC_API_KEY not set: the live API "
-                    "test runs only with a key")
+@pytest.mark.skipif(
+    not os.environ.get("ANTHROPIC_API_KEY"), reason="ANTHROPIC_API_KEY not set: the live API test runs only with a key"
+)
 def test_live_api(tmp_path):
     """The real API: one small document, a blurb a chunk, the document block cached."""
     docs, home = _docs(tmp_path), tmp_path / "home"
     model = os.environ.get("SITUATE_TEST_CLAUDE_MODEL", "claude-haiku-4-5")
-    s = ingest_with(docs, home, SITUATE_LLM_API="anthropic", SITUATE_LLM_SERVED_MODEL=model,
-                    ANTHROPIC_API_KEY=os.environ["ANTHROPIC_API_KEY"], SITUATE_N_CTX="131072",
-                    SITUATE_CHUNK_TOKENS="120", SITUATE_MAX_TOKENS="100")
+    s = ingest_with(
+        docs,
+        home,
+        SITUATE_LLM_API="anthropic",
+        SITUATE_LLM_SERVED_MODEL=model,
+        ANTHROPIC_API_KEY=os.environ["ANTHROPIC_API_KEY"],
+        SITUATE_N_CTX="131072",
+        SITUATE_CHUNK_TOKENS="120",
+        SITUATE_MAX_TOKENS="100",
+    )
     assert not s.failed, s.failed
     rows = _rows(home)
     assert rows and {r["blurb_status"] for r in rows} == {"model"}
@@ -221,9 +239,18 @@ def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
     from pipelines.settings import resources_from_env, restored_env
 
     docs, home = _docs(tmp_path), tmp_path / "home"
-    env = {"SITUATE_DOCS": str(docs), "SITUATE_HOME": str(home), "SITUATE_CONTEXT": "chunk", "SITUATE_N_CTX": "2500",
-           "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120", "SITUATE_OVERLAP_TOKENS": "0",
-           "SITUATE_LLM_PRICE_INPUT": "2", "SITUATE_LLM_PRICE_OUTPUT": "10", **_api(fake)}
+    env = {
+        "SITUATE_DOCS": str(docs),
+        "SITUATE_HOME": str(home),
+        "SITUATE_CONTEXT": "chunk",
+        "SITUATE_N_CTX": "2500",
+        "SITUATE_MAX_TOKENS": "24",
+        "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_OVERLAP_TOKENS": "0",
+        "SITUATE_LLM_PRICE_INPUT": "2",
+        "SITUATE_LLM_PRICE_OUTPUT": "10",
+        **_api(fake),
+    }
     with restored_env(tuple(env)):
         os.environ.update(env)
         est = estimate(resources_from_env(plain=True))
@@ -233,8 +260,9 @@ def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
     assert not s.failed, s.failed
     assert est.requests == len(fake.requests) == s.model_calls
     # the fake counts 4 bytes a token; the estimate's bytes (a bound) match what was sent
-    sent = sum(len(b["text"].encode()) for body in fake.requests for b in body["messages"][0]["content"]) \
-        + sum(len(body["messages"][1]["content"].encode()) for body in fake.requests)  # the started answers
+    sent = sum(len(b["text"].encode()) for body in fake.requests for b in body["messages"][0]["content"]) + sum(
+        len(body["messages"][1]["content"].encode()) for body in fake.requests
+    )  # the started answers
     assert sent <= est.prompt_written + est.prompt_read <= sent + 8 * est.requests
     assert abs(est.prompt_read / 4 - s.prompt_tokens_reused) <= est.requests
     assert est.cost_usd_bound >= est.cost_usd >= s.cost_usd  # bounds: bytes, every answer at its bound
@@ -254,8 +282,14 @@ def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "ANTHROPIC_"))}
     env |= small_settings(docs, home, context="document") | {"PYTHONPATH": str(REPO)}
     out = tmp_path / "estimate.json"
-    p = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate", "--json", str(out)],
-                       env=env, capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    p = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate", "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(REPO),
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "prompt tokens evaluated" in p.stdout and not home.exists()
     est = json.loads(out.read_text())
@@ -271,8 +305,13 @@ def test_a_cold_ingest_through_message_batches(tmp_path, fake):
     errored or let expire fails its document, and the next run sends only those."""
     docs, home = _docs(tmp_path), tmp_path / "home"
     (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service. " * 3 + "\n")
-    env = _api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1", SITUATE_LLM_PRICE_INPUT="2",
-               SITUATE_LLM_PRICE_OUTPUT="10")
+    env = _api(
+        fake,
+        SITUATE_LLM_BATCH="1",
+        SITUATE_LLM_BATCH_POLL="1",
+        SITUATE_LLM_PRICE_INPUT="2",
+        SITUATE_LLM_PRICE_OUTPUT="10",
+    )
     fake.batch_fail = ["errored", "expired"]
     s = ingest_with(docs, home, **env)
     assert fake.requests == []  # no live request: everything went through the batch
@@ -317,7 +356,7 @@ def test_documents_in_flight_overlap_but_a_documents_own_requests_do_not(tmp_pat
     by_window: dict = {}
     for a, b, w in spans:
         by_window.setdefault(w, []).append((a, b))
-    for w, ivs in by_window.items():
+    for ivs in by_window.values():
         assert all(ivs[i][1] <= ivs[i + 1][0] for i in range(len(ivs) - 1)), "a document's requests overlapped"
     rows = _rows(home)
     assert len(rows) == s.model_calls == len(spans) and {r["blurb_status"] for r in rows} == {"model"}
@@ -336,9 +375,17 @@ def test_hostile_answers_are_named_errors_and_what_was_billed_is_counted(tmp_pat
     API billed, those of the failed document included."""
     docs, home = _docs(tmp_path), tmp_path / "home"
     (docs / "b.md").write_text("# Billing\n\nInvoices are sent monthly by the billing service.\n")
-    bad = json.dumps({"id": "m", "type": "message", "role": "assistant", "model": MODEL_ID,
-                      "content": [{"type": "text", "text": "x y z"}], "stop_reason": "end_turn",
-                      "usage": {"input_tokens": -1000000, "output_tokens": 5}}).encode()
+    bad = json.dumps(
+        {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL_ID,
+            "content": [{"type": "text", "text": "x y z"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": -1000000, "output_tokens": 5},
+        }
+    ).encode()
     env = _api(fake, SITUATE_LLM_PRICE_INPUT="2", SITUATE_LLM_PRICE_OUTPUT="10")
     fake.override = [None, None, (200, b"<html>gateway</html>", "text/html")]  # keys.md's second request
     s = ingest_with(docs, home, **env)
@@ -372,7 +419,7 @@ def test_a_malformed_batch_result_fails_only_its_own_chunk(tmp_path, fake):
 def test_a_batch_that_outlasts_the_wait_is_collected_by_the_next_run_not_sent_again(tmp_path, fake):
     docs, home = _docs(tmp_path), tmp_path / "home"
     env = _api(fake, SITUATE_LLM_BATCH="1", SITUATE_LLM_BATCH_POLL="1", SITUATE_LLM_BATCH_WAIT="2")
-    fake.batch_looks = 10 ** 6  # never ends while this run waits
+    fake.batch_looks = 10**6  # never ends while this run waits
     s = ingest_with(docs, home, **env)
     assert s.failed and all("still in progress" in w and "next run collects" in w for w in s.failed.values())
     assert (home / "cache" / "message-batches.json").exists()
@@ -392,11 +439,19 @@ def test_the_estimate_refuses_what_an_ingest_refuses_in_one_line(tmp_path, fake)
     docs = _docs(tmp_path)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "ANTHROPIC_"))}
     base |= {"PYTHONPATH": str(REPO), "SITUATE_HOME": str(tmp_path / "home"), **_api(fake)}
-    for extra, word in (({"ANTHROPIC_API_KEY": "sk-wrong"}, "ANTHROPIC_API_KEY"),
-                        ({"SITUATE_CONTEXT": "chunk", "SITUATE_PROMPT": "anthropic-2024+grammar"}, "SITUATE_PROMPT"),
-                        ({"SITUATE_LLM_BATCH": "false"}, "SITUATE_LLM_BATCH")):
-        p = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate"],
-                           env=base | extra, capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    for extra, word in (
+        ({"ANTHROPIC_API_KEY": "sk-wrong"}, "ANTHROPIC_API_KEY"),
+        ({"SITUATE_CONTEXT": "chunk", "SITUATE_PROMPT": "anthropic-2024+grammar"}, "SITUATE_PROMPT"),
+        ({"SITUATE_LLM_BATCH": "false"}, "SITUATE_LLM_BATCH"),
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate"],
+            env=base | extra,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=str(REPO),
+        )
         assert p.returncode == 2, (extra, p.stdout, p.stderr[-800:])
         assert "Traceback" not in p.stderr and word in p.stderr, (extra, p.stderr[-800:])
         assert "sk-wrong" not in p.stderr

@@ -6,9 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from conftest import needs_models
-
 from test_preambles import FRAME, builder, doc_and_spans  # noqa: F401  (FAKE tokenizer helpers)
 
 
@@ -66,8 +64,12 @@ class FakeBatch:
         from resources.models.llm import Generation
 
         self.calls.append(len(suffixes))
-        return [Generation(f"This part lists the wörd items, number {n}.", len(prefix) + len(s), len(s),
-                           len(prefix), 9, 0.5) for n, s in enumerate(suffixes)]
+        return [
+            Generation(
+                f"This part lists the wörd items, number {n}.", len(prefix) + len(s), len(s), len(prefix), 9, 0.5
+            )
+            for n, s in enumerate(suffixes)
+        ]
 
 
 def test_contextualize_batches_only_uncached_chunks_in_order(fake_tokenizer, tmp_path):
@@ -83,8 +85,10 @@ def test_contextualize_batches_only_uncached_chunks_in_order(fake_tokenizer, tmp
     key = lambda w, c: digest("fake", w, c)  # noqa: E731
     # chunk 1 and 3 already cached (say, from a run that stopped half-way)
     for i in (1, 3):
-        cache.put(key(text, chunks[i][:plan.chunk_prompt_ends[i]]),
-                  {"raw": "This part lists the wörd items, cached.", "prompt_tokens": 1, "generated": 1})
+        cache.put(
+            key(text, chunks[i][: plan.chunk_prompt_ends[i]]),
+            {"raw": "This part lists the wörd items, cached.", "prompt_tokens": 1, "generated": 1},
+        )
 
     def sequential(tokens):
         raise AssertionError("the sequential path is not used when a batch generator is given")

@@ -23,8 +23,17 @@ from conftest import REPO, SHARED_EVAL, needs_models
 pytestmark = [needs_models, pytest.mark.models]
 
 #: Settings that would swap a default model or mode for another: the run must see the defaults.
-NOT_DEFAULT = ("SITUATE_EMBED_MODEL", "SITUATE_LLM_MODEL", "SITUATE_RERANK_MODEL", "SITUATE_CONTEXT",
-               "SITUATE_PROMPT", "SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME", "SITUATE_BENCH_CORPUS")
+NOT_DEFAULT = (
+    "SITUATE_EMBED_MODEL",
+    "SITUATE_LLM_MODEL",
+    "SITUATE_RERANK_MODEL",
+    "SITUATE_CONTEXT",
+    "SITUATE_PROMPT",
+    "SITUATE_HOME",
+    "SITUATE_DOCS",
+    "DAGSTER_HOME",
+    "SITUATE_BENCH_CORPUS",
+)
 
 
 def test_every_section_runs_on_a_tiny_input_with_the_default_models(tmp_path):
@@ -37,8 +46,15 @@ def test_every_section_runs_on_a_tiny_input_with_the_default_models(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k not in NOT_DEFAULT} | {"SITUATE_MAX_TOKENS": "16"}
     out_json = tmp_path / "tiny.json"
-    done = subprocess.run([sys.executable, "benchmarks/run.py", "--tiny", "--only", "all", "--json", str(out_json)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--tiny", "--only", "all", "--json", str(out_json)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-5000:])
     report = json.loads(out_json.read_text())
     s = report["sections"]

@@ -6,11 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
-
-from assets.code_context import (MAX_SIGNATURE_CHARS, chunk_contexts, definitions, detect_language,
-                                 document_contexts, document_headings, leading_comment, parser,
-                                 structural_context)
 from conftest import SHARED_EVAL
+
+from assets.code_context import (
+    MAX_SIGNATURE_CHARS,
+    chunk_contexts,
+    definitions,
+    detect_language,
+    document_contexts,
+    document_headings,
+    leading_comment,
+    parser,
+    structural_context,
+)
 
 SITE = Path(importlib.util.find_spec("pyarrow").origin).parent
 
@@ -46,8 +54,9 @@ def test_cpp_namespaces_and_methods():
     assert detect_language(text) == "cpp"  # no name: told by parsing
     start, end = _span(text, "  PyAcquireGIL lock;")
     ctx = structural_context(text, start, end, name=path.name)
-    assert ("namespace arrow > namespace py > "
-            "Status PyRecordBatchReader::ReadNext(std::shared_ptr<RecordBatch>* batch)") in ctx.splitlines()
+    assert (
+        "namespace arrow > namespace py > Status PyRecordBatchReader::ReadNext(std::shared_ptr<RecordBatch>* batch)"
+    ) in ctx.splitlines()
     # the Apache licence block at the top is skipped
     assert "Licensed" not in ctx
 
@@ -91,7 +100,7 @@ def test_java_class_method():
     assert in_bytes and any(d.kind == "class" for d in defs)
     method = next(d for d in defs if d.kind == "method")
     cls = next(d for d in defs if d.kind == "class" and d.start < method.start < d.end)
-    mid = len(text.encode()[:method.start].decode()) + 5
+    mid = len(text.encode()[: method.start].decode()) + 5
     ctx = structural_context(text, mid, mid + 50, language="java")
     assert f"class {cls.name} > " in ctx
     # the method's signature, annotations dropped: "public void testSaltLength()"
@@ -106,8 +115,10 @@ def test_patterns_without_a_grammar():
 
 
 def test_leading_comment_skips_licence_and_imports():
-    text = ("# Copyright 2020 Someone. Licensed under MIT.\n\nimport os\n\n"
-            "# Helpers that parse dotenv files\n# and expand variables.\n\ndef f():\n    pass\n")
+    text = (
+        "# Copyright 2020 Someone. Licensed under MIT.\n\nimport os\n\n"
+        "# Helpers that parse dotenv files\n# and expand variables.\n\ndef f():\n    pass\n"
+    )
     assert leading_comment(text) == "Helpers that parse dotenv files and expand variables."
     assert leading_comment("#[derive(Debug)]\nstruct A;\n") == ""
 
@@ -138,7 +149,9 @@ def _context_at(path: Path, needle: str, length: int = 80) -> list[str]:
 def test_known_language_without_grammar_is_not_guessed():
     """A Ruby file parses as TypeScript with a stray definition: its ending sends it to the line
     patterns, which name the method it continues by its signature."""
-    text = "module Greeter\n  class Loud < Base\n    def hello(name)\n      x = 1\n      puts name\n    end\n  end\nend\n"
+    text = (
+        "module Greeter\n  class Loud < Base\n    def hello(name)\n      x = 1\n      puts name\n    end\n  end\nend\n"
+    )
     assert detect_language(text) == "typescript"  # what parsing alone would say
     assert detect_language(text, "greeter.rb") is None
     ctx = chunk_contexts(text, [(text.index("puts"), len(text))], name="greeter.rb")
@@ -168,11 +181,16 @@ def test_corpus_prose_gets_markdown_section_paths():
     text = entry["content"]
     doc = {"format": "corpus", "text": text, "headings": [], "title": text.splitlines()[0].lstrip("# ")}
     headings = document_headings(doc)
-    assert len(headings) >= 3 and all(text[h[0]:].startswith("#") for h in headings)
+    assert len(headings) >= 3 and all(text[h[0] :].startswith("#") for h in headings)
     last = headings[-1]
     from assets.chunking import heading_path_at
+
     ctx = document_contexts(doc, [(last[0] + 1, len(text))], [heading_path_at(headings, last[0] + 1)])[0]
     assert ctx.endswith(last[2]) and ctx.startswith(doc["title"])
-    code = {"format": "corpus", "headings": [], "title": "x",
-            "text": "# Helpers\nimport os\n\n# Read the file\ndef read(p):\n    return open(p).read()\n"}
+    code = {
+        "format": "corpus",
+        "headings": [],
+        "title": "x",
+        "text": "# Helpers\nimport os\n\n# Read the file\ndef read(p):\n    return open(p).read()\n",
+    }
     assert document_headings(code) == []

@@ -13,14 +13,18 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
 FOLDERS = {"a": {"main.py"}, "b": {"bm25s-README.md", "tiktoken-README.md"}}
-QUERIES = ["how does find_dotenv locate the .env file", "BM25 scoring with sparse matrices",
-           "encode text into tokens", "parse variables and interpolate values", "load a saved index"]
+QUERIES = [
+    "how does find_dotenv locate the .env file",
+    "BM25 scoring with sparse matrices",
+    "encode text into tokens",
+    "parse variables and interpolate values",
+    "load a saved index",
+]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -34,13 +33,23 @@ def _ingest(docs, home, **env):
 def _rows(home):
     from resources.store.store import Store
 
-    cols = ["source", "chunk_index", "text", "blurb", "blurb_status", "context_mode", "llm_model",
-            "blurb_doc_sha256", "doc_sha256"]
+    cols = [
+        "source",
+        "chunk_index",
+        "text",
+        "blurb",
+        "blurb_status",
+        "context_mode",
+        "llm_model",
+        "blurb_doc_sha256",
+        "doc_sha256",
+    ]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
 
 
-_STOP = set("this chunk about that with from into which what used uses using file files function class "
-            "method data".split())
+_STOP = set(
+    "this chunk about that with from into which what used uses using file files function class method data".split()
+)
 
 
 def _stems(text: str) -> set[str]:
@@ -83,7 +92,7 @@ def test_a_one_line_edit_costs_only_the_changed_chunks(by_reference, tmp_path):
     docs, home = by_reference["docs"], by_reference["home"]
     before = _rows(home)
     text = (docs / "main.py").read_text()
-    target = next(r for r in before[len(before) // 2:] if "return" in r["text"])
+    target = next(r for r in before[len(before) // 2 :] if "return" in r["text"])
     line = next(x for x in target["text"].splitlines() if "return" in x)
     (docs / "main.py").write_text(text.replace(line, line + "  # edited", 1))
     s = _ingest(docs, home, SITUATE_PROMPT="by-reference")
@@ -104,10 +113,19 @@ def modes(tmp_path_factory):
     (docs / "main.py").write_text("".join(lines[:120]))
     import json
 
-    (docs / "package-lock.json").write_text(json.dumps(
-        {"name": "web", "lockfileVersion": 3, "packages": {
-            f"node_modules/pkg-{i}": {"version": f"1.0.{i}", "integrity": f"sha512-{'ab' * 40}{i}"} for i in range(30)}},
-        indent=2))
+    (docs / "package-lock.json").write_text(
+        json.dumps(
+            {
+                "name": "web",
+                "lockfileVersion": 3,
+                "packages": {
+                    f"node_modules/pkg-{i}": {"version": f"1.0.{i}", "integrity": f"sha512-{'ab' * 40}{i}"}
+                    for i in range(30)
+                },
+            },
+            indent=2,
+        )
+    )
     return docs, home
 
 
@@ -125,8 +143,13 @@ def test_each_mode_names_itself_and_a_mode_already_computed_costs_no_call(modes)
     s = _ingest(docs, home, SITUATE_CONTEXT="structure")
     rows = _rows(home)
     assert s.model_calls == 0 and s.ingested == 2
-    assert all(r["context_mode"] == "structure" and r["blurb"] == "" and r["llm_model"] == ""
-               and r["blurb_status"] == "skipped:structure" for r in rows)
+    assert all(
+        r["context_mode"] == "structure"
+        and r["blurb"] == ""
+        and r["llm_model"] == ""
+        and r["blurb_status"] == "skipped:structure"
+        for r in rows
+    )
 
     s = _ingest(docs, home, SITUATE_CONTEXT="document")  # computed before: from the cache
     assert s.model_calls == 0 and s.ingested == 2
@@ -138,8 +161,9 @@ def test_each_mode_names_itself_and_a_mode_already_computed_costs_no_call(modes)
     s = _ingest(docs, home, SITUATE_CONTEXT="document")
     assert s.model_calls == 0
     s = _ingest(docs, home, SITUATE_CONTEXT="chunk", SITUATE_PROMPT="by-reference")
-    assert s.model_calls == 0 and [r["blurb"] for r in _rows(home) if r["source"] == "main.py"] == \
-        [r["blurb"] for r in by_ref]
+    assert s.model_calls == 0 and [r["blurb"] for r in _rows(home) if r["source"] == "main.py"] == [
+        r["blurb"] for r in by_ref
+    ]
 
 
 def test_search_works_in_each_mode(modes):
@@ -160,8 +184,7 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     from assets.chunking import make_chunks
     from assets.chunks import count_cl100k
     from assets.contextualize import contextualize
-    from assets.fitted_preambles import fit_bound, prompt_builder
-    from assets.fitted_preambles import fit_document
+    from assets.fitted_preambles import fit_bound, fit_document, prompt_builder
     from assets.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
     from pipelines.settings import resources_from_env
 
@@ -185,8 +208,9 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     assert all(r.status == "model" and "[chunk" not in r.blurb for r in one)
     served = [i for i, r in enumerate(one) if "one-generation" in r.problems]
     assert len(served) >= 2  # the one generation wrote usable lines, not only fallbacks
-    single = contextualize(text, texts, fit_document(text, spans, single_b, llm.n_ctx, llm.max_tokens),
-                           single_b, generate, spans=spans)
+    single = contextualize(
+        text, texts, fit_document(text, spans, single_b, llm.n_ctx, llm.max_tokens), single_b, generate, spans=spans
+    )
     for i, r in enumerate(one):  # a fallback's blurb is the by-reference blurb of that chunk
         if "one-generation" not in r.problems:
             assert r.blurb == single[i].blurb
@@ -229,13 +253,13 @@ def test_one_generation_lines_stop_where_the_context_ends():
     starts = [f"\n[chunk {i}] This chunk is about" for i in range(2, 12)]
     start_tokens = len(tok.encode(starts[0]))
     # room for the first line and at most a few more, never for all eleven
-    tokens = prompt[:512 - 24 - 3 * (start_tokens + 24)]
+    tokens = prompt[: 512 - 24 - 3 * (start_tokens + 24)]
     g = llm.generate_lines(tokens, starts, stop=stops(False), max_tokens=24)
     begun = g.text.count("[chunk ")
     assert 1 <= begun < len(starts)
     assert len(tokens) + len(tok.encode(g.text)) <= 512
     assert g.generated >= 1 and g.evaluated >= len(tokens)
     # no room for even the first line: nothing is evaluated, nothing raised
-    full = prompt[:512 - 23]
+    full = prompt[: 512 - 23]
     empty = llm.generate_lines(full, starts, stop=stops(False), max_tokens=24)
     assert (empty.text, empty.evaluated, empty.generated) == ("", 0, 0)

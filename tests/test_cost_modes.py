@@ -39,8 +39,9 @@ class FakeGenerate:
         prompt = decoded(tokens)
         self.prompts.append(prompt)
         n = int(prompt.rsplit("[chunk ", 1)[1].split("]", 1)[0])
-        return Generation(f" [chunk {n}] the part of Section {n - 1} listing its entries.", len(tokens),
-                          len(tokens), 0, 12, 0.0)
+        return Generation(
+            f" [chunk {n}] the part of Section {n - 1} listing its entries.", len(tokens), len(tokens), 0, 12, 0.0
+        )
 
 
 def test_by_reference_prompt_reads_each_chunk_once(fake_tokenizer):
@@ -50,12 +51,18 @@ def test_by_reference_prompt_reads_each_chunk_once(fake_tokenizer):
     # each chunk starts after its own mark, on its own line; the document is otherwise verbatim
     assert prefix.count("[chunk ") == 3 + 2  # three marks, and the instruction names two examples
     for i, (a, _) in enumerate(spans):
-        assert f"{chunk_mark(i)}\n{text[a:a + 12]}" in prefix
-    assert prefix.replace("[chunk 1]\n", "", 1).replace("[chunk 2]\n", "", 1).replace("[chunk 3]\n", "", 1) \
+        assert f"{chunk_mark(i)}\n{text[a : a + 12]}" in prefix
+    assert (
+        prefix.replace("[chunk 1]\n", "", 1)
+        .replace("[chunk 2]\n", "", 1)
+        .replace("[chunk 3]\n", "", 1)
         .startswith("<|user|>\n<document>\n" + text + "\n</document>\n")
+    )
     suffix = decoded(b.suffix(text[slice(*spans[1])], 1))
-    assert suffix.startswith("Here is the chunk we want to situate within the whole document: the chunk "
-                             "marked [chunk 2], which begins\n<chunk>\nSection 1: wörd1-0")
+    assert suffix.startswith(
+        "Here is the chunk we want to situate within the whole document: the chunk "
+        "marked [chunk 2], which begins\n<chunk>\nSection 1: wörd1-0"
+    )
     assert suffix.endswith("<|end|>\n<|assistant|>\nThis chunk is about")
     # the chunk is quoted by its first line only, at most QUOTE_CHARS characters
     from assets.prompting import QUOTE_CHARS
@@ -138,7 +145,9 @@ def test_no_model_reasons_on_made_up_blobs_and_real_text():
     minified = ",".join(f"f{i}=function(a,b){{return a.k{i}(b,{i * 7})||[b{i},a]}}" for i in range(40))
     assert no_model_reason("var " + minified + ";") == "minified"
     # a long string of test data on one line is not minified code
-    assert no_model_reason('data = "' + " ".join("01001101" for _ in range(10)).replace(" ", "") * 8 + '"') != "minified"
+    assert (
+        no_model_reason('data = "' + " ".join("01001101" for _ in range(10)).replace(" ", "") * 8 + '"') != "minified"
+    )
     table = "\n".join(" ".join(str(1000 + 37 * i * j % 9973) for j in range(10)) for i in range(40))
     assert no_model_reason(table) == "numeric-table"
     code_with_numbers = "\n".join(f"    assert f({i}) == {i * i}  # square" for i in range(40))
@@ -157,14 +166,18 @@ def test_no_chunk_of_either_labelled_corpus_is_skipped():
     import json as _json
 
     import pytest
+    from conftest import SHARED_EVAL
 
     from assets.skipping import MIN_COMPRESSION, no_model_reason
-    from conftest import SHARED_EVAL
 
     if not SHARED_EVAL.exists():
         pytest.skip("../shared/eval is not here (it is in CI)")
-    chunks = [c["content"] for name in ("codebase/codebase_chunks.json", "docs/docs_chunks.json")
-              for d in _json.loads((SHARED_EVAL.parent / name).read_text()) for c in d["chunks"]]
+    chunks = [
+        c["content"]
+        for name in ("codebase/codebase_chunks.json", "docs/docs_chunks.json")
+        for d in _json.loads((SHARED_EVAL.parent / name).read_text())
+        for c in d["chunks"]
+    ]
     assert len(chunks) == 969
     assert [t[:60] for t in chunks if no_model_reason(t)] == []
     ratios = [len(zlib.compress(t.encode())) / len(t.encode()) for t in chunks if len(t) >= 200]
@@ -175,9 +188,14 @@ def test_no_chunk_of_either_labelled_corpus_is_skipped():
 def test_edit_keeps_unchanged_blurbs_within_the_bound():
     from assets.edits import MAX_CHANGED_SHARE, kept_blurbs
 
-    prev = {"doc_sha256": "v1", "settings": "s",
-            "blurbs": [{"text_sha256": h, "blurb": h.upper(), "raw": h, "status": "model", "doc_sha256": "v1"}
-                       for h in "abcdefghij"]}
+    prev = {
+        "doc_sha256": "v1",
+        "settings": "s",
+        "blurbs": [
+            {"text_sha256": h, "blurb": h.upper(), "raw": h, "status": "model", "doc_sha256": "v1"}
+            for h in "abcdefghij"
+        ],
+    }
     chunks = [{"text_sha256": h, "n_tokens": 100} for h in "abcdXfghij"]  # one chunk of ten changed
     kept, info = kept_blurbs(prev, chunks, "v2", "s")
     assert sorted(kept) == [0, 1, 2, 3, 5, 6, 7, 8, 9] and info["changed_share"] == 0.1
@@ -185,23 +203,36 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
     # a larger change re-situates every chunk
     many = [{"text_sha256": h, "n_tokens": 100} for h in "abXYZfghij"]
     assert 0.3 > MAX_CHANGED_SHARE and kept_blurbs(prev, many, "v2", "s") == (
-        {}, {"changed_share": 0.3, "changed_chunks": 3, "why": "changed more than the bound", "drifted": 0,
-             "versions": {}})
+        {},
+        {"changed_share": 0.3, "changed_chunks": 3, "why": "changed more than the bound", "drifted": 0, "versions": {}},
+    )
     # other settings (model, prompt, mode) never keep
     assert kept_blurbs(prev, chunks, "v2", "other")[0] == {}
     assert kept_blurbs(None, chunks, "v2", "s")[1]["why"] == "first version"
     # a repeated text is matched in order, once each
-    dup = {"doc_sha256": "v1", "settings": "s", "blurbs": [{"text_sha256": "a", "blurb": "1", "raw": "1", "status": "model"},
-                                                          {"text_sha256": "a", "blurb": "2", "raw": "2", "status": "model"}]}
-    k, _ = kept_blurbs(dup, [{"text_sha256": "a", "n_tokens": 50}] * 3 + [{"text_sha256": "z", "n_tokens": 10}],
-                       "v2", "s", bound=0.5)
+    dup = {
+        "doc_sha256": "v1",
+        "settings": "s",
+        "blurbs": [
+            {"text_sha256": "a", "blurb": "1", "raw": "1", "status": "model"},
+            {"text_sha256": "a", "blurb": "2", "raw": "2", "status": "model"},
+        ],
+    }
+    k, _ = kept_blurbs(
+        dup, [{"text_sha256": "a", "n_tokens": 50}] * 3 + [{"text_sha256": "z", "n_tokens": 10}], "v2", "s", bound=0.5
+    )
     assert [k[i]["blurb"] for i in sorted(k)] == ["1", "2"] and 2 not in k
     # only what a model wrote is kept: a fallback or a skip was a setting's or a check's doing
-    made = {"doc_sha256": "v1", "settings": "s", "blurbs": [
-        {"text_sha256": "a", "blurb": "", "raw": "", "status": "fallback:n_ctx"},
-        {"text_sha256": "b", "blurb": "", "raw": "", "status": "skipped:large-document"},
-        {"text_sha256": "c", "blurb": "", "raw": "It", "status": "fallback:too-short"},
-        {"text_sha256": "d", "blurb": "D.", "raw": "D.", "status": "model"}]}
+    made = {
+        "doc_sha256": "v1",
+        "settings": "s",
+        "blurbs": [
+            {"text_sha256": "a", "blurb": "", "raw": "", "status": "fallback:n_ctx"},
+            {"text_sha256": "b", "blurb": "", "raw": "", "status": "skipped:large-document"},
+            {"text_sha256": "c", "blurb": "", "raw": "It", "status": "fallback:too-short"},
+            {"text_sha256": "d", "blurb": "D.", "raw": "D.", "status": "model"},
+        ],
+    }
     k, info = kept_blurbs(made, [{"text_sha256": h, "n_tokens": 10} for h in "abcd"], "v1", "s")
     assert sorted(k) == [3] and info["why"] == "unchanged" and info["changed_chunks"] == 3
 
@@ -237,13 +268,38 @@ def test_blurb_file_round_trip_is_byte_stable(tmp_path):
     from assets import blurb_files
 
     t0, t1, t2, v1, v2, m = ("0" * 64, "1" * 64, "2" * 64, "a" * 64, "b" * 64, "c" * 64)
-    stage = {"doc_sha256": v2, "blurbs": [
-        {"chunk_id": "d:1:x", "text_sha256": t1, "doc_sha256": v1, "mode": "chunk:by-reference",
-         "raw": "This chunk is about A.", "blurb": "This chunk is about A.", "status": "model"},
-        {"chunk_id": "d:0:y", "text_sha256": t0, "doc_sha256": v2, "mode": "structure",
-         "raw": "", "blurb": "", "status": "skipped:structure"},
-        {"chunk_id": "d:2:z", "text_sha256": t2, "doc_sha256": v2, "mode": "chunk:by-reference",
-         "raw": "", "blurb": "", "status": "fallback:n_ctx 32 leaves no room"}]}
+    stage = {
+        "doc_sha256": v2,
+        "blurbs": [
+            {
+                "chunk_id": "d:1:x",
+                "text_sha256": t1,
+                "doc_sha256": v1,
+                "mode": "chunk:by-reference",
+                "raw": "This chunk is about A.",
+                "blurb": "This chunk is about A.",
+                "status": "model",
+            },
+            {
+                "chunk_id": "d:0:y",
+                "text_sha256": t0,
+                "doc_sha256": v2,
+                "mode": "structure",
+                "raw": "",
+                "blurb": "",
+                "status": "skipped:structure",
+            },
+            {
+                "chunk_id": "d:2:z",
+                "text_sha256": t2,
+                "doc_sha256": v2,
+                "mode": "chunk:by-reference",
+                "raw": "",
+                "blurb": "",
+                "status": "fallback:n_ctx 32 leaves no room",
+            },
+        ],
+    }
     lines = blurb_files.stage_lines(stage, "doc_1", m)
     # no model wrote the n_ctx fallback: not exported; the kept blurb goes under the stage's version
     assert [x["chunk_id"] for x in lines] == ["d:1:x", "d:0:y"] and {x["doc_sha256"] for x in lines} == {v2}
@@ -267,12 +323,20 @@ def test_blurb_file_round_trip_is_byte_stable(tmp_path):
 def test_window_lines_are_parsed_back_to_their_chunks():
     from assets.contextualize import parse_window_lines
 
-    text = ("[chunk 3] This chunk is about C.\n[chunk 4]: This chunk is about D,\ncontinued here.\n"
-            "[chunk 4] This chunk is about D again.\n[chunk 9] not asked for\n- [chunk 6] ok\n[chunk 7] two words\n"
-            "[chunk 8] This chunk is about C!")
+    text = (
+        "[chunk 3] This chunk is about C.\n[chunk 4]: This chunk is about D,\ncontinued here.\n"
+        "[chunk 4] This chunk is about D again.\n[chunk 9] not asked for\n- [chunk 6] ok\n[chunk 7] two words\n"
+        "[chunk 8] This chunk is about C!"
+    )
     got = parse_window_lines(text, [2, 3, 4, 5, 6, 7])
-    assert got == {2: ("This chunk is about C.", ""), 3: ("", "repeated"), 4: ("", "missing"),
-                   5: ("", "garbled"), 6: ("two words", ""), 7: ("", "repeated")}
+    assert got == {
+        2: ("This chunk is about C.", ""),
+        3: ("", "repeated"),
+        4: ("", "missing"),
+        5: ("", "garbled"),
+        6: ("two words", ""),
+        7: ("", "repeated"),
+    }
 
 
 class FakeWindowGenerate:
@@ -287,8 +351,15 @@ class FakeWindowGenerate:
     def __call__(self, tokens, starts, max_tokens):
         self.calls += 1
         prompt = decoded(tokens)
-        asked = [int(n) - 1 for n in prompt.rsplit("Here are the chunks", 1)[1].split(". Answer")[0]
-                 .replace("[chunk ", "").replace("]", "").split(":")[1].split(",")]
+        asked = [
+            int(n) - 1
+            for n in prompt.rsplit("Here are the chunks", 1)[1]
+            .split(". Answer")[0]
+            .replace("[chunk ", "")
+            .replace("]", "")
+            .split(":")[1]
+            .split(",")
+        ]
         lines = []
         for i in asked:
             how = self.garble.get(i)
@@ -305,8 +376,14 @@ class FakeWindowGenerate:
         text = "\n".join(lines)
         first = f"[chunk {asked[0] + 1}] This chunk is about"
         assert prompt.endswith(first)
-        return Generation(text[len(first):] if text.startswith(first) else "\n" + text, len(tokens), len(tokens), 0,
-                          30 * len(asked), 0.0)
+        return Generation(
+            text[len(first) :] if text.startswith(first) else "\n" + text,
+            len(tokens),
+            len(tokens),
+            0,
+            30 * len(asked),
+            0.0,
+        )
 
 
 def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fake_tokenizer):
@@ -324,8 +401,14 @@ def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fa
     # every chunk has a blurb naming its own section, none lost, none given to another chunk
     assert [f"Section {i} " in r.blurb or f"Section {i}." in r.blurb for i, r in enumerate(recs)] == [True] * 6
     tags = [[x for x in r.problems if x.startswith("one-generation")] for r in recs]
-    assert tags == [["one-generation"], ["one-generation-fallback:missing"], ["one-generation-fallback:repeated"],
-                    ["one-generation-fallback:garbled"], ["one-generation-fallback:ungrounded"], ["one-generation"]]
+    assert tags == [
+        ["one-generation"],
+        ["one-generation-fallback:missing"],
+        ["one-generation-fallback:repeated"],
+        ["one-generation-fallback:garbled"],
+        ["one-generation-fallback:ungrounded"],
+        ["one-generation"],
+    ]
     # the single calls reuse the window's prefix: the same tokens up to the chunk's own request
     prefix = decoded(b.window_prefix(text, spans, 0, len(text)))
     assert all(pr.startswith(prefix) for pr in single.prompts)
@@ -371,11 +454,16 @@ def test_a_line_that_is_only_the_answer_prefix_falls_back(fake_tokenizer):
     b = PromptBuilder(fake_tokenizer, FRAME, BY_REFERENCE_WINDOW)
     p = fit_document(text, spans, b, n_ctx=4096, max_tokens=32)
     single = FakeGenerate()
-    recs = contextualize(text, chunks, p, b, single, spans=spans,
-                         generate_window=FakeWindowGenerate({0: "nothing", 2: "nothing"}))
+    recs = contextualize(
+        text, chunks, p, b, single, spans=spans, generate_window=FakeWindowGenerate({0: "nothing", 2: "nothing"})
+    )
     assert len(single.prompts) == 2
     assert [f"Section {i}" in r.blurb and r.status == "model" for i, r in enumerate(recs)] == [True] * 4
     tags = [[x for x in r.problems if x.startswith("one-generation")] for r in recs]
     # the second such line is also word for word the first: a loop
-    assert tags == [["one-generation-fallback:empty"], ["one-generation"],
-                    ["one-generation-fallback:repeated"], ["one-generation"]]
+    assert tags == [
+        ["one-generation-fallback:empty"],
+        ["one-generation"],
+        ["one-generation-fallback:repeated"],
+        ["one-generation"],
+    ]

@@ -14,13 +14,22 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "deploy").rglob("dagster.yaml"))
-ENV = {"DAGSTER_PG_HOST": "db.internal", "DAGSTER_PG_PORT": "5432", "DAGSTER_PG_USER": "dagster", "DAGSTER_PG_PASSWORD": "secret",
-       "DAGSTER_PG_DB": "dagster", "SITUATE_IMAGE": "registry.internal/situate:1"}
+ENV = {
+    "DAGSTER_PG_HOST": "db.internal",
+    "DAGSTER_PG_PORT": "5432",
+    "DAGSTER_PG_USER": "dagster",
+    "DAGSTER_PG_PASSWORD": "secret",
+    "DAGSTER_PG_DB": "dagster",
+    "SITUATE_IMAGE": "registry.internal/situate:1",
+}
 
 
 def test_there_are_three_recipes():
     assert [p.relative_to(REPO / "deploy").as_posix() for p in RECIPES] == [
-        "dagster.yaml", "docker/dagster.yaml", "k8s/dagster.yaml"]
+        "dagster.yaml",
+        "docker/dagster.yaml",
+        "k8s/dagster.yaml",
+    ]
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
@@ -34,7 +43,9 @@ def test_a_recipe_passes_the_instance_schema_and_each_class_its_own(path, monkey
     raw = yaml.safe_load(path.read_text())
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert raw["concurrency"]["pools"]["granularity"] == "run" and raw["concurrency"]["pools"]["default_limit"] >= 1
-    assert {"key": "dagster/job_name", "value": "bm25", "limit": 1} in raw["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert {"key": "dagster/job_name", "value": "bm25", "limit": 1} in raw["concurrency"]["runs"][
+        "tag_concurrency_limits"
+    ]
     pytest.importorskip("dagster_postgres", reason="pip install 'situate[deploy]'")
     from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
@@ -59,8 +70,11 @@ def test_the_add_on_libraries_pin_the_same_dagster():
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = {d.split("==")[0]: d.split("==")[1] for d in project["dependencies"] + project["optional-dependencies"]["deploy"]
-            if "==" in d}
+    pins = {
+        d.split("==")[0]: d.split("==")[1]
+        for d in project["dependencies"] + project["optional-dependencies"]["deploy"]
+        if "==" in d
+    }
     assert pins["dagster"] == pins["dagster-webserver"] == "1.13.27"
     assert pins["dagster-postgres"] == pins["dagster-k8s"] == pins["dagster-docker"] == "0.29.27"
 
@@ -83,11 +97,31 @@ def postgres(tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    pg_ctl(["-w", "-o", "-h 127.0.0.1", "-o", f"-p {port}", "-o", f"-k {server.pgdata}",
-            "-l", str(server.pgdata / "log"), "start"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+    pg_ctl(
+        [
+            "-w",
+            "-o",
+            "-h 127.0.0.1",
+            "-o",
+            f"-p {port}",
+            "-o",
+            f"-k {server.pgdata}",
+            "-l",
+            str(server.pgdata / "log"),
+            "start",
+        ],
+        pgdata=server.pgdata,
+        user=server.system_user,
+        timeout=60,
+    )
     try:
-        yield {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(port), "DAGSTER_PG_USER": "postgres",
-               "DAGSTER_PG_PASSWORD": "pw", "DAGSTER_PG_DB": "dagster"}
+        yield {
+            "DAGSTER_PG_HOST": "127.0.0.1",
+            "DAGSTER_PG_PORT": str(port),
+            "DAGSTER_PG_USER": "postgres",
+            "DAGSTER_PG_PASSWORD": "pw",
+            "DAGSTER_PG_DB": "dagster",
+        }
     finally:
         pg_ctl(["-w", "stop"], pgdata=server.pgdata, user=server.system_user)
 
@@ -105,7 +139,13 @@ def test_dagster_definitions_validate_passes_with_each_recipe(path, postgres, tm
     (tmp_path / "dagster.yaml").write_text(path.read_text())
     env = {**os.environ, **ENV, **postgres, "DAGSTER_HOME": str(tmp_path)}
     dagster = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
-    r = subprocess.run([dagster, "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [dagster, "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "All code locations passed validation" in r.stdout + r.stderr

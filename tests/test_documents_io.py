@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from resources.documents.reading import DocumentError, discover, load, rst_headings
 from assets.partitions import decode_key
+from resources.documents.reading import DocumentError, discover, load, rst_headings
 
 
 def make_pdf(text_lines: list[str]) -> bytes:
@@ -35,7 +35,8 @@ def folder(tmp_path):
     (tmp_path / "notes.rst").write_text("Release notes\n=============\n\nFixed.\n\nDetails\n-------\n\nMore.\n")
     (tmp_path / "page.html").write_text(
         "<html><head><title>Page T</title><style>p{}</style><script>var x=1;</script></head>"
-        "<body><h1>Top</h1><p>First <b>para</b>.</p><h2>Sub</h2><p>Second.</p></body></html>")
+        "<body><h1>Top</h1><p>First <b>para</b>.</p><h2>Sub</h2><p>Second.</p></body></html>"
+    )
     (tmp_path / "paper.pdf").write_bytes(make_pdf(["Contextual retrieval", "reduces failures."]))
     (tmp_path / "tool.py").write_text('"""Tool."""\n\ndef run():\n    return 1\n')
     (tmp_path / "plain.txt").write_text("Just text.\n")
@@ -48,8 +49,7 @@ def folder(tmp_path):
 
 def test_discover_finds_documents_and_skips_the_rest(folder):
     refs = discover(folder)
-    assert [r.source for r in refs] == ["guide/intro.md", "notes.rst", "page.html", "paper.pdf",
-                                        "plain.txt", "tool.py"]
+    assert [r.source for r in refs] == ["guide/intro.md", "notes.rst", "page.html", "paper.pdf", "plain.txt", "tool.py"]
     assert all(decode_key(r.key) == r.source for r in refs)
     assert all(len(r.sha256) == 64 for r in refs)
 
@@ -65,7 +65,7 @@ def test_formats_titles_and_headings(folder):
     html = docs["page.html"]
     assert html.title == "Page T" and "<" not in html.text and "var x" not in html.text
     assert "First para." in html.text and "Second." in html.text
-    assert [(html.text[h[0]:h[0] + len(h[2])], h[1]) for h in html.headings] == [("Top", 1), ("Sub", 2)]
+    assert [(html.text[h[0] : h[0] + len(h[2])], h[1]) for h in html.headings] == [("Top", 1), ("Sub", 2)]
     pdf = docs["paper.pdf"]
     assert pdf.format == "pdf" and "Contextual retrieval" in pdf.text and "reduces failures." in pdf.text
     assert docs["tool.py"].format == "code" and docs["tool.py"].title == "tool.py"
@@ -77,13 +77,16 @@ def test_rst_overlined_titles():
     assert [h[1:] for h in rst_headings(text)] == [[1, "Title"], [2, "Section"]]
 
 
-@pytest.mark.parametrize("name, data, reason", [
-    ("empty.txt", b"", "empty (0 bytes)"),
-    ("blank.md", b"  \n\n ", "empty (5 bytes, whitespace only)"),
-    ("bin.txt", b"ab\x00cd", "binary content (NUL byte at offset 2)"),
-    ("scan.pdf", None, "PDF has no text layer"),
-    ("broken.pdf", b"%PDF-1.4\nnot really", "unreadable PDF"),
-])
+@pytest.mark.parametrize(
+    "name, data, reason",
+    [
+        ("empty.txt", b"", "empty (0 bytes)"),
+        ("blank.md", b"  \n\n ", "empty (5 bytes, whitespace only)"),
+        ("bin.txt", b"ab\x00cd", "binary content (NUL byte at offset 2)"),
+        ("scan.pdf", None, "PDF has no text layer"),
+        ("broken.pdf", b"%PDF-1.4\nnot really", "unreadable PDF"),
+    ],
+)
 def test_bad_inputs_get_named_errors(tmp_path, name, data, reason):
     if data is None:
         import io
@@ -104,11 +107,23 @@ def test_bad_inputs_get_named_errors(tmp_path, name, data, reason):
 
 
 def test_corpus_file_expands_to_its_documents(tmp_path):
-    corpus = [{"doc_id": "doc_1", "original_uuid": "u", "content": "fn a() {}\n\nfn b() {}",
-               "chunks": [{"chunk_id": "doc_1_chunk_0", "original_index": 0, "content": "fn a() {}"},
-                          {"chunk_id": "doc_1_chunk_1", "original_index": 1, "content": "fn b() {}"}]},
-              {"doc_id": "doc_2", "original_uuid": "v", "content": "x = 1",
-               "chunks": [{"chunk_id": "doc_2_chunk_0", "original_index": 0, "content": "x = 1"}]}]
+    corpus = [
+        {
+            "doc_id": "doc_1",
+            "original_uuid": "u",
+            "content": "fn a() {}\n\nfn b() {}",
+            "chunks": [
+                {"chunk_id": "doc_1_chunk_0", "original_index": 0, "content": "fn a() {}"},
+                {"chunk_id": "doc_1_chunk_1", "original_index": 1, "content": "fn b() {}"},
+            ],
+        },
+        {
+            "doc_id": "doc_2",
+            "original_uuid": "v",
+            "content": "x = 1",
+            "chunks": [{"chunk_id": "doc_2_chunk_0", "original_index": 0, "content": "x = 1"}],
+        },
+    ]
     (tmp_path / "corpus.json").write_text(json.dumps(corpus))
     (tmp_path / "settings.json").write_text('{"not": "a corpus"}')
     refs = discover(tmp_path)
@@ -142,14 +157,25 @@ def test_huge_file_gets_a_named_error(tmp_path, monkeypatch):
         load(ref)
 
 
-@pytest.mark.parametrize("name, data, text, note", [
-    ("cp1252.txt", "Le café crème coûte 3 €, déjà payé.\n".encode("cp1252"),
-     "Le café crème coûte 3 €, déjà payé.\n", "decoded as cp1252"),
-    ("mixed.md", "naïve UTF-8 line\n".encode() + b"stray Latin-1 byte: caf\xe9\n",
-     "naïve UTF-8 line\nstray Latin-1 byte: caf\ufffd\n", "mixed encodings: 1 invalid byte(s) replaced"),
-    ("utf16.txt", "UTF-16 text, 東京\r\n".encode("utf-16"), "UTF-16 text, 東京\n", "UTF-16"),
-    ("plain.txt", "Ordinary UTF-8: 東京 🚀 مرحبا\n".encode(), "Ordinary UTF-8: 東京 🚀 مرحبا\n", None),
-])
+@pytest.mark.parametrize(
+    "name, data, text, note",
+    [
+        (
+            "cp1252.txt",
+            "Le café crème coûte 3 €, déjà payé.\n".encode("cp1252"),
+            "Le café crème coûte 3 €, déjà payé.\n",
+            "decoded as cp1252",
+        ),
+        (
+            "mixed.md",
+            "naïve UTF-8 line\n".encode() + b"stray Latin-1 byte: caf\xe9\n",
+            "naïve UTF-8 line\nstray Latin-1 byte: caf\ufffd\n",
+            "mixed encodings: 1 invalid byte(s) replaced",
+        ),
+        ("utf16.txt", "UTF-16 text, 東京\r\n".encode("utf-16"), "UTF-16 text, 東京\n", "UTF-16"),
+        ("plain.txt", "Ordinary UTF-8: 東京 🚀 مرحبا\n".encode(), "Ordinary UTF-8: 東京 🚀 مرحبا\n", None),
+    ],
+)
 def test_other_encodings_are_decoded_and_say_so(tmp_path, name, data, text, note):
     (tmp_path / name).write_bytes(data)
     (ref,) = discover(tmp_path)
@@ -169,6 +195,7 @@ def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypa
     for name in ("good.md", "locked.md", "gone.md"):
         (tmp_path / name).write_text(f"# {name}\n\nSome text.\n")
     from resources.documents import reading as documents_io
+
     real_read, real_stat = documents_io.read_under, Path.stat
 
     def read_under(root, parts, limit=None):

@@ -35,8 +35,10 @@ def test_a_line_longer_than_the_budget_is_cut_at_a_token():
 
 
 def test_each_piece_carries_the_context_and_blurb():
-    rows = [{"text": "\n".join(f"line {i} alpha beta" for i in range(40)), "context": "File: a.py", "blurb": "About x."},
-            {"text": "short one", "context": "", "blurb": ""}]
+    rows = [
+        {"text": "\n".join(f"line {i} alpha beta" for i in range(40)), "context": "File: a.py", "blurb": "About x."},
+        {"text": "short one", "context": "", "blurb": ""},
+    ]
     texts, owner = piece_texts(rows, contextualized_text, _word_spans, window=100)
     assert owner[-1] == 1 and texts[-1] == "short one"
     first = [t for t, o in zip(texts, owner) if o == 0]

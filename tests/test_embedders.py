@@ -77,8 +77,10 @@ def test_each_embedder_installs_by_name_and_embeds_real_text_at_its_width(tmp_pa
     emb = resources_from_env(plain=True)["embedder"]
     readme = importlib.metadata.metadata("bm25s").get_payload()
     paras = [p for p in readme.split("\n\n") if len(p) > 200][:3]
-    passages = paras + ["The Dagster daemon runs schedules and sensors and launches queued runs.",
-                        "retrieval " * 600]  # the last is longer than 512 WordPiece tokens: cut
+    passages = paras + [
+        "The Dagster daemon runs schedules and sensors and launches queued runs.",
+        "retrieval " * 600,
+    ]  # the last is longer than 512 WordPiece tokens: cut
     vecs, n_cut = emb.embed_documents(passages)
     assert vecs.shape == (len(passages), 384) and vecs.dtype == np.float32 and n_cut == 1
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)

@@ -22,8 +22,7 @@ def _own_exception_classes() -> dict[str, type]:
         for name in names:
             mod = importlib.import_module(name)
             for obj in vars(mod).values():
-                if (inspect.isclass(obj) and issubclass(obj, BaseException)
-                        and obj.__module__ == mod.__name__):
+                if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
                     found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return found
 
@@ -47,14 +46,16 @@ def test_built_in_bases_kept_and_one_clause_catches():
         raise errors.TooLarge(10, 5)
     assert str(info.value) == "too large (10 bytes > 5)" and info.value.size == 10
     # the raising modules still export their classes: the same objects
-    from resources.documents.reading import DocumentError
     from pipelines.operations import QueryError
+    from resources.documents.reading import DocumentError
+
     assert DocumentError is errors.DocumentError and QueryError is situate.QueryError
 
 
 def test_a_real_refusal_is_caught_by_the_base(tmp_path):
     """A real error raised by situate's code, not constructed here: a blurb file that is not gzip."""
     from assets.blurb_files import read
+
     bad = tmp_path / "blurbs.jsonl.gz"
     bad.write_bytes(b"not gzip at all")
     with pytest.raises(situate.SituateError, match="blurbs.jsonl.gz"):

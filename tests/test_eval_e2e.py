@@ -6,7 +6,6 @@ import json
 import os
 
 import pytest
-
 from conftest import needs_models, tiny_source_corpus
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -17,18 +16,26 @@ def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eval")
     _, gold_reader = tiny_source_corpus(tmp / "tiny_chunks.json")
     queries = [
-        {"query_id": "q1", "query": "How does find_dotenv search for the .env file?",
-         "golden": [["doc_dotenv", 0]]},
-        {"query_id": "q2", "query": "How does PyRecordBatchReader ReadNext get the next record batch?",
-         "golden": [["doc_ipc", gold_reader]]},
+        {"query_id": "q1", "query": "How does find_dotenv search for the .env file?", "golden": [["doc_dotenv", 0]]},
+        {
+            "query_id": "q2",
+            "query": "How does PyRecordBatchReader ReadNext get the next record batch?",
+            "golden": [["doc_ipc", gold_reader]],
+        },
     ]
     (tmp / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
     from assets.evaluation import CONFIGS
     from pipelines.evaluate import run_eval
 
-    kwargs = dict(corpus=str(tmp / "tiny_chunks.json"), queries=str(tmp / "q.jsonl"),
-                  configs=list(CONFIGS) + ["document-context", "contextual+rerank-replace"],
-                  home=str(tmp / "home"), fusions=["rrf", "weighted"], rerank_depth=4, echo=lambda *_: None)
+    kwargs = dict(
+        corpus=str(tmp / "tiny_chunks.json"),
+        queries=str(tmp / "q.jsonl"),
+        configs=list(CONFIGS) + ["document-context", "contextual+rerank-replace"],
+        home=str(tmp / "home"),
+        fusions=["rrf", "weighted"],
+        rerank_depth=4,
+        echo=lambda *_: None,
+    )
     before = {k: os.environ.get(k) for k in ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_MAX_TOKENS", "24")
@@ -68,7 +75,6 @@ def test_every_configuration_is_scored(report):
 def test_second_run_makes_no_model_call(report):
     first, second = report
     assert second["ingest"]["llm_calls"] == 0 and second["document_summaries"]["llm_calls"] == 0
-    assert {n: r["model_calls"] for n, r in second["configs"].items()} == \
-        {n: 0 for n in second["configs"]}
+    assert {n: r["model_calls"] for n, r in second["configs"].items()} == {n: 0 for n in second["configs"]}
     for name, r in first["configs"].items():
         assert second["configs"][name]["pass@20"] == r["pass@20"], name

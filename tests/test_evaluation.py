@@ -29,7 +29,7 @@ def test_mrr_and_golden_ranks_by_hand():
 
 def test_score_over_queries_by_hand():
     qs = [ev.Query("1", "q1", [("d", 0)]), ev.Query("2", "q2", [("d", 1), ("d", 2)])]
-    r1 = [("d", 0)] + [("x", i) for i in range(30)]             # golden at rank 1
+    r1 = [("d", 0)] + [("x", i) for i in range(30)]  # golden at rank 1
     r2 = [("x", i) for i in range(7)] + [("d", 1)] + [("x", i) for i in range(7, 30)] + [("d", 2)]
     s = ev.score([r1, r2], qs)
     # query 2: one of two golden at rank 8 (inside 10 and 20), the other beyond 20
@@ -65,11 +65,17 @@ def test_load_queries_and_errors(tmp_path):
 def test_load_beir_document_level(tmp_path):
     (tmp_path / "qrels").mkdir()
     (tmp_path / "corpus.jsonl").write_text(
-        json.dumps({"_id": "d1", "title": "Tides", "text": "The Moon pulls the sea."}) + "\n"
-        + json.dumps({"_id": "d2", "title": "", "text": "Cats sleep."}) + "\n")
+        json.dumps({"_id": "d1", "title": "Tides", "text": "The Moon pulls the sea."})
+        + "\n"
+        + json.dumps({"_id": "d2", "title": "", "text": "Cats sleep."})
+        + "\n"
+    )
     (tmp_path / "queries.jsonl").write_text(
-        json.dumps({"_id": "q1", "text": "what causes tides"}) + "\n"
-        + json.dumps({"_id": "q2", "text": "unjudged"}) + "\n")
+        json.dumps({"_id": "q1", "text": "what causes tides"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "unjudged"})
+        + "\n"
+    )
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n")
     corpus, queries = ev.load_beir(tmp_path)
     assert [d["doc_id"] for d in corpus] == ["d1", "d2"]
@@ -90,8 +96,17 @@ def test_dense_and_bm25_rankings():
 
 
 def test_markdown_table_and_chart():
-    res = {"chunk": {"pass@5": 80.0, "pass@10": 85.0, "pass@20": 90.5, "failure@20": 9.5, "mrr@10": 0.7,
-                     "seconds": 1.0, "model_calls": 3}}
+    res = {
+        "chunk": {
+            "pass@5": 80.0,
+            "pass@10": 85.0,
+            "pass@20": 90.5,
+            "failure@20": 9.5,
+            "mrr@10": 0.7,
+            "seconds": 1.0,
+            "model_calls": 3,
+        }
+    }
     md = ev.markdown_table(res, 124)
     assert "| chunk | 80.00 | 85.00 | 90.50 | 9.50 | 0.7000 | 1.0 | 3 |" in md
     assert "90.50" in ev.bar_chart(res)
@@ -106,11 +121,28 @@ def test_retrieval_eval_metadata_and_command():
         eval_command(EvalConfig(corpus="", queries=""), "/tmp/x.json")
     cmd = eval_command(EvalConfig(corpus="c.json", queries="q.jsonl", configs="chunk"), "/tmp/x.json")
     here = __import__("os").getcwd()
-    assert cmd[-10:] == ["--corpus", f"{here}/c.json", "--json", "/tmp/x.json", "--fusion", "rrf",
-                         "--queries", f"{here}/q.jsonl", "--configs", "chunk"]
+    assert cmd[-10:] == [
+        "--corpus",
+        f"{here}/c.json",
+        "--json",
+        "/tmp/x.json",
+        "--fusion",
+        "rrf",
+        "--queries",
+        f"{here}/q.jsonl",
+        "--configs",
+        "chunk",
+    ]
     res = {"chunk": {"pass@5": 80.0, "pass@10": 85.0, "pass@20": 90.5, "failure@20": 9.5, "mrr@10": 0.7}}
-    report = {"markdown": ev.markdown_table(res, 3), "configs": res, "n_queries": 3, "n_chunks": 9,
-              "blurb_quality": {"blurbs": 9}, "seconds": 1.0, "data_folder": "/tmp"}
+    report = {
+        "markdown": ev.markdown_table(res, 3),
+        "configs": res,
+        "n_queries": 3,
+        "n_chunks": 9,
+        "blurb_quality": {"blurbs": 9},
+        "seconds": 1.0,
+        "data_folder": "/tmp",
+    }
     md = eval_metadata(report)
     assert md["chunk/pass@20"] == 90.5 and md["chunk/failure@20"] == 9.5
     assert "| chunk | 80.00" in md["table"].value

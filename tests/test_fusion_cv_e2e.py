@@ -20,12 +20,15 @@ def runs(tmp_path_factory):
     assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # for late chunking; sha256 checked
     tmp = tmp_path_factory.mktemp("fusion")
     _, reader = tiny_source_corpus(tmp / "tiny_chunks.json")
-    queries = [("How does find_dotenv search for the .env file?", [["doc_dotenv", 0]]),
-               ("How does PyRecordBatchReader ReadNext get the next record batch?", [["doc_ipc", reader]]),
-               ("Where are variables from a .env file loaded into the environment?", [["doc_dotenv", 1], ["doc_dotenv", 2]]),
-               ("How is a Python record batch reader made from a C++ one?", [["doc_ipc", 0]])]
-    (tmp / "q.jsonl").write_text("".join(json.dumps({"query_id": f"q{i}", "query": q, "golden": g}) + "\n"
-                                         for i, (q, g) in enumerate(queries)))
+    queries = [
+        ("How does find_dotenv search for the .env file?", [["doc_dotenv", 0]]),
+        ("How does PyRecordBatchReader ReadNext get the next record batch?", [["doc_ipc", reader]]),
+        ("Where are variables from a .env file loaded into the environment?", [["doc_dotenv", 1], ["doc_dotenv", 2]]),
+        ("How is a Python record batch reader made from a C++ one?", [["doc_ipc", 0]]),
+    ]
+    (tmp / "q.jsonl").write_text(
+        "".join(json.dumps({"query_id": f"q{i}", "query": q, "golden": g}) + "\n" for i, (q, g) in enumerate(queries))
+    )
     common = dict(corpus=str(tmp / "tiny_chunks.json"), queries=str(tmp / "q.jsonl"), echo=lambda *_: None)
     questions = tmp / "questions.jsonl.gz"
     with pytest.MonkeyPatch.context() as mp:
@@ -35,8 +38,17 @@ def runs(tmp_path_factory):
         asked = run_eval(configs=["contextual"], home=str(tmp / "q-home"), save_blurbs=str(questions), **common)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_CONTEXT", "structure")
-        fused = run_eval(configs=["contextual", "fusion-cv"], home=str(tmp / "s-home"), questions=str(questions),
-                         cv_folds=2, cv_repeats=2, late_chunking=True, cv_rerank=True, rerank_depth=4, **common)
+        fused = run_eval(
+            configs=["contextual", "fusion-cv"],
+            home=str(tmp / "s-home"),
+            questions=str(questions),
+            cv_folds=2,
+            cv_repeats=2,
+            late_chunking=True,
+            cv_rerank=True,
+            rerank_depth=4,
+            **common,
+        )
         # the questions of one chunk garbled: that chunk loses only its questions
         with gzip.open(questions, "rt") as f:
             lines = [json.loads(x) for x in f]
@@ -45,9 +57,16 @@ def runs(tmp_path_factory):
         garbled = tmp / "garbled.jsonl.gz"
         with gzip.open(garbled, "wt") as f:
             f.writelines(json.dumps(x) + "\n" for x in lines)
-        again = run_eval(configs=["contextual", "fusion-cv"], home=str(tmp / "s-home"), questions=str(garbled),
-                         cv_folds=2, cv_repeats=2, late_chunking=True,
-                         cv_sets=[["windows-dense", "late-dense", "questions-bm25"], ["late-dense"]], **common)
+        again = run_eval(
+            configs=["contextual", "fusion-cv"],
+            home=str(tmp / "s-home"),
+            questions=str(garbled),
+            cv_folds=2,
+            cv_repeats=2,
+            late_chunking=True,
+            cv_sets=[["windows-dense", "late-dense", "questions-bm25"], ["late-dense"]],
+            **common,
+        )
     return asked, fused, again, questions
 
 
@@ -70,10 +89,21 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
     # the report names the files its figures were made from
     import hashlib
 
-    assert fused["files"] == {"questions": {"path": str(questions),
-                                            "sha256": hashlib.sha256(questions.read_bytes()).hexdigest()}}
-    assert cv["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25", "chunk-dense",
-                              "structure-dense", "questions-bm25", "questions-dense", "rerank"]
+    assert fused["files"] == {
+        "questions": {"path": str(questions), "sha256": hashlib.sha256(questions.read_bytes()).hexdigest()}
+    }
+    assert cv["rankings"] == [
+        "windows-dense",
+        "late-dense",
+        "dense",
+        "bm25",
+        "structure-bm25",
+        "chunk-dense",
+        "structure-dense",
+        "questions-bm25",
+        "questions-dense",
+        "rerank",
+    ]
     assert cv["questions"] == {"found": 6, "usable": cv["questions"]["usable"], "missing": 0, "rejected_lines": 0}
     assert cv["questions"]["usable"] >= 5
     # the in-memory baseline is today's search: the same figures as the pipeline's own `contextual`
@@ -81,7 +111,7 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
         assert cv[f"baseline@{k}"] == fused["configs"]["contextual"][f"pass@{k}"]
     for name, r in cv["alone"].items():
         assert 0 <= r["pass@5"] <= r["pass@10"] <= r["pass@20"] <= 100, name
-    assert cv["space"] == 2 * (3 ** 10 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
+    assert cv["space"] == 2 * (3**10 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
     # the cross-encoder reordered the top 4 only: nothing below rank 4, so Pass@5 = Pass@20
     assert cv["alone"]["rerank"]["pass@5"] == cv["alone"]["rerank"]["pass@20"] > 0
     assert Path(fused["data_folder"], "cache", "rerank.json").is_file()
@@ -96,8 +126,14 @@ def test_late_chunked_vectors_come_from_the_cache_the_second_time(runs):
 
 def test_a_chunk_whose_questions_are_garbled_keeps_its_other_rankings(runs):
     _, fused, again, _ = runs
-    assert again["fusion_cv"]["rankings"] == ["windows-dense", "late-dense", "dense", "bm25", "structure-bm25",
-                                              "questions-bm25"]
+    assert again["fusion_cv"]["rankings"] == [
+        "windows-dense",
+        "late-dense",
+        "dense",
+        "bm25",
+        "structure-bm25",
+        "questions-bm25",
+    ]
     assert list(again["fusion_cv"]["sets"]) == ["windows-dense + late-dense + questions-bm25", "late-dense"]
     assert again["fusion_cv"]["sets"]["late-dense"]["rankings"] == ["late-dense", "dense", "bm25", "structure-bm25"]
     assert "| late-dense | 160 |" in again["markdown"]  # 2 k x (3^4 - 1) weightings

@@ -28,13 +28,13 @@ def _fused(rankings, q, fusion):
     return sorted((k for k, s in scores.items() if s > 0), key=lambda k: (-scores[k], seen[k]))
 
 
-@pytest.mark.parametrize("fusion", [ff.Fusion((1.0, 1.0, 1.0), 60), ff.Fusion((2.0, 0.0, 1.0), 10),
-                                    ff.Fusion((0.0, 1.0, 0.0), 60)])
+@pytest.mark.parametrize(
+    "fusion", [ff.Fusion((1.0, 1.0, 1.0), 60), ff.Fusion((2.0, 0.0, 1.0), 10), ff.Fusion((0.0, 1.0, 0.0), 60)]
+)
 def test_pass_at_k_equals_fusing_the_lists(fusion):
     rankings, golden = _random_case()
     got = ff.per_query_pass([fusion], ff.prepare(rankings, golden))[0]
-    want = np.array([[pass_at_k(_fused(rankings, q, fusion), golden[q], k) for k in ff.KS]
-                     for q in range(len(golden))])
+    want = np.array([[pass_at_k(_fused(rankings, q, fusion), golden[q], k) for k in ff.KS] for q in range(len(golden))])
     assert got.shape == (40, 3)
     assert np.array_equal(got, want)
     assert 0 < got.mean() < 1  # the case is neither all hits nor all misses
@@ -73,7 +73,7 @@ def test_noise_found_by_searching_does_not_win_out_of_fold():
     # ...which the out-of-fold figure does not carry, nor the rule adopt
     assert cv["pass@20"] < cv["in_sample"]["pass@20"]
     assert cv["wins"] is False
-    assert cv["space"] == 2 * (3 ** 3 - 1)
+    assert cv["space"] == 2 * (3**3 - 1)
 
 
 def test_the_baseline_is_kept_on_a_tie():

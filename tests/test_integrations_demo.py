@@ -9,7 +9,6 @@ so the ingest takes minutes on 2 cores; the documents are whole.
 import os
 
 import pytest
-
 from conftest import needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]

@@ -10,54 +10,90 @@ writes the chunks whose planted blurb an edit made wrong.
 import os
 
 import pytest
-
-from conftest import ingest_with as _ingest, needs_models, small_settings
+from conftest import ingest_with as _ingest
+from conftest import needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
 SECTIONS = [
-    ("Key rotation guide", "This guide explains how the vault service replaces its signing keys without downtime. "
-     "Operators run the rotation monthly, and after any suspected leak of a key. The steps below assume the "
-     "admin shell and an operator account with the key-admin role; other roles cannot start a rotation, and "
-     "the shell refuses them with a permission error that names the missing role."),
-    ("Before you start", "Check that every replica of the vault service is healthy and that the audit log is "
-     "writable. A replica that is down during the rotation keeps the old key until it restarts, and clients "
-     "routed to it fail to verify new tokens. The health page shows each replica with its uptime, its version "
-     "and the fingerprint of the key it signs with; all of them must show the same fingerprint."),
-    ("The rotation call", "Call the rotation function from the admin shell:\n\n```python\nfrom vault.admin import "
-     "rotate_keys\nrotate_keys(grace_period=3600)\n```\n\nThe grace period is in seconds. The call returns "
-     "the new key's fingerprint and the time at which the old key stops verifying signatures."),
-    ("Grace period", "During the grace period both keys verify signatures, but only the new key signs. Tokens "
-     "signed with the old key stay valid until they expire or the period ends, whichever comes first. A longer "
-     "period suits services with long-lived sessions; a shorter one limits how long a leaked key is useful to "
-     "an attacker, so after a leak use the shortest period your clients tolerate."),
-    ("Checking the result", "The admin page lists the active key with its fingerprint and creation date. Compare "
-     "the fingerprint with the one printed by the rotation call, then sign a test token and verify it from a "
-     "client outside the cluster. If the client reports an unknown key, its key cache has not been refreshed "
-     "yet; clients refresh every five minutes by default."),
-    ("Rolling back", "If clients fail to verify tokens, restore the previous key from the encrypted backup and "
-     "open an incident. Rolling back is safe while the grace period lasts, because the previous key still "
-     "verifies every token it signed. After the period ends a rollback invalidates the tokens signed with the "
-     "new key, and every user has to sign in again."),
-    ("Audit trail", "Every rotation writes an audit record with the operator, the time and both fingerprints. "
-     "Records are kept for seven years under the retention policy, in the append-only audit store. Security "
-     "reviews read them to confirm that keys were replaced on schedule and that each emergency rotation had "
-     "an incident attached."),
-    ("Automation", "A scheduled job can start the rotation each month. It pages the on-call operator when a "
-     "replica does not confirm the new key within ten minutes, and it never rolls back on its own. The job's "
-     "settings live in the scheduler's configuration file, beside the other maintenance jobs of the service."),
-    ("Client libraries", "The client libraries fetch the public keys from the discovery endpoint and cache "
-     "them. A library older than version 3 caches keys for a day, which is longer than the default grace "
-     "period; upgrade such clients before shortening the period, or they reject valid tokens."),
-    ("Hardware modules", "Where the keys live in a hardware security module, the rotation asks the module to "
-     "generate the new key, and the private half never leaves it. The module's own audit log records the "
-     "request next to the vault's audit record."),
-    ("Emergency rotation", "After a suspected leak, rotate at once with the shortest grace period, revoke the "
-     "sessions of the affected users, and tell the security team. The incident record names the leaked "
-     "fingerprint so that reviewers can trace every token it signed."),
-    ("Frequently asked questions", "Rotation does not change user passwords, API tokens issued by other "
-     "services, or the encryption keys of stored data. Those have their own procedures in the operations "
-     "handbook, in the chapters on credentials and on storage."),
+    (
+        "Key rotation guide",
+        "This guide explains how the vault service replaces its signing keys without downtime. "
+        "Operators run the rotation monthly, and after any suspected leak of a key. The steps below assume the "
+        "admin shell and an operator account with the key-admin role; other roles cannot start a rotation, and "
+        "the shell refuses them with a permission error that names the missing role.",
+    ),
+    (
+        "Before you start",
+        "Check that every replica of the vault service is healthy and that the audit log is "
+        "writable. A replica that is down during the rotation keeps the old key until it restarts, and clients "
+        "routed to it fail to verify new tokens. The health page shows each replica with its uptime, its version "
+        "and the fingerprint of the key it signs with; all of them must show the same fingerprint.",
+    ),
+    (
+        "The rotation call",
+        "Call the rotation function from the admin shell:\n\n```python\nfrom vault.admin import "
+        "rotate_keys\nrotate_keys(grace_period=3600)\n```\n\nThe grace period is in seconds. The call returns "
+        "the new key's fingerprint and the time at which the old key stops verifying signatures.",
+    ),
+    (
+        "Grace period",
+        "During the grace period both keys verify signatures, but only the new key signs. Tokens "
+        "signed with the old key stay valid until they expire or the period ends, whichever comes first. A longer "
+        "period suits services with long-lived sessions; a shorter one limits how long a leaked key is useful to "
+        "an attacker, so after a leak use the shortest period your clients tolerate.",
+    ),
+    (
+        "Checking the result",
+        "The admin page lists the active key with its fingerprint and creation date. Compare "
+        "the fingerprint with the one printed by the rotation call, then sign a test token and verify it from a "
+        "client outside the cluster. If the client reports an unknown key, its key cache has not been refreshed "
+        "yet; clients refresh every five minutes by default.",
+    ),
+    (
+        "Rolling back",
+        "If clients fail to verify tokens, restore the previous key from the encrypted backup and "
+        "open an incident. Rolling back is safe while the grace period lasts, because the previous key still "
+        "verifies every token it signed. After the period ends a rollback invalidates the tokens signed with the "
+        "new key, and every user has to sign in again.",
+    ),
+    (
+        "Audit trail",
+        "Every rotation writes an audit record with the operator, the time and both fingerprints. "
+        "Records are kept for seven years under the retention policy, in the append-only audit store. Security "
+        "reviews read them to confirm that keys were replaced on schedule and that each emergency rotation had "
+        "an incident attached.",
+    ),
+    (
+        "Automation",
+        "A scheduled job can start the rotation each month. It pages the on-call operator when a "
+        "replica does not confirm the new key within ten minutes, and it never rolls back on its own. The job's "
+        "settings live in the scheduler's configuration file, beside the other maintenance jobs of the service.",
+    ),
+    (
+        "Client libraries",
+        "The client libraries fetch the public keys from the discovery endpoint and cache "
+        "them. A library older than version 3 caches keys for a day, which is longer than the default grace "
+        "period; upgrade such clients before shortening the period, or they reject valid tokens.",
+    ),
+    (
+        "Hardware modules",
+        "Where the keys live in a hardware security module, the rotation asks the module to "
+        "generate the new key, and the private half never leaves it. The module's own audit log records the "
+        "request next to the vault's audit record.",
+    ),
+    (
+        "Emergency rotation",
+        "After a suspected leak, rotate at once with the shortest grace period, revoke the "
+        "sessions of the affected users, and tell the security team. The incident record names the leaked "
+        "fingerprint so that reviewers can trace every token it signed.",
+    ),
+    (
+        "Frequently asked questions",
+        "Rotation does not change user passwords, API tokens issued by other "
+        "services, or the encryption keys of stored data. Those have their own procedures in the operations "
+        "handbook, in the chapters on credentials and on storage.",
+    ),
 ]
 
 
@@ -99,9 +135,19 @@ def _plant(rows, path, naming: bool):
     for r in rows:
         what = "the rotate_keys guide" if naming and r["chunk_index"] % 2 == 0 else "the key rotation guide"
         raw = f"This chunk is about {what} of the vault service, section {r['chunk_index']}."
-        lines.append({"chunk_id": f"guide:{r['chunk_index']}", "doc_id": "guide", "text_sha256": text_sha256(r["text"]),
-                      "doc_sha256": r["doc_sha256"], "mode": "chunk:anthropic-2024-primed-about",
-                      "model_sha256": _llm_sha(), "raw": raw, "blurb": raw, "status": "model"})
+        lines.append(
+            {
+                "chunk_id": f"guide:{r['chunk_index']}",
+                "doc_id": "guide",
+                "text_sha256": text_sha256(r["text"]),
+                "doc_sha256": r["doc_sha256"],
+                "mode": "chunk:anthropic-2024-primed-about",
+                "model_sha256": _llm_sha(),
+                "raw": raw,
+                "blurb": raw,
+                "status": "model",
+            }
+        )
     blurb_files.write(path, lines)
     return path
 
@@ -128,8 +174,10 @@ def test_a_raised_chunk_limit_situates_only_the_skipped_document(tmp_path):
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()
     (docs / "guide.md").write_text(guide())
-    (docs / "note.md").write_text("## Release note\n\nVersion 2.4 of the vault service adds a grace period to "
-                                  "key rotation and a fingerprint column to the admin page.\n")
+    (docs / "note.md").write_text(
+        "## Release note\n\nVersion 2.4 of the vault service adds a grace period to "
+        "key rotation and a fingerprint column to the admin page.\n"
+    )
     first = _ingest(docs, home, SITUATE_MAX_BLURB_CHUNKS="2")
     rows = _rows(home)
     big = [r for r in rows if r["source"] == "guide.md"]
@@ -168,8 +216,9 @@ def test_an_edit_keeps_no_blurb_naming_what_it_removed(tmp_path):
     changed = [r for r in after if r["text"] not in {b["text"] for b in rows}]
     assert len(changed) == 1 and "renew_keys" in changed[0]["text"]
     assert not [r["blurb"] for r in after if "rotate_keys" in r["blurb"]]
-    assert [(r["chunk_index"], absent_names(r["blurb"], new_doc)) for r in after
-            if absent_names(r["blurb"], new_doc)] == []
+    assert [
+        (r["chunk_index"], absent_names(r["blurb"], new_doc)) for r in after if absent_names(r["blurb"], new_doc)
+    ] == []
     rewritten = set(naming) | {changed[0]["chunk_index"]}
     assert edited.model_calls == len(rewritten) and edited.blurbs_kept == len(after) - len(rewritten)
     new_sha = after[0]["doc_sha256"]

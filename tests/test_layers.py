@@ -36,13 +36,18 @@ def test_resources_are_grouped_by_what_they_keep():
     flat module besides its ``__init__`` and ``errors`` (every layer's exceptions, one base)."""
     flat = sorted(p.name for p in (REPO / "resources").glob("*.py") if p.name != "__init__.py")
     assert flat == ["errors.py"]
-    assert {p.name for p in (REPO / "resources").iterdir() if (p / "__init__.py").exists()} == \
-        {"store", "models", "documents"}
+    assert {p.name for p in (REPO / "resources").iterdir() if (p / "__init__.py").exists()} == {
+        "store",
+        "models",
+        "documents",
+    }
 
 
 def test_resources_import_no_asset_and_no_wiring():
-    bad = {m: sorted(i for i in imps if i.split(".")[0] in ("assets", "pipelines"))
-           for m, imps in _package("resources").items()}
+    bad = {
+        m: sorted(i for i in imps if i.split(".")[0] in ("assets", "pipelines"))
+        for m, imps in _package("resources").items()
+    }
     assert {m: v for m, v in bad.items() if v} == {}
 
 
@@ -63,7 +68,7 @@ def test_the_wiring_modules_import_each_other_without_a_circle():
         state[m] = 1
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                cycle.extend(path[path.index(n):] + [m, n] if n in path else [m, n])
+                cycle.extend(path[path.index(n) :] + [m, n] if n in path else [m, n])
                 return True
             if n not in state and visit(n, path + [m]):
                 return True

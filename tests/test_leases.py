@@ -14,7 +14,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import REPO
 
 
@@ -24,9 +23,13 @@ def _uri(s3_server, name: str) -> str:
 
 def _child(code: str, s3_server, *args: str, **env) -> subprocess.Popen:
     prelude = f"import sys, time, json, os\nsys.path.insert(0, {str(REPO)!r})\n"
-    return subprocess.Popen([sys.executable, "-c", prelude + code, *args],
-                            env={**os.environ, **s3_server["env"], **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", prelude + code, *args],
+        env={**os.environ, **s3_server["env"], **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 HOLD = """
@@ -60,8 +63,7 @@ def test_waiters_racing_for_a_dead_holders_lease_never_overlap(s3_server, tmp_pa
     folder = ObjectFolder(uri)
     folder.put("locks/doc.lease", json.dumps({"owner": "dead", "renewed_at": 0}).encode())
     log = tmp_path / "log.txt"
-    procs = [_child(HOLD, s3_server, uri, str(log), f"w{i}", "0.8", SITUATE_LEASE_STALE_S="1.5")
-             for i in range(4)]
+    procs = [_child(HOLD, s3_server, uri, str(log), f"w{i}", "0.8", SITUATE_LEASE_STALE_S="1.5") for i in range(4)]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stdout.read()
     spans = _spans(log)

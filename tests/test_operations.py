@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import importlib.metadata
 import importlib.util
-import json
 import os
 import random
 import signal
@@ -21,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, needs_models
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -30,8 +28,14 @@ CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 def _spawn(tmp_path: Path, code: str, *args: str) -> subprocess.Popen:
     script = tmp_path / f"child-{random.randrange(1 << 30)}.py"
     script.write_text(textwrap.dedent(code))
-    return subprocess.Popen([sys.executable, str(script), *args], env=CHILD_ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        env=CHILD_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_line(proc: subprocess.Popen, word: str, timeout: float = 120) -> None:
@@ -98,7 +102,7 @@ def test_kill_9_during_table_writes_leaves_every_document_whole(tmp_path):
 
     home = tmp_path / "home"
     rng = random.Random(7)
-    for attempt in range(4):
+    for _attempt in range(4):
         proc = _spawn(tmp_path, WRITER, str(home), "500", "8")  # passes enough to be killed inside them
         _wait_for_line(proc, "ready")
         time.sleep(rng.uniform(0.2, 2.5))
@@ -106,9 +110,16 @@ def test_kill_9_during_table_writes_leaves_every_document_whole(tmp_path):
         store = Store(home=str(home))
         for key, ids in _doc_rows(store).items():  # readable; each document all old or all new
             assert sorted(ids, key=lambda i: int(i.split(":")[1])) in (
-                [f"{key}:{i}" for i in range(300)], [f"{key}:{i}" for i in range(200)]), key
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(WRITER), str(home), "1", "8"],
-                          env=CHILD_ENV, capture_output=True, text=True, timeout=600)
+                [f"{key}:{i}" for i in range(300)],
+                [f"{key}:{i}" for i in range(200)],
+            ), key
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(home), "1", "8"],
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     per = _doc_rows(Store(home=str(home)))
     assert sorted(per) == [f"doc{d}" for d in range(8)] and all(len(v) == 300 for v in per.values())
@@ -188,9 +199,10 @@ BM25_BUILDER = """
 
 def test_kill_9_during_bm25_builds_leaves_a_whole_index(tmp_path):
     from resources.store import retrieval
+
     out = tmp_path / "bm25"
     rng = random.Random(11)
-    for attempt in range(4):
+    for _attempt in range(4):
         proc = _spawn(tmp_path, BM25_BUILDER, str(out))
         _wait_for_line(proc, "ready")
         time.sleep(rng.uniform(0.1, 3.0))
@@ -221,8 +233,10 @@ def test_commit_conflicts_are_retried_and_other_errors_are_not():
     def fake_commit():  # FAKE: loses the race twice, then commits
         calls.append(1)
         if len(calls) < 3:
-            raise OSError("Retryable commit conflict for version 7: This Update transaction was "
-                          "preempted by concurrent transaction Rewrite at version 7. Please retry.")
+            raise OSError(
+                "Retryable commit conflict for version 7: This Update transaction was "
+                "preempted by concurrent transaction Rewrite at version 7. Please retry."
+            )
         return "committed"
 
     assert retry_commit(fake_commit, sleep=lambda s: None) == "committed" and len(calls) == 3
@@ -242,6 +256,7 @@ def test_commit_conflicts_are_retried_and_other_errors_are_not():
 
 # -- start-up faults: one line each -------------------------------------------------------------------
 
+
 def _situate(args: list[str], capsys, monkeypatch, **env) -> tuple[int, list[str]]:
     from pipelines.cli import main
     from pipelines.settings import restored_env
@@ -260,14 +275,18 @@ def test_missing_docs_and_unwritable_data_folder_get_one_line(tmp_path, capsys, 
     code, err = _situate(["ingest", str(tmp_path / "nowhere"), "--home", str(tmp_path / "h")], capsys, monkeypatch)
     assert code == 2 and err == [f"situate: error: docs folder {tmp_path / 'nowhere'} does not exist"]
     (tmp_path / "a-file").write_text("in the way")
-    code, err = _situate(["ingest", str(tmp_path / "docs"), "--home", str(tmp_path / "a-file" / "h")],
-                         capsys, monkeypatch)
+    code, err = _situate(
+        ["ingest", str(tmp_path / "docs"), "--home", str(tmp_path / "a-file" / "h")], capsys, monkeypatch
+    )
     assert code == 2 and len(err) == 1
-    assert err[0].startswith(f"situate: error: data folder {tmp_path / 'a-file' / 'h'} is not writable: Not a directory")
+    assert err[0].startswith(
+        f"situate: error: data folder {tmp_path / 'a-file' / 'h'} is not writable: Not a directory"
+    )
 
 
 def test_missing_corrupt_and_foreign_model_files_get_one_line(tmp_path, capsys, monkeypatch):
     from resources.models import registry as models
+
     src = models.path_of(models.LLM)  # the installed default, before any variable points elsewhere
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -275,8 +294,10 @@ def test_missing_corrupt_and_foreign_model_files_get_one_line(tmp_path, capsys, 
     args = ["ingest", str(docs), "--home", str(tmp_path / "h")]
     empty = tmp_path / "no-models"
     code, err = _situate(args, capsys, monkeypatch, SITUATE_MODELS_DIR=str(empty))
-    assert code == 2 and err == [f"situate: error: model file {empty / models.LLM.filename} not found: "
-                                 "run `situate models install` (or `make setup`)"]
+    assert code == 2 and err == [
+        f"situate: error: model file {empty / models.LLM.filename} not found: "
+        "run `situate models install` (or `make setup`)"
+    ]
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"<html>not a model</html>")
     code, err = _situate(args, capsys, monkeypatch, SITUATE_LLM_MODEL=str(junk))
@@ -312,11 +333,13 @@ def test_a_context_too_small_for_any_preamble_is_said_once(tmp_path):
 
 # -- huge inputs ---------------------------------------------------------------------------------------
 
+
 def test_a_5_mb_line_and_a_20_mb_file_are_chunked_within_bounds(tmp_path):
     from assets.chunking import make_chunks
     from assets.chunks import count_cl100k
     from resources.documents.reading import discover, load
     from resources.models import registry as models
+
     models.use_offline_tiktoken()
     rng = random.Random(3)
     line = base64.b64encode(rng.randbytes(3_750_000)).decode()  # 5,000,000 characters, no space
@@ -341,6 +364,7 @@ def test_a_5_mb_line_and_a_20_mb_file_are_chunked_within_bounds(tmp_path):
 
 # -- kill -9 while the real LLM writes blurbs, then resume --------------------------------------------
 
+
 def _small_docs(folder: Path) -> None:
     folder.mkdir()
     main_py = Path(importlib.util.find_spec("dotenv.main").origin).read_text()
@@ -352,18 +376,31 @@ def _small_docs(folder: Path) -> None:
 def _small_settings(home: Path, **extra: str) -> dict:
     """The e2e suite's small settings (n_ctx 768, 120-token chunks, 24-token blurbs, a blurb a
     chunk: ``SITUATE_CONTEXT=chunk``, so a run makes several LLM calls a document) on ``home``."""
-    return {"SITUATE_CONTEXT": "chunk", "SITUATE_N_CTX": "768", "SITUATE_MAX_TOKENS": "24", "SITUATE_CHUNK_TOKENS": "120",
-            "SITUATE_OVERLAP_TOKENS": "0", "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
-            **extra}
+    return {
+        "SITUATE_CONTEXT": "chunk",
+        "SITUATE_N_CTX": "768",
+        "SITUATE_MAX_TOKENS": "24",
+        "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_OVERLAP_TOKENS": "0",
+        "SITUATE_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        **extra,
+    }
 
 
 def _ingest_until_blurbs(docs: Path, home: Path, settings: dict, n: int, capture: bool = False):
     """Start ``situate ingest DOCS`` as a child process and return it, with the blurb cache's
     folder, once ``n`` blurbs are in the cache (the child still running)."""
     pipe = subprocess.PIPE if capture else subprocess.DEVNULL
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
-                             env={**CHILD_ENV, **settings}, stdout=pipe, stderr=pipe, text=capture,
-                             start_new_session=True, cwd=str(REPO))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
+        env={**CHILD_ENV, **settings},
+        stdout=pipe,
+        stderr=pipe,
+        text=capture,
+        start_new_session=True,
+        cwd=str(REPO),
+    )
     cache = home / "cache" / "blurbs"
     t0 = time.monotonic()
     while len(list(cache.glob("*/*.json"))) < n:
@@ -480,6 +517,7 @@ def test_a_document_over_the_blurb_limit_is_indexed_without_llm_calls(tmp_path):
 
 # -- incremental by content: what a settings change costs ----------------------------------------------
 
+
 def _ingest_with(settings: dict, docs: Path, home: Path):
     from pipelines.cli import ingest
     from pipelines.settings import restored_env
@@ -503,10 +541,15 @@ def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tm
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()
     text = importlib.metadata.metadata("bm25s").get_payload()[:3000]
-    (docs / "bm25s.md").write_text(text[:text.rfind("\n") + 1])
-    base = {"SITUATE_N_CTX": "2048", "SITUATE_MAX_TOKENS": "24", "SITUATE_OVERLAP_TOKENS": "0",
-            "SITUATE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
-            "SITUATE_CONTEXT": "chunk"}  # a blurb a chunk: the calls follow the chunks
+    (docs / "bm25s.md").write_text(text[: text.rfind("\n") + 1])
+    base = {
+        "SITUATE_N_CTX": "2048",
+        "SITUATE_MAX_TOKENS": "24",
+        "SITUATE_OVERLAP_TOKENS": "0",
+        "SITUATE_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "SITUATE_CONTEXT": "chunk",
+    }  # a blurb a chunk: the calls follow the chunks
     first, calls1 = _ingest_with({**base, "SITUATE_CHUNK_TOKENS": "120"}, docs, home)
     old = set(Store(home=str(home)).columns(["text"]).column("text").to_pylist())
     assert calls1["llm_generate"] == first.chunks == len(old)
@@ -568,7 +611,9 @@ def test_switching_between_named_embedders_re_embeds_without_an_llm_call_and_sea
     assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
     assert calls["embed_texts"] == second.chunks == first.chunks
     rows = Store(home=str(home)).columns(["embed_model", "vector"]).to_pylist()
-    assert {r["embed_model"] for r in rows} == {"nomic-embed-text-v1.5.f16"} and {len(r["vector"]) for r in rows} == {768}
+    assert {r["embed_model"] for r in rows} == {"nomic-embed-text-v1.5.f16"} and {len(r["vector"]) for r in rows} == {
+        768
+    }
     with restored_env(("SITUATE_EMBED_MODEL",)):
         os.environ["SITUATE_EMBED_MODEL"] = "nomic-embed-text-v1.5"
         hits, _ = search(question, k=3, home=str(home))
@@ -587,8 +632,10 @@ def test_bad_settings_and_a_search_without_a_data_folder_get_one_line(tmp_path, 
     assert code == 2 and len(err) == 1 and "is a folder, not a file" in err[0]
     nowhere = tmp_path / "never-ingested"
     code, err = _situate(["search", "keys", "--home", str(nowhere)], capsys, monkeypatch)
-    assert code == 2 and err == [f"situate: error: data folder {nowhere} does not exist: run `situate ingest "
-                                 "PATH` first, or give the --home you ingested into"]
+    assert code == 2 and err == [
+        f"situate: error: data folder {nowhere} does not exist: run `situate ingest "
+        "PATH` first, or give the --home you ingested into"
+    ]
     assert not nowhere.exists()  # a mistyped --home is not created
 
 

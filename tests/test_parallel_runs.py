@@ -16,7 +16,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import REPO, needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -47,7 +46,7 @@ def _range_keys(instance, run) -> list[str]:
 
     order = instance.get_dynamic_partitions(PARTITIONS)
     first, last = run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]
-    return order[order.index(first): order.index(last) + 1]
+    return order[order.index(first) : order.index(last) + 1]
 
 
 def _made_by_model(message: str | None) -> bool:
@@ -73,10 +72,18 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
     # one machine, several run workers: at most 3 runs at once, each holding a slot of the pool
     (dagster_home / "dagster.yaml").write_text(DAGSTER_YAML.format(runs=3))
     uri = f"s3://{s3_server['bucket']}/parallel-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, **small_settings(docs, tmp_path / "unused"), **s3_server["env"],
-           "SITUATE_HOME": uri, "SITUATE_DOCS": str(docs), "DAGSTER_HOME": str(dagster_home),
-           "SITUATE_DOCS_PER_RUN": "2", "SITUATE_CACHE": str(tmp_path / "cache"),
-           "SITUATE_LEASE_STALE_S": "20", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        **small_settings(docs, tmp_path / "unused"),
+        **s3_server["env"],
+        "SITUATE_HOME": uri,
+        "SITUATE_DOCS": str(docs),
+        "DAGSTER_HOME": str(dagster_home),
+        "SITUATE_DOCS_PER_RUN": "2",
+        "SITUATE_CACHE": str(tmp_path / "cache"),
+        "SITUATE_LEASE_STALE_S": "20",
+        "PYTHONPATH": str(REPO),
+    }
     from pipelines.preflight import check_data_folder
 
     os.environ.update(s3_server["env"])
@@ -84,6 +91,7 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
     from benchmarks.scale_out import dagster_daemon
 
     with dagster_daemon(dagster_home, env, tmp_path / "daemon.log") as instance:
+
         def ingest_runs():
             return instance.get_runs(filters=dg.RunsFilter(job_name="ingest"))
 
@@ -91,13 +99,14 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         _wait(lambda: len(ingest_runs()) >= 3, 240, "the sensor's 3 ingest runs")
         runs = ingest_runs()
         assert len(runs) == 3
-        ranges = sorted((r.tags.get("dagster/asset_partition_range_start"),
-                         r.tags.get("dagster/asset_partition_range_end")) for r in runs)
+        ranges = sorted(
+            (r.tags.get("dagster/asset_partition_range_start"), r.tags.get("dagster/asset_partition_range_end"))
+            for r in runs
+        )
         assert all(a and b and a != b for a, b in ranges), ranges  # 3 disjoint ranges of 2
 
         def started_together():
-            rs = [r for r in ingest_runs() if r.status == dg.DagsterRunStatus.STARTED
-                  and r.tags.get("situate/pid")]
+            rs = [r for r in ingest_runs() if r.status == dg.DagsterRunStatus.STARTED and r.tags.get("situate/pid")]
             return rs if len(rs) >= 2 else None
 
         overlapping = _wait(started_together, 300, "two runs working at the same time", step=0.5)
@@ -114,8 +123,11 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
 
         def others_done():
             rs = {r.run_id: r.status for r in ingest_runs()}
-            return all(s == dg.DagsterRunStatus.SUCCESS for rid, s in rs.items() if rid != victim.run_id
-                       and rid in {r.run_id for r in runs})
+            return all(
+                s == dg.DagsterRunStatus.SUCCESS
+                for rid, s in rs.items()
+                if rid != victim.run_id and rid in {r.run_id for r in runs}
+            )
 
         _wait(others_done, 600, "the two other runs to succeed")
 
@@ -124,8 +136,9 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         # dead one finished from the cache
         def resumed():
             rs = ingest_runs()
-            return [r for r in rs if r.run_id not in {x.run_id for x in runs}
-                    and r.status == dg.DagsterRunStatus.SUCCESS]
+            return [
+                r for r in rs if r.run_id not in {x.run_id for x in runs} and r.status == dg.DagsterRunStatus.SUCCESS
+            ]
 
         _wait(resumed, 600, "the killed run's documents to be ingested again")
         assert instance.get_run_by_id(victim.run_id).status == dg.DagsterRunStatus.FAILURE
@@ -147,8 +160,7 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         assert len(ids) == len(set(ids))  # no duplicate chunk_id
         # each blurb was generated once: the blurbs the killed worker logged as made by the model
         # are exactly the ones its documents' resumed run took from the cache
-        made_by_victim = sum(1 for e in instance.all_logs(victim.run_id)
-                             if _made_by_model(e.user_message))
+        made_by_victim = sum(1 for e in instance.all_logs(victim.run_id) if _made_by_model(e.user_message))
         victim_keys = _range_keys(instance, victim)
         records = {k: store.read_stage(k, "blurbs")["blurbs"] for k in store_keys(store)}
         from_cache = sum(1 for k in victim_keys for b in records[k] if b["cached"])

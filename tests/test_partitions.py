@@ -3,8 +3,17 @@ import pytest
 from assets.partitions import KEY_PATTERN, PartitionKeyError, decode_key, encode_key
 
 SOURCES = [
-    "README.md", "docs/getting_started.md", "a b/c,d|e.txt", "weird...name..txt", "../escape",
-    "ünïcödé/文書.md", "codebase_chunks.json#doc_70", "tab\there", "x/.hidden/..y", "_", "__init__.py",
+    "README.md",
+    "docs/getting_started.md",
+    "a b/c,d|e.txt",
+    "weird...name..txt",
+    "../escape",
+    "ünïcödé/文書.md",
+    "codebase_chunks.json#doc_70",
+    "tab\there",
+    "x/.hidden/..y",
+    "_",
+    "__init__.py",
 ]
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-
 from conftest import REPO, needs_models, small_settings
+
 from assets.partitions import encode_key
 
 pytestmark = [needs_models, pytest.mark.models]
@@ -61,13 +61,28 @@ def test_documents_land_and_the_bad_one_is_named(env):
     assert list(s.failed) == ["broken.txt"]
     assert "binary content (NUL byte at offset 0)" in s.failed["broken.txt"]
     store = _store(env)
-    table = store.columns(["chunk_id", "doc_id", "source", "chunk_index", "text", "blurb", "blurb_status",
-                           "prompt_version", "llm_model", "llm_backend", "embed_model"]).to_pylist()
+    table = store.columns(
+        [
+            "chunk_id",
+            "doc_id",
+            "source",
+            "chunk_index",
+            "text",
+            "blurb",
+            "blurb_status",
+            "prompt_version",
+            "llm_model",
+            "llm_backend",
+            "embed_model",
+        ]
+    ).to_pylist()
     assert len(table) == s.chunks == s.table_rows > 3
     assert {r["source"] for r in table} == {"bm25s-README.md", "dotenv/main.py", "numpy-ma-README.rst"}
     assert len({r["chunk_id"] for r in table}) == len(table)
     for r in table:  # every chunk has a blurb from the model or a logged fallback
-        assert (r["blurb_status"] == "model" and r["blurb"]) or (r["blurb_status"].startswith("fallback:") and not r["blurb"])
+        assert (r["blurb_status"] == "model" and r["blurb"]) or (
+            r["blurb_status"].startswith("fallback:") and not r["blurb"]
+        )
     assert s.blurbs_from_model + s.blurb_fallbacks == s.chunks
     assert table[0]["llm_model"] == "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M"
     assert {r["llm_backend"] for r in table} == {"in-process"}
@@ -132,7 +147,8 @@ def test_run_metadata_names_the_bad_document(env):
     assert md["documents_failed"].value == 1
     assert "broken.txt: binary content" in md["problems"].value
     checks = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("raw_documents"), "documents_readable"), limit=1)
+        dg.AssetCheckKey(dg.AssetKey("raw_documents"), "documents_readable"), limit=1
+    )
     assert checks and checks[0].status.value == "FAILED"
     assert key in instance.get_dynamic_partitions("documents")
 
@@ -162,14 +178,40 @@ def test_the_public_api_searches_and_warns(env):
 
 
 def test_search_cli_json(env):
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "BM25 sparse index", "-k", "2",
-                          "--json", "--home", str(env["home"])], capture_output=True, text=True,
-                         env=os.environ | env["settings"], cwd=REPO, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "search",
+            "BM25 sparse index",
+            "-k",
+            "2",
+            "--json",
+            "--home",
+            str(env["home"]),
+        ],
+        capture_output=True,
+        text=True,
+        env=os.environ | env["settings"],
+        cwd=REPO,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)
     assert len(hits) == 2
-    assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text",
-                            "context", "rerank_score"}
+    assert set(hits[0]) == {
+        "rank",
+        "score",
+        "chunk_id",
+        "doc_id",
+        "source",
+        "chunk_index",
+        "blurb",
+        "text",
+        "context",
+        "rerank_score",
+    }
     assert hits[0]["rerank_score"] is None  # no rerank by default
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
@@ -197,8 +239,13 @@ def test_search_reranks_with_rerank_30_and_not_by_default(env, monkeypatch):
     assert len(w2) == 1 and "no reranker at" in w2[0] and "first-stage order kept" in w2[0]
 
 
-@pytest.mark.parametrize("args,setting,message", [(["--rerank", "-1"], None, "--rerank must be 0 (off) or more"),
-                                                   ([], "abc", "SITUATE_RERANK_DEPTH='abc' is not a whole number")])
+@pytest.mark.parametrize(
+    "args,setting,message",
+    [
+        (["--rerank", "-1"], None, "--rerank must be 0 (off) or more"),
+        ([], "abc", "SITUATE_RERANK_DEPTH='abc' is not a whole number"),
+    ],
+)
 def test_bad_rerank_depth_gets_one_line(env, capsys, monkeypatch, args, setting, message):
     from pipelines.cli import main
 
@@ -222,7 +269,6 @@ def test_long_query_and_large_k_are_answered_with_warnings(env):
 
 def test_second_ingest_does_no_model_work(env):
     from pipelines.cli import ingest
-
     from resources.models.llm import CALLS
 
     before = _store(env).count_rows()
@@ -235,13 +281,36 @@ def test_second_ingest_does_no_model_work(env):
 
 def test_dagster_cli_validates_and_materialises_one_partition(env):
     e = os.environ | env["settings"]
-    out = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-                         capture_output=True, text=True, env=e, cwd=REPO, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=REPO,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     key = encode_key("numpy-ma-README.rst")
-    out = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
-                          "--select", "raw_documents,chunks,fitted_preambles,blurbs,embeddings", "--partition", key],
-                         capture_output=True, text=True, env=e, cwd=REPO, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "asset",
+            "materialize",
+            "-m",
+            "pipelines.definitions",
+            "--select",
+            "raw_documents,chunks,fitted_preambles,blurbs,embeddings",
+            "--partition",
+            key,
+        ],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=REPO,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "RUN_SUCCESS" in out.stderr + out.stdout
     ev = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("embeddings"))
@@ -249,9 +318,26 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
     assert ev.asset_materialization.metadata["rows"].value >= 1
     # several documents in one run: a partition range (the model-free stages keep it quick)
     keys = dg.DagsterInstance.get().get_dynamic_partitions("documents")
-    out = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
-                          "--select", "raw_documents,chunks", "--partition-range", f"{keys[0]}...{keys[-1]}"],
-                         capture_output=True, text=True, env=e, cwd=REPO, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "asset",
+            "materialize",
+            "-m",
+            "pipelines.definitions",
+            "--select",
+            "raw_documents,chunks",
+            "--partition-range",
+            f"{keys[0]}...{keys[-1]}",
+        ],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=REPO,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     ev = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("chunks"))
     run = dg.DagsterInstance.get().get_run_by_id(ev.run_id)
@@ -261,8 +347,8 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
 
 def test_sensor_removes_a_deleted_document(env):
     from assets.bm25_index import ids_match
-    from pipelines.definitions import build_definitions
     from pipelines.automation import documents_sensor
+    from pipelines.definitions import build_definitions
 
     store = _store(env)
     gone = encode_key("numpy-ma-README.rst")
@@ -334,11 +420,17 @@ def _serve(env, port: int, *extra: str, token: str | None = None) -> subprocess.
     import urllib.request
 
     child_env = os.environ | env["settings"] | ({"SITUATE_API_TOKEN": token} if token else {})
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port),
-                              "--home", str(env["home"]), *extra], cwd=REPO, env=child_env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/health",
-                                 headers={"Authorization": f"Bearer {token}"} if token else {})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(env["home"]), *extra],
+        cwd=REPO,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/health", headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
     for _ in range(240):  # start-up: imports, then uvicorn binds
         if child.poll() is not None:
             raise AssertionError(f"situate serve exited {child.returncode}: {child.stdout.read()}")
@@ -355,8 +447,9 @@ def _http(method: str, url: str, body: bytes | None = None, headers: dict | None
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read() or b"null"), dict(r.headers)
@@ -380,19 +473,33 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
         query = "How do I parse a .env file into a dictionary of variables?"
         code, hits, _ = _http("GET", f"{base}/search?q={query.replace(' ', '+')}&k=3")
         assert code == 200 and [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["source"] == "dotenv/main.py"
-        assert set(hits[0]) == {"rank", "score", "chunk_id", "doc_id", "source", "chunk_index", "blurb", "text",
-                                "context", "rerank_score"}
+        assert set(hits[0]) == {
+            "rank",
+            "score",
+            "chunk_id",
+            "doc_id",
+            "source",
+            "chunk_index",
+            "blurb",
+            "text",
+            "context",
+            "rerank_score",
+        }
         code, posted, _ = _http("POST", f"{base}/search", json.dumps({"query": query, "k": 3}).encode())
         assert code == 200 and [h["chunk_id"] for h in posted] == [h["chunk_id"] for h in hits]
         code, _, headers = _http("GET", f"{base}/search?q=dotenv&k={rows + 5}")
-        assert code == 200 and any("more than the" in v for k, v in headers.items() if k.lower().startswith("x-situate-warning"))
-        bad = [("GET", "/search?q=&k=3", None, "q: String should have at least 1 character"),
-               ("GET", "/search?q=x&k=0", None, "k: Input should be greater than or equal to 1"),
-               ("GET", f"/search?q=x&k={10**9}", None, "k: Input should be less than or equal to 1000"),
-               ("GET", "/search?q=x&rerank=-1", None, "rerank: Input should be greater than or equal to 0"),
-               ("POST", "/search", b"{not json", "malformed JSON body"),
-               ("POST", "/search", json.dumps({"query": "a" * 8001}).encode(), "at most 8000 characters"),
-               ("POST", "/search", json.dumps({"query": "   "}).encode(), "empty query")]
+        assert code == 200 and any(
+            "more than the" in v for k, v in headers.items() if k.lower().startswith("x-situate-warning")
+        )
+        bad = [
+            ("GET", "/search?q=&k=3", None, "q: String should have at least 1 character"),
+            ("GET", "/search?q=x&k=0", None, "k: Input should be greater than or equal to 1"),
+            ("GET", f"/search?q=x&k={10**9}", None, "k: Input should be less than or equal to 1000"),
+            ("GET", "/search?q=x&rerank=-1", None, "rerank: Input should be greater than or equal to 0"),
+            ("POST", "/search", b"{not json", "malformed JSON body"),
+            ("POST", "/search", json.dumps({"query": "a" * 8001}).encode(), "at most 8000 characters"),
+            ("POST", "/search", json.dumps({"query": "   "}).encode(), "empty query"),
+        ]
         for method, path, body, message in bad:
             code, answer, _ = _http(method, base + path, body)
             assert code == 422 and message in answer["detail"], (path, code, answer)
@@ -404,7 +511,8 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
         # a document ingested while the service runs is in its next answer, with no restart
         (env["docs"] / "sourdough.md").write_text(
             "# Sourdough starter\n\nFeed the sourdough starter with equal weights of rye flour and water "
-            "every twelve hours, and keep it at about 24 degrees.\n")
+            "every twelve hours, and keep it at about 24 degrees.\n"
+        )
         summary = ingest(str(env["docs"]), str(env["home"]), echo=lambda *_: None)
         assert summary.ingested >= 1 and "sourdough.md" not in summary.failed
         code, hits, _ = _http("GET", f"{base}/search?q=how+often+do+I+feed+the+sourdough+starter&k=3")
@@ -434,13 +542,18 @@ def test_the_service_refuses_other_hosts_other_sites_and_big_bodies(env):
         conn.close()
         code, hits, _ = _http("GET", f"{base}/search?q=dotenv&k=2", headers={"Host": f"localhost:{port}"})
         assert code == 200 and len(hits) == 2
-        for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
-                        {"Origin": f"http://127.0.0.1:{port + 1}"}):
+        for headers in (
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Origin": f"http://127.0.0.1:{port + 1}"},
+        ):
             code, answer, _ = _http("GET", f"{base}/search?q=dotenv", headers=headers)
             assert code == 403 and "cross-site" in answer["detail"], headers
         # the service's own page (same origin) is answered
-        code, hits, _ = _http("GET", f"{base}/search?q=dotenv&k=1",
-                              headers={"Origin": base, "Sec-Fetch-Site": "same-origin"})
+        code, hits, _ = _http(
+            "GET", f"{base}/search?q=dotenv&k=1", headers={"Origin": base, "Sec-Fetch-Site": "same-origin"}
+        )
         assert code == 200 and len(hits) == 1
         # 64 MB announced, 1 KB sent: answered 413 without waiting for the rest
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -455,8 +568,13 @@ def test_the_service_refuses_other_hosts_other_sites_and_big_bodies(env):
         # a chunked body with no length: refused once it passes the limit
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         body = (json.dumps({"query": "x"})[:-1] + " " * 200_000 + "}").encode()
-        conn.request("POST", "/search", body=iter([body[i:i + 8192] for i in range(0, len(body), 8192)]),
-                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        conn.request(
+            "POST",
+            "/search",
+            body=iter([body[i : i + 8192] for i in range(0, len(body), 8192)]),
+            headers={"Content-Type": "application/json"},
+            encode_chunked=True,
+        )
         r = conn.getresponse()
         assert r.status == 413, r.read()
         conn.close()
@@ -468,13 +586,29 @@ def test_the_service_refuses_other_hosts_other_sites_and_big_bodies(env):
 
 
 def test_the_service_wants_a_token_off_loopback_and_checks_it(env):
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "serve", "--host", "0.0.0.0", "--port",
-                          str(_free_port()), "--home", str(env["home"])], cwd=REPO, capture_output=True,
-                         text=True, env={k: v for k, v in (os.environ | env["settings"]).items()
-                                         if k != "SITUATE_API_TOKEN"}, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(_free_port()),
+            "--home",
+            str(env["home"]),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in (os.environ | env["settings"]).items() if k != "SITUATE_API_TOKEN"},
+        timeout=300,
+    )
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         "situate: error: --host 0.0.0.0 is not a loopback address: set SITUATE_API_TOKEN (clients send it as a "
-        "bearer token) or bind 127.0.0.1"]
+        "bearer token) or bind 127.0.0.1"
+    ]
     port = _free_port()
     child = _serve(env, port, token="s3cret-token")
     try:
@@ -482,8 +616,9 @@ def test_the_service_wants_a_token_off_loopback_and_checks_it(env):
         assert code == 401 and "bearer token" in answer["detail"]
         code, _, _ = _http("GET", f"http://127.0.0.1:{port}/search?q=dotenv", headers={"Authorization": "Bearer wrong"})
         assert code == 401
-        code, hits, _ = _http("GET", f"http://127.0.0.1:{port}/search?q=dotenv&k=2",
-                              headers={"Authorization": "Bearer s3cret-token"})
+        code, hits, _ = _http(
+            "GET", f"http://127.0.0.1:{port}/search?q=dotenv&k=2", headers={"Authorization": "Bearer s3cret-token"}
+        )
         assert code == 200 and len(hits) == 2
     finally:
         child.terminate()
@@ -495,8 +630,12 @@ def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
-                                   env={k: v for k, v in (os.environ | env["settings"]).items()}, cwd=str(REPO))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+        env={k: v for k, v in (os.environ | env["settings"]).items()},
+        cwd=str(REPO),
+    )
 
     async def session_run():
         async with stdio_client(params) as (read, write):
@@ -504,7 +643,8 @@ def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
                 await session.initialize()
                 tools = await session.list_tools()
                 result = await session.call_tool(
-                    "search", {"query": "How do I parse a .env file into a dictionary of variables?", "k": 3})
+                    "search", {"query": "How do I parse a .env file into a dictionary of variables?", "k": 3}
+                )
                 bad = await session.call_tool("search", {"query": "   ", "k": 3})
                 return tools, result, bad
 
@@ -524,10 +664,18 @@ def test_concurrent_mcp_tool_calls_through_the_client_each_get_their_own_hits(en
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
-                                   env={k: v for k, v in (os.environ | env["settings"]).items()}, cwd=str(REPO))
-    questions = ["How do I parse a .env file into a dictionary of variables?", "BM25 scoring of documents",
-                 "masked arrays in numpy", "find the .env file by walking up the directories"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+        env={k: v for k, v in (os.environ | env["settings"]).items()},
+        cwd=str(REPO),
+    )
+    questions = [
+        "How do I parse a .env file into a dictionary of variables?",
+        "BM25 scoring of documents",
+        "masked arrays in numpy",
+        "find the .env file by walking up the directories",
+    ]
 
     async def session_run():
         async with stdio_client(params) as (read, write):

@@ -8,9 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import needs_models
-
 from test_batching import _real_document
 
 
@@ -28,15 +26,20 @@ def test_every_option_keeps_the_published_prompt_verbatim():
             assert ANTHROPIC_2024.chunk_tail.split("</chunk>\n", 1)[1] in p.instruction
             continue
         assert (p.document_head, p.document_tail, p.chunk_head, p.chunk_tail) == (
-            ANTHROPIC_2024.document_head, ANTHROPIC_2024.document_tail, ANTHROPIC_2024.chunk_head,
-            ANTHROPIC_2024.chunk_tail), name
+            ANTHROPIC_2024.document_head,
+            ANTHROPIC_2024.document_tail,
+            ANTHROPIC_2024.chunk_head,
+            ANTHROPIC_2024.chunk_tail,
+        ), name
 
 
 def test_a_system_line_goes_before_the_user_turn():
     from assets.contextualize import chat_frame
 
-    chatml = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    chatml = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     f = chat_frame(chatml, system="Say where the chunk sits.")
     assert f.head == "<|im_start|>system\nSay where the chunk sits.<|im_end|>\n<|im_start|>user\n"
     assert f.tail == "<|im_end|>\n<|im_start|>assistant\n"

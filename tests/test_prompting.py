@@ -1,6 +1,6 @@
 from assets.prompting import MAX_BLURB_CHARS, clean_blurb, contextualized_text, cut_loops
 
-CHUNK = "def load_dotenv(path):\n    \"\"\"Parse a .env file and set the variables in os.environ.\"\"\"\n"
+CHUNK = 'def load_dotenv(path):\n    """Parse a .env file and set the variables in os.environ."""\n'
 GOOD = "This chunk defines load_dotenv, the entry point of python-dotenv that reads a .env file."
 
 
@@ -23,9 +23,11 @@ def test_reasoning_model_outputs_keep_their_answer():
     raw = "Okay, the user wants a context.\n\nThe chunk defines load_dotenv.\n</think>\n\n" + GOOD
     assert clean_blurb(raw, CHUNK).text == GOOD
     # nested and attribute-bearing tags, other tag names
-    for raw in (f"<think type=\"plan\">a <think>b</think> c</think>{GOOD}",
-                f"<thinking>\n\nstep one\n\nstep two\n</thinking>\n{GOOD}",
-                f"<reasoning effort='low'>x</reasoning> {GOOD}"):
+    for raw in (
+        f'<think type="plan">a <think>b</think> c</think>{GOOD}',
+        f"<thinking>\n\nstep one\n\nstep two\n</thinking>\n{GOOD}",
+        f"<reasoning effort='low'>x</reasoning> {GOOD}",
+    ):
         c = clean_blurb(raw, CHUNK)
         assert c.text == GOOD and c.problems == ["think"], raw
     # the answer is its first paragraph (a reasoning model's generation cannot stop at "\n\n")
@@ -36,10 +38,14 @@ def test_reasoning_models_do_not_stop_at_a_blank_line():
     from assets.blurbs import STOP, stops
     from assets.contextualize import chat_frame
 
-    r1 = ("{% for m in messages %}<｜User｜>{{ m['content'] }}{% endfor %}"
-          "{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}")
-    chatml = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    r1 = (
+        "{% for m in messages %}<｜User｜>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}"
+    )
+    chatml = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     assert chat_frame(r1).reasoning and not chat_frame(chatml).reasoning
     assert "\n\n" not in stops(True) and stops(False) == STOP and "\n\n" in STOP
 
@@ -61,13 +67,15 @@ def test_repetition_loops_are_cut():
 
 
 def test_length_is_bounded_at_a_sentence():
-    long = ("The module parses dotenv files into dictionaries. Quoted values keep their spaces. "
-            "Exports are accepted before a key. Interpolation expands ${VAR} from the environment. "
-            "Encodings other than UTF-8 can be chosen by the caller. Comments start with a hash sign. "
-            "Streams may replace paths when reading. Existing variables win unless override is set. "
-            "Missing files are ignored quietly by default. Errors in a line are reported with its "
-            "number. Paths are searched upward from the calling frame. Variables without values map "
-            "to None in the returned mapping.")
+    long = (
+        "The module parses dotenv files into dictionaries. Quoted values keep their spaces. "
+        "Exports are accepted before a key. Interpolation expands ${VAR} from the environment. "
+        "Encodings other than UTF-8 can be chosen by the caller. Comments start with a hash sign. "
+        "Streams may replace paths when reading. Existing variables win unless override is set. "
+        "Missing files are ignored quietly by default. Errors in a line are reported with its "
+        "number. Paths are searched upward from the calling frame. Variables without values map "
+        "to None in the returned mapping."
+    )
     c = clean_blurb(long, CHUNK)
     assert len(c.text) <= MAX_BLURB_CHARS and c.text.endswith(".") and "truncated" in c.problems
 
@@ -81,9 +89,11 @@ def test_unusable_blurbs_fall_back():
     for said_nothing in ("This chunk is about", "This chunk is about the", "this chunk is about.", "This chunk"):
         assert clean_blurb(said_nothing, CHUNK).problems == ["empty"], said_nothing
     assert clean_blurb("This chunk is about parsing.", CHUNK).text == "This chunk is about parsing."
-    assert clean_blurb("Here is a short succinct context to situate this chunk within the document.",
-                       CHUNK).problems[-1] == "restated"
-    assert clean_blurb('Parse a .env file and set the variables in os.environ.', CHUNK).problems[-1] == "chunk-echo"
+    assert (
+        clean_blurb("Here is a short succinct context to situate this chunk within the document.", CHUNK).problems[-1]
+        == "restated"
+    )
+    assert clean_blurb("Parse a .env file and set the variables in os.environ.", CHUNK).problems[-1] == "chunk-echo"
 
 
 def test_contextualized_text_is_blurb_blank_line_chunk():
@@ -120,9 +130,11 @@ def test_grounding_keeps_abbreviations_calls_and_paths():
     from assets.prompting import ground_blurb
 
     doc = "struct Config;\nimpl Config { fn new() -> Self { .. } }\nfn read_file(p: &str) {}"
-    for good in ("This chunk defines read_file, e.g. to load configuration.",
-                 "It calls `read_file()` on the path.",
-                 "It builds a Config::new value."):
+    for good in (
+        "This chunk defines read_file, e.g. to load configuration.",
+        "It calls `read_file()` on the path.",
+        "It builds a Config::new value.",
+    ):
         assert ground_blurb(good, doc) == (good, 0), good
     assert ground_blurb("It calls Config::open.", doc) == ("", 1)
 
@@ -138,7 +150,11 @@ def test_prompt_texts_are_pinned_to_their_names():
 
     def h(t):
         d = dataclasses.asdict(t)
-        for field in ("by_reference", "instruction", "one_generation"):  # added later: unset, they leave the pin as it was
+        for field in (
+            "by_reference",
+            "instruction",
+            "one_generation",
+        ):  # added later: unset, they leave the pin as it was
             if not d[field]:
                 del d[field]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
@@ -149,16 +165,24 @@ def test_prompt_texts_are_pinned_to_their_names():
 
 #: sha256[:12] of each prompt's fields when its cache name/version was last set (re-pinned when
 #: the system, system_code and grammar fields were added, with every text unchanged).
-PINNED = {'anthropic-2024': '7cbb9d0e6928', 'anthropic-2024-primed': 'e95e29f84c58', 'anthropic-2024-primed-about': 'efae138629b1',
-          'anthropic-2024+system': 'df5886b0eafa', 'anthropic-2024+system-primed': '1480f962cbf4',
-          'anthropic-2024+code-system': '613340acc002', 'anthropic-2024+grammar': 'c7b123a06e5f',
-          'by-reference': '3f8fcf3d6716', 'by-reference-window': 'fe54acd15426',
-          'document-summary': 'a03c5d647c6e', 'questions': 'bc89fb7fb5db'}
+PINNED = {
+    "anthropic-2024": "7cbb9d0e6928",
+    "anthropic-2024-primed": "e95e29f84c58",
+    "anthropic-2024-primed-about": "efae138629b1",
+    "anthropic-2024+system": "df5886b0eafa",
+    "anthropic-2024+system-primed": "1480f962cbf4",
+    "anthropic-2024+code-system": "613340acc002",
+    "anthropic-2024+grammar": "c7b123a06e5f",
+    "by-reference": "3f8fcf3d6716",
+    "by-reference-window": "fe54acd15426",
+    "document-summary": "a03c5d647c6e",
+    "questions": "bc89fb7fb5db",
+}
 
 
 def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
     # a demo blurb cut by the token cap mid-word (python-dotenv main.py, SmolLM2-135M)
-    raw = (f"{GOOD} It avoids using external libraries like `os.path`, which can be less eff")
+    raw = f"{GOOD} It avoids using external libraries like `os.path`, which can be less eff"
     c = clean_blurb(raw, CHUNK)
     assert c.text == GOOD and "unfinished" in c.problems
     # one sentence alone is kept, finished or not: nothing better is left
@@ -172,8 +196,7 @@ def test_an_unfinished_last_sentence_is_dropped_after_finished_ones():
 def test_restating_the_prompt_is_cut_and_the_rest_kept():
     # Qwen2.5-Coder-0.5B-Instruct outputs (shared/MODELS.md and the eval sets)
     cases = {
-        "The chunk you want to situate within the overall document is about a simple text file with documents.":
-            "About a simple text file with documents.",
+        "The chunk you want to situate within the overall document is about a simple text file with documents.": "About a simple text file with documents.",  # noqa: E501
         "The chunk sitsuate within the document for the purpose of improving search retrieval by providing a "
         "concise context about the `DiffExecutor` class.": "About the `DiffExecutor` class.",
         "This chunk provides a brief context for the installation of the Anthropic SDK, which is necessary to "
@@ -183,16 +206,16 @@ def test_restating_the_prompt_is_cut_and_the_rest_kept():
         c = clean_blurb(raw, CHUNK)
         assert c.text == (want or raw), raw
         assert ("restated" in c.problems) == (want is not None)
-    for nothing_else in ("The chunk sitsuate within the document to provide a concise context for searching "
-                         "retrieval of the chunk.",
-                         "This chunk provides a concise context for situating within the overall document for "
-                         "improving search retrieval of the chunk."):
+    for nothing_else in (
+        "The chunk sitsuate within the document to provide a concise context for searching retrieval of the chunk.",
+        "This chunk provides a concise context for situating within the overall document for "
+        "improving search retrieval of the chunk.",
+    ):
         assert clean_blurb(nothing_else, CHUNK).problems == ["restated"]
 
 
 def test_meta_commentary_about_search_retrieval_is_dropped():
-    raw = ("The document you provided contains a lot of information that can be improved for better "
-           "search retrieval.")
+    raw = "The document you provided contains a lot of information that can be improved for better search retrieval."
     assert clean_blurb(raw, CHUNK).problems[-1] == "restated"
     assert clean_blurb(f"{GOOD} {raw}", CHUNK).text == GOOD
 

@@ -14,18 +14,17 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-
 from conftest import needs_models, small_settings
 
 
 def test_the_rule_holds_most_or_all_and_lets_small_removals_through():
     from pipelines.sync import removal_held
 
-    assert removal_held(0, 10, 0) == ""          # nothing to remove
-    assert removal_held(1, 1, 0) != ""           # every document gone, even one
-    assert removal_held(2, 4, 2) == ""           # half, and under 3
-    assert removal_held(3, 5, 2) != ""           # 3 of 5
-    assert removal_held(5, 10, 5) == ""          # exactly half goes through
+    assert removal_held(0, 10, 0) == ""  # nothing to remove
+    assert removal_held(1, 1, 0) != ""  # every document gone, even one
+    assert removal_held(2, 4, 2) == ""  # half, and under 3
+    assert removal_held(3, 5, 2) != ""  # 3 of 5
+    assert removal_held(5, 10, 5) == ""  # exactly half goes through
     assert "6 of 10 documents" in removal_held(6, 10, 4)
 
 
@@ -81,8 +80,9 @@ def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
         # the sensor's tick: no delete request, a warning, an index run (its check fails in the UI)
         instance = dg.DagsterInstance.get()
         registered = list(instance.get_dynamic_partitions("documents"))
-        ctx = dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
-                                      resources=resources_from_env(plain=True))
+        ctx = dg.build_sensor_context(
+            instance=instance, definitions=build_definitions(plain=True), resources=resources_from_env(plain=True)
+        )
         result = documents_sensor(ctx)
         assert not [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
         assert [r.job_name for r in result.run_requests] == ["bm25"]
@@ -114,11 +114,10 @@ def test_a_document_that_used_its_attempts_is_named_everywhere_and_an_edit_start
     from dagster._core.test_utils import create_run_for_test
 
     from assets import table_checks
-    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, documents_sensor, run_key
+    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, documents_sensor, plan_for, run_key
     from pipelines.cli import main
     from pipelines.definitions import build_definitions
     from pipelines.settings import resources_from_env, restored_env
-    from pipelines.automation import plan_for
     from resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
@@ -135,10 +134,15 @@ def test_a_document_that_used_its_attempts_is_named_everywhere_and_an_edit_start
         assert plan.stale == ["main.py"]
         base = run_key(["main.py"], plan, fp)
         for _ in range(MAX_RUN_ATTEMPTS):
-            create_run_for_test(instance, job_name="ingest", status=dg.DagsterRunStatus.FAILURE,
-                                tags={RUN_BASE: base, "dagster/partition": "main.py"})
-        ctx = dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
-                                      resources=resources_from_env(plain=True))
+            create_run_for_test(
+                instance,
+                job_name="ingest",
+                status=dg.DagsterRunStatus.FAILURE,
+                tags={RUN_BASE: base, "dagster/partition": "main.py"},
+            )
+        ctx = dg.build_sensor_context(
+            instance=instance, definitions=build_definitions(plain=True), resources=resources_from_env(plain=True)
+        )
         result = documents_sensor(ctx)
         assert [r.job_name for r in result.run_requests] == ["bm25"]  # no ingest run: it used its attempts
         passed, md = table_checks.documents_not_stuck(store)
@@ -149,7 +153,10 @@ def test_a_document_that_used_its_attempts_is_named_everywhere_and_an_edit_start
         assert table_checks.documents_not_stuck(store)[0] is True
         # a new edit is new work: the sensor asks for it again
         (docs / "main.py").write_text((docs / "main.py").read_text() + "\n# edited again\n")
-        result = documents_sensor(dg.build_sensor_context(instance=instance, definitions=build_definitions(plain=True),
-                                                          resources=resources_from_env(plain=True)))
+        result = documents_sensor(
+            dg.build_sensor_context(
+                instance=instance, definitions=build_definitions(plain=True), resources=resources_from_env(plain=True)
+            )
+        )
         asked = [r for r in result.run_requests if r.job_name == "ingest"]
         assert len(asked) == 1 and asked[0].tags[RUN_BASE] != base and asked[0].partition_key == "main.py"

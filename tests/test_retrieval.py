@@ -23,8 +23,9 @@ def test_bm25_index_roundtrip(tmp_path):
     assert build_bm25(ids, texts, tmp_path / "bm25") == 3
     assert bm25_ids(tmp_path / "bm25") == ids
     assert bm25_search(tmp_path / "bm25", "revenue growth", 3)[0] == "d3"
-    assert bm25_search(tmp_path / "bm25", "cats", 3)[:2] == ["d1", "d2"] or \
-        set(bm25_search(tmp_path / "bm25", "cats", 3)[:2]) == {"d1", "d2"}
+    assert bm25_search(tmp_path / "bm25", "cats", 3)[:2] == ["d1", "d2"] or set(
+        bm25_search(tmp_path / "bm25", "cats", 3)[:2]
+    ) == {"d1", "d2"}
     assert bm25_search(tmp_path / "bm25", "zebra", 3) == []
     # rebuilding replaces the index whole
     build_bm25(["d9"], ["zebra stripes"], tmp_path / "bm25")
@@ -43,10 +44,14 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     from resources.store.store import Store
 
     store = Store(home=str(tmp_path))
-    chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
-              for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])]
-    blurbs = [{"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
-              for c, b in zip(chunks, ["fruit list", "", "vineyard notes"])]
+    chunks = [
+        {"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
+        for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])
+    ]
+    blurbs = [
+        {"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
+        for c, b in zip(chunks, ["fruit list", "", "vineyard notes"])
+    ]
     vecs = np.eye(3, 4, dtype=np.float32)
     doc = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s"}
     store.replace_document("k", build_rows("k", doc, chunks, blurbs, vecs, "m", "e", "fp"))
@@ -73,14 +78,19 @@ def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path)
     texts = ["def rotate_keys(): pass", "def bake(): pass", "def rotate_tyres(): pass"]
     chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
     # chunk 0's blurb talks about something else; chunk 1's blurb names rotate_keys
-    blurbs = [{"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
-              for c, b in zip(chunks, ["This chunk is about bread.", "This chunk calls rotate_keys rotate_keys.", ""])]
+    blurbs = [
+        {"chunk_id": c["chunk_id"], "blurb": b, "status": "model"}
+        for c, b in zip(chunks, ["This chunk is about bread.", "This chunk calls rotate_keys rotate_keys.", ""])
+    ]
     doc = {"doc_id": "d", "source": "d.py", "title": "D", "sha256": "s"}
     store.replace_document("k", build_rows("k", doc, chunks, blurbs, np.eye(3, 4, dtype=np.float32), "m", "e", "fp"))
     rebuild_bm25_from_table(store)
     assert bm25_ids(store.bm25_dir / STRUCTURAL) == bm25_ids(store.bm25_dir) == [c["chunk_id"] for c in chunks]
     assert bm25_search(store.bm25_dir / STRUCTURAL, "bread") == []  # no blurb in the second index
-    main, structural = bm25_search(store.bm25_dir, "rotate_keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate_keys")
+    main, structural = (
+        bm25_search(store.bm25_dir, "rotate_keys"),
+        bm25_search(store.bm25_dir / STRUCTURAL, "rotate_keys"),
+    )
     assert main[0] == "k:1:h" and structural[0] == "k:0:h"
     qv = np.array([0.1, 0.2, 0.3, 0.9], np.float32)
     qv /= np.linalg.norm(qv)  # dense order: chunk 2, 1, 0
@@ -112,8 +122,10 @@ def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     hits, warnings = hybrid_search(empty, np.ones(4, np.float32) / 2, "anything", k=5)
     assert hits == [] and "empty" in warnings[0]
     store = Store(home=str(tmp_path / "full"))
-    chunks = [{"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
-              for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])]
+    chunks = [
+        {"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []}
+        for i, t in enumerate(["alpha apples", "beta bananas", "gamma grapes"])
+    ]
     blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
     doc = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s"}
     store.replace_document("k", build_rows("k", doc, chunks, blurbs, np.eye(3, 4, dtype=np.float32), "m", "e", "fp"))
@@ -128,8 +140,9 @@ def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     assert hits[0].chunk_index == 1
 
 
-@pytest.mark.parametrize("query,k,message", [("", 10, "empty query"), ("   \n\t", 10, "empty query"),
-                                             ("apples", 0, "-k must be at least 1")])
+@pytest.mark.parametrize(
+    "query,k,message", [("", 10, "empty query"), ("   \n\t", 10, "empty query"), ("apples", 0, "-k must be at least 1")]
+)
 def test_search_cli_refuses_empty_queries_and_bad_k_in_one_line(tmp_path, capsys, query, k, message):
     from pipelines.cli import main
 
@@ -152,8 +165,10 @@ def test_rerank_hits_reorders_only_the_head():
     from resources.models.reranker import rerank_hits
     from resources.store.retrieval import Hit
 
-    hits = [Hit(i + 1, 1.0 / (i + 1), f"c{i}", "d", "s", i, "", t, "")
-            for i, t in enumerate(["x", "tide", "tide tide", "tide tide tide"])]
+    hits = [
+        Hit(i + 1, 1.0 / (i + 1), f"c{i}", "d", "s", i, "", t, "")
+        for i, t in enumerate(["x", "tide", "tide tide", "tide tide tide"])
+    ]
     out = rerank_hits(FakeReranker(), "tide rises", hits, depth=3, fusion="replace")
     assert [h.chunk_id for h in out] == ["c2", "c1", "c0", "c3"]
     assert [h.rank for h in out] == [1, 2, 3, 4] and out[0].score == 2.0 and out[0].rerank_score == 2.0
@@ -184,21 +199,30 @@ def test_rerank_order_fuses_ranks_by_rrf():
 
 def test_real_reranker_prefers_the_relevant_passage():
     from conftest import models_present
+
     if not models_present():
         pytest.skip("models not installed")
     from pipelines.settings import reranker_from_env
 
-    s = reranker_from_env().score("what causes ocean tides",
-                                  ["The gravity of the Moon and the Sun raises the tides of the oceans.",
-                                   "A cat slept on the warm windowsill all afternoon."])
+    s = reranker_from_env().score(
+        "what causes ocean tides",
+        [
+            "The gravity of the Moon and the Sun raises the tides of the oceans.",
+            "A cat slept on the warm windowsill all afternoon.",
+        ],
+    )
     assert s.shape == (2,) and s[0] > s[1] + 5
 
 
 def test_bm25_finds_chinese_text_with_a_chinese_query(tmp_path):
     """CJK has no spaces between words: each character is a token, so a query shares terms."""
     ids = ["zh-ml", "zh-food", "en", "mixed"]
-    texts = ["机器学习模型需要大量的训练数据。", "北京烤鸭是一道有名的菜。",
-             "Machine learning models need training data.", "دليل المستخدم — emoji 🚀 and RTL text"]
+    texts = [
+        "机器学习模型需要大量的训练数据。",
+        "北京烤鸭是一道有名的菜。",
+        "Machine learning models need training data.",
+        "دليل المستخدم — emoji 🚀 and RTL text",
+    ]
     build_bm25(ids, texts, tmp_path / "bm25")
     assert bm25_search(tmp_path / "bm25", "训练数据", 2)[0] == "zh-ml"
     assert bm25_search(tmp_path / "bm25", "烤鸭", 2) == ["zh-food"]
@@ -206,9 +230,14 @@ def test_bm25_finds_chinese_text_with_a_chinese_query(tmp_path):
     assert bm25_search(tmp_path / "bm25", "المستخدم", 2) == ["mixed"]
 
 
-@pytest.mark.parametrize("argv,message", [(["search", "apples", "--rerank", "abc"], "argument --rerank: invalid int value: 'abc'"),
-                                          (["search", "apples", "-k", "ten"], "argument -k: invalid int value: 'ten'"),
-                                          ([], "the following arguments are required: command")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["search", "apples", "--rerank", "abc"], "argument --rerank: invalid int value: 'abc'"),
+        (["search", "apples", "-k", "ten"], "argument -k: invalid int value: 'ten'"),
+        ([], "the following arguments are required: command"),
+    ],
+)
 def test_unparseable_arguments_get_one_line(capsys, argv, message):
     from pipelines.cli import main
 
@@ -236,10 +265,14 @@ def test_the_cross_encoder_reads_context_and_chunk_not_the_blurb():
     from resources.models.reranker import rerank_hits, rerank_passage
     from resources.store.retrieval import Hit
 
-    hits = [Hit(1, 0.03, "c0", "d", "s", 0, "A made-up blurb.", "x = 1", "function f"),
-            Hit(2, 0.02, "c1", "d", "s", 1, "", "y = 2", "")]
+    hits = [
+        Hit(1, 0.03, "c0", "d", "s", 0, "A made-up blurb.", "x = 1", "function f"),
+        Hit(2, 0.02, "c1", "d", "s", 1, "", "y = 2", ""),
+    ]
     fake = RecordingFakeReranker()
     rerank_hits(fake, "what sets x", hits, depth=2)
     assert fake.passages == ["function f\n\nx = 1", "y = 2"]
-    assert rerank_passage("x = 1", "function f", "A made-up blurb.", with_blurb=True) == \
-        "function f\nA made-up blurb.\n\nx = 1"
+    assert (
+        rerank_passage("x = 1", "function f", "A made-up blurb.", with_blurb=True)
+        == "function f\nA made-up blurb.\n\nx = 1"
+    )

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-
 from conftest import needs_models
 
 from resources.documents.keys import PartitionKeyError, check_key, encode_key
 
 #: Keys the UI's "Add partition" accepts (Dagster does not validate dynamic partition keys).
-HOSTILE = ["..", ".._.victim", "._2E_.victim", "_.tmp_.victim", "a_._2E_2E_.b", "x_.", "a_2Fb",
-           "docs/../x", "'; DROP", "a\nb", ""]
+HOSTILE = [
+    "..",
+    ".._.victim",
+    "._2E_.victim",
+    "_.tmp_.victim",
+    "a_._2E_2E_.b",
+    "x_.",
+    "a_2Fb",
+    "docs/../x",
+    "'; DROP",
+    "a\nb",
+    "",
+]
 
 
 def test_only_canonical_keys_of_relative_paths_pass():
@@ -57,11 +67,22 @@ def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
     home = tmp_path / "home"
     store = Store(home=str(home))
     # stage folders that hostile keys would name, relative to stages/: ../../victim, /tmp/victim
-    hostile = [".._.victim", ".._2E_.victim", encode_key("..") + "_." + "victim", "_." + str(victim).lstrip("/").replace("/", "_.")]
+    hostile = [
+        ".._.victim",
+        ".._2E_.victim",
+        encode_key("..") + "_." + "victim",
+        "_." + str(victim).lstrip("/").replace("/", "_."),
+    ]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(PARTITIONS, hostile)
-        plan, _ = plan_for(instance, DocsFolder(path=str(docs)), store, BlurbLLM(model_path="x.gguf"),
-                           Embedder(model_path="y.gguf"), Chunking())
+        plan, _ = plan_for(
+            instance,
+            DocsFolder(path=str(docs)),
+            store,
+            BlurbLLM(model_path="x.gguf"),
+            Embedder(model_path="y.gguf"),
+            Chunking(),
+        )
         assert plan.removed == [] and set(plan.invalid) == set(hostile)
         order = apply_to_instance(instance, store, plan)
         assert set(hostile) <= set(order)  # reported, not deleted
@@ -70,8 +91,8 @@ def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
 
 
 def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
-    from assets.raw_documents import raw_documents
     from assets.partitions import documents
+    from assets.raw_documents import raw_documents
     from resources.documents.docs import DocsFolder
     from resources.store.store import Store
 
@@ -86,8 +107,13 @@ def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(documents.name, keys)
         for key in keys:
-            result = dg.materialize([raw_documents], partition_key=key, instance=instance, raise_on_error=False,
-                                    resources={"docs": DocsFolder(path=str(docs)), "store": Store(home=str(home))})
+            result = dg.materialize(
+                [raw_documents],
+                partition_key=key,
+                instance=instance,
+                raise_on_error=False,
+                resources={"docs": DocsFolder(path=str(docs)), "store": Store(home=str(home))},
+            )
             meta = result.asset_materializations_for_node("raw_documents")[0].metadata
             assert meta["documents_failed"].value == 1 and "invalid partition key" in meta["problems"].value, key
     assert not (home / "stages").exists() or not any((home / "stages").iterdir())
@@ -116,11 +142,12 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     finally:
         sys.stdout = out
     printed = capsys.readouterr().out
-    assert not any(ord(c) < 32 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f or 0x202a <= ord(c) <= 0x202e
-                   for c in printed)
+    assert not any(
+        ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E for c in printed
+    )
     assert "\\u001b]52;c;ZXZpbA==\\u0007" in printed and "\\u202egnp.exe" in printed
     start = printed.index("[\n  {")
-    as_json = printed[start:printed.index("\n]", start) + 2]
+    as_json = printed[start : printed.index("\n]", start) + 2]
     assert json.loads(as_json)[0]["blurb"] == f"blurb {hostile}"  # escapes are valid JSON
 
 
@@ -166,8 +193,8 @@ def test_another_docs_folder_needs_replace(tmp_path, capsys):
 
 
 def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
-    from resources.documents.reading import discover
     from pipelines.preflight import check_data_folder
+    from resources.documents.reading import discover
 
     docs = tmp_path / "docs"
     (docs / "index").mkdir(parents=True)
@@ -183,8 +210,8 @@ def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
 def test_odd_files_never_stop_discovery(tmp_path):
     import os
 
-    from resources.documents.reading import DocumentError, discover
     from resources.documents.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -198,10 +225,9 @@ def test_odd_files_never_stop_discovery(tmp_path):
 
 
 def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
-    from resources.documents.reading import discover
     from resources.documents.docs import DocsFolder
-
     from resources.documents.keys import decode_key
+    from resources.documents.reading import discover
 
     for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
         key = encode_key(source)
@@ -220,7 +246,7 @@ def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
 def test_a_huge_k_gets_one_line(capsys, tmp_path):
     from pipelines.cli import main
 
-    assert main(["search", "x", "-k", str(2 ** 70), "--home", str(tmp_path)]) == 2
+    assert main(["search", "x", "-k", str(2**70), "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "-k must be at most 1,000,000" in err[0]
 
@@ -242,7 +268,9 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
     refs = discover(tmp_path)
     assert len(refs) == 50 and len(parses) == 1  # discovery
     docs = [load(r) for r in refs]
-    assert sorted(d.text for d in docs) == sorted(f"text {i}" for i in range(50)) and len(parses) == 2  # 50 loads, 1 parse
+    assert (
+        sorted(d.text for d in docs) == sorted(f"text {i}" for i in range(50)) and len(parses) == 2
+    )  # 50 loads, 1 parse
     line = "# " + " " * 50_000 + "x"
     assert markdown_headings(line + "\n## Real heading ##\n") == [[len(line) + 1, 2, "Real heading"]]
 
@@ -250,11 +278,13 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
 def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
     import json
 
-    from resources.documents.reading import DocumentError, discover, load
     from resources.documents.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover, load
 
-    corpus = [{"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
-              {"doc_id": "d1", "content": "second", "chunks": [{"content": "second"}]}]
+    corpus = [
+        {"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
+        {"doc_id": "d1", "content": "second", "chunks": [{"content": "second"}]},
+    ]
     (tmp_path / "c.json").write_text(json.dumps(corpus))
     refs = discover(tmp_path)
     assert [r.source for r in refs] == ["c.json#d1", "c.json#d1#duplicate-2"]
@@ -273,9 +303,15 @@ def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
     w = pypdf.PdfWriter()
-    font = w._add_object(DictionaryObject({NameObject("/Type"): NameObject("/Font"),
-                                           NameObject("/Subtype"): NameObject("/Type1"),
-                                           NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    font = w._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
 
     def stream():
         s = DecodedStreamObject()
@@ -287,7 +323,8 @@ def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes
         page = w.add_blank_page(612, 792)
         page[NameObject("/Contents")] = one if shared else stream()
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
     out = io.BytesIO()
     w.write(out)
     return out.getvalue()
@@ -321,7 +358,9 @@ def test_deeply_nested_html_is_read_as_text_within_the_bound():
     notes = []
     text, title, headings = html_to_text("deep.html", (b"<div>" * n + b"deep &amp; text" + b"</div>" * n), notes)
     assert text == "deep & text" and headings == [] and title is None
-    assert notes == [f"HTML nested {n:,} deep (over {MAX_HTML_DEPTH}): read as text with its tags stripped, no headings"]
+    assert notes == [
+        f"HTML nested {n:,} deep (over {MAX_HTML_DEPTH}): read as text with its tags stripped, no headings"
+    ]
     text, title, headings = html_to_text("ok.html", page, [])
     assert title is None and headings == [[0, 1, "Title"]] and "two" in text
 
@@ -346,8 +385,8 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
     read is refused at the read, and the outside file's bytes are never read."""
     import os
 
-    from resources.documents.reading import DocumentError, discover, load
     from resources.documents.docs import DocsFolder
+    from resources.documents.reading import DocumentError, discover, load
 
     docs, outside = tmp_path / "docs", tmp_path / "outside"
     (docs / "sub").mkdir(parents=True)
@@ -381,6 +420,7 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
 
 
 # -- issue 24, smaller points -----------------------------------------------------------------------
+
 
 def test_hand_registered_keys_of_hidden_files_are_refused():
     from resources.documents.keys import PartitionKeyError, check_key, encode_key
@@ -432,7 +472,6 @@ def test_an_object_store_data_folder_never_chooses_the_local_docs_folder():
 def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
     from pipelines.preflight import StartupError, check_chat_model
     from pipelines.settings import resources_from_env
-
     from resources.models import registry as models
 
     res = resources_from_env(plain=True)

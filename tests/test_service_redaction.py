@@ -26,8 +26,10 @@ import pytest
 from conftest import REPO, needs_models
 
 #: The rows' text (BM25 needs a vocabulary; the vectors are random).
-TEXT = ("rotate the signing keys every ninety days and store the old ones for audits; the cache is "
-        "invalidated when a document changes, and retries back off exponentially after a timeout")
+TEXT = (
+    "rotate the signing keys every ninety days and store the old ones for audits; the cache is "
+    "invalidated when a document changes, and retries back off exponentially after a timeout"
+)
 
 
 def _free_port() -> int:
@@ -47,7 +49,7 @@ def _data_folder(root: Path, rows: int = 40, dim: int = 384) -> Path:
     vecs = rng.standard_normal((rows, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     words = TEXT.split()
-    texts = [" ".join(words[i % len(words):] + words[: i % len(words)]) for i in range(rows)]
+    texts = [" ".join(words[i % len(words) :] + words[: i % len(words)]) for i in range(rows)]
     build_store(root, vecs, texts)
     (root / DATA_MARKER).write_text("")
     return root
@@ -59,9 +61,14 @@ def _serve(home: Path, env: dict, token: str | None = None) -> tuple[subprocess.
     child_env = {k: v for k, v in (os.environ | env).items() if k != "SITUATE_API_TOKEN"}
     if token:
         child_env["SITUATE_API_TOKEN"] = token
-    child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port),
-                              "--home", str(home)], cwd=REPO, env=child_env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
+        cwd=REPO,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     req = urllib.request.Request(base + "/health", headers={"Authorization": f"Bearer {token}"} if token else {})
     for _ in range(240):
@@ -138,23 +145,34 @@ def test_a_missing_reranker_is_named_without_its_path_in_the_warning(tmp_path):
     assert not any(str(tmp_path) in w or "alice" in w for w in warnings), warnings
 
 
-@pytest.mark.parametrize("text, shown", [
-    ("embedder file /home/alice/.cache/situate/models/bge-small-en-v1.5/model.onnx not found: run x",
-     "embedder file model.onnx not found: run x"),
-    ("model file '/srv/models/a b/nomic.gguf' (SITUATE_EMBED_MODEL) is empty",
-     "model file 'nomic.gguf' (SITUATE_EMBED_MODEL) is empty"),
-    ("cannot open ~/private/notes/keys.md.", "cannot open keys.md."),
-    ("read file:///home/alice/x/table.lance failed", "read table.lance failed"),
-    ("the table in /data/team-notes holds 768-wide vectors", "the table in team-notes holds 768-wide vectors"),
-    ("fetch https://example.com/a/b and s3://bucket/team/lancedb: 3/4 tokens/s", None),
-    # review: Lance prints local paths without their leading "/", and a path may follow ":" directly
-    ("LanceError(IO): Not found: data/team-notes/lancedb/chunks.lance/_versions/2.manifest",
-     "LanceError(IO): Not found: team-notes/lancedb/chunks.lance/_versions/2.manifest"),
-    ("LanceError(IO): Not found: srv/alice/old/lancedb/chunks.lance/data/f.lance, line 3",
-     "LanceError(IO): Not found: chunks.lance/data/f.lance, line 3"),
-    ("cannot open:/home/alice/secret.txt; retrying", "cannot open:secret.txt; retrying"),
-    ("error:/srv/models/x.gguf", "error:x.gguf"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (
+            "embedder file /home/alice/.cache/situate/models/bge-small-en-v1.5/model.onnx not found: run x",
+            "embedder file model.onnx not found: run x",
+        ),
+        (
+            "model file '/srv/models/a b/nomic.gguf' (SITUATE_EMBED_MODEL) is empty",
+            "model file 'nomic.gguf' (SITUATE_EMBED_MODEL) is empty",
+        ),
+        ("cannot open ~/private/notes/keys.md.", "cannot open keys.md."),
+        ("read file:///home/alice/x/table.lance failed", "read table.lance failed"),
+        ("the table in /data/team-notes holds 768-wide vectors", "the table in team-notes holds 768-wide vectors"),
+        ("fetch https://example.com/a/b and s3://bucket/team/lancedb: 3/4 tokens/s", None),
+        # review: Lance prints local paths without their leading "/", and a path may follow ":" directly
+        (
+            "LanceError(IO): Not found: data/team-notes/lancedb/chunks.lance/_versions/2.manifest",
+            "LanceError(IO): Not found: team-notes/lancedb/chunks.lance/_versions/2.manifest",
+        ),
+        (
+            "LanceError(IO): Not found: srv/alice/old/lancedb/chunks.lance/data/f.lance, line 3",
+            "LanceError(IO): Not found: chunks.lance/data/f.lance, line 3",
+        ),
+        ("cannot open:/home/alice/secret.txt; retrying", "cannot open:secret.txt; retrying"),
+        ("error:/srv/models/x.gguf", "error:x.gguf"),
+    ],
+)
 def test_redaction_names_every_absolute_path_by_its_last_component(text, shown):
     from situate.service import redact
 

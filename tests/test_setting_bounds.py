@@ -18,13 +18,15 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-
 from conftest import REPO, needs_models
+
 from assets.partitions import PARTITIONS, encode_key
 
 #: The two values of the finding and the message each must get (the variable, the value, the bound).
-FINDING = [("SITUATE_N_CTX", "0", "SITUATE_N_CTX=0 is below its minimum, 1"),
-           ("SITUATE_MAX_BLURB_CHUNKS", "-1", "SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0")]
+FINDING = [
+    ("SITUATE_N_CTX", "0", "SITUATE_N_CTX=0 is below its minimum, 1"),
+    ("SITUATE_MAX_BLURB_CHUNKS", "-1", "SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0"),
+]
 
 
 def _folders(tmp_path: Path) -> dict:
@@ -39,8 +41,13 @@ def _folders(tmp_path: Path) -> dict:
     (docs / "main.py").write_text(text)
     instance.mkdir()
     (instance / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    return {"SITUATE_DOCS": str(docs), "SITUATE_HOME": str(home), "DAGSTER_HOME": str(instance),
-            "SITUATE_CHUNK_TOKENS": "120", "SITUATE_OVERLAP_TOKENS": "0"}
+    return {
+        "SITUATE_DOCS": str(docs),
+        "SITUATE_HOME": str(home),
+        "DAGSTER_HOME": str(instance),
+        "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_OVERLAP_TOKENS": "0",
+    }
 
 
 def _register(env: dict, key: str) -> None:
@@ -64,10 +71,26 @@ def test_the_dagster_command_refuses_an_out_of_range_setting(tmp_path, name, val
     env = _folders(tmp_path)
     key = encode_key("main.py")
     _register(env, key)
-    out = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
-                          "--select", "raw_documents,chunks,fitted_preambles,blurbs", "--partition", key],
-                         capture_output=True, text=True, cwd=REPO, timeout=600,
-                         env=os.environ | env | {name: value})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "asset",
+            "materialize",
+            "-m",
+            "pipelines.definitions",
+            "--select",
+            "raw_documents,chunks,fitted_preambles,blurbs",
+            "--partition",
+            key,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        env=os.environ | env | {name: value},
+    )
     said = out.stdout + out.stderr
     assert out.returncode != 0, said[-3000:]
     assert message in said, said[-3000:]
@@ -90,7 +113,8 @@ def _ingest_in_process(env: dict, monkeypatch, run_config: dict | None = None, a
     _register(env, key)
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         return defs.resolve_job_def("ingest").execute_in_process(
-            instance=instance, partition_key=key, run_config=run_config or {}, raise_on_error=False)
+            instance=instance, partition_key=key, run_config=run_config or {}, raise_on_error=False
+        )
 
 
 def _failure_text(result) -> str:
@@ -155,7 +179,8 @@ def test_situate_dev_refuses_before_starting_dagster(tmp_path, monkeypatch, caps
         code = None
     assert started == [] and code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "situate: error: SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0"]
+        "situate: error: SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0"
+    ]
 
 
 def _outside(bound) -> list:
@@ -265,8 +290,15 @@ def test_every_numeric_setting_read_is_in_the_table():
 def test_the_fallback_share_read_when_the_assets_load_is_checked():
     """SITUATE_MAX_FALLBACK_SHARE is read when ``assets.bm25_index`` is imported (the table check's
     default): a value that is not a number, or outside 0-1, is refused naming the variable."""
-    for raw, said in (("abc", "SITUATE_MAX_FALLBACK_SHARE='abc' is not a number"),
-                      ("1.5", "SITUATE_MAX_FALLBACK_SHARE=1.5 is above its maximum")):
-        res = subprocess.run([sys.executable, "-c", "import assets.bm25_index"], capture_output=True, text=True,
-                             env={**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw}, cwd=REPO)
+    for raw, said in (
+        ("abc", "SITUATE_MAX_FALLBACK_SHARE='abc' is not a number"),
+        ("1.5", "SITUATE_MAX_FALLBACK_SHARE=1.5 is above its maximum"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-c", "import assets.bm25_index"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw},
+            cwd=REPO,
+        )
         assert res.returncode != 0 and said in res.stderr, res.stderr[-300:]

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-
-from resources.documents.reading import SourceRef
 from conftest import needs_models
+
 from assets.embeddings import build_rows
 from pipelines.sync import contiguous_ranges, plan_sync
+from resources.documents.reading import SourceRef
 from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store.store import Store
 
@@ -13,10 +13,14 @@ DOC = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s1"}
 
 def rows(key, texts, blurbs=None, sha="s1", fp="fp"):
     """Rows with FAKE 4-d vectors."""
-    chunks = [{"chunk_id": f"{key}:{i}:{abs(hash(t)) % 10**12:012d}", "index": i, "text": t, "heading_path": ["H"]}
-              for i, t in enumerate(texts)]
-    bl = [{"chunk_id": c["chunk_id"], "blurb": (blurbs or [""] * len(texts))[i], "status": "model"}
-          for i, c in enumerate(chunks)]
+    chunks = [
+        {"chunk_id": f"{key}:{i}:{abs(hash(t)) % 10**12:012d}", "index": i, "text": t, "heading_path": ["H"]}
+        for i, t in enumerate(texts)
+    ]
+    bl = [
+        {"chunk_id": c["chunk_id"], "blurb": (blurbs or [""] * len(texts))[i], "status": "model"}
+        for i, c in enumerate(chunks)
+    ]
     vec = np.ones((len(texts), 4), np.float32) / 2
     return build_rows(key, DOC | {"sha256": sha}, chunks, bl, vec, "llm", "emb", fp)
 
@@ -28,8 +32,9 @@ def test_replacing_a_document_leaves_no_duplicates_or_stale_rows(tmp_path):
     store.replace_document("a", rows("a", ["one", "two changed"]))
     store.replace_document("a", rows("a", ["one", "two changed"]))  # same again: idempotent
     t = store.table()
-    got = sorted(t.search().select(["chunk_id", "text", "document_key"]).limit(None).to_arrow()
-                 .column("text").to_pylist())
+    got = sorted(
+        t.search().select(["chunk_id", "text", "document_key"]).limit(None).to_arrow().column("text").to_pylist()
+    )
     assert got == ["one", "other", "two changed"]
     assert t.count_rows() == 3
     assert store.document_states()["a"]["rows"] == 2
@@ -71,12 +76,19 @@ def ref(key, sha):
 
 def test_plan_sync_classifies_documents():
     refs = [ref("new", "n"), ref("same", "s"), ref("changed", "c2"), ref("oldfp", "o"), ref("bad", "b")]
-    states = {"same": {"rows": 2, "doc_sha256": {"s"}, "fingerprint": {"fp"}},
-              "changed": {"rows": 1, "doc_sha256": {"c1"}, "fingerprint": {"fp"}},
-              "oldfp": {"rows": 1, "doc_sha256": {"o"}, "fingerprint": {"fp0"}},
-              "gone": {"rows": 3, "doc_sha256": {"g"}, "fingerprint": {"fp"}}}
-    plan = plan_sync(refs, ["same", "changed", "oldfp", "gone", "bad"], states, "fp",
-                     bad_inputs={"bad": ("b", "bad: empty (0 bytes)")})
+    states = {
+        "same": {"rows": 2, "doc_sha256": {"s"}, "fingerprint": {"fp"}},
+        "changed": {"rows": 1, "doc_sha256": {"c1"}, "fingerprint": {"fp"}},
+        "oldfp": {"rows": 1, "doc_sha256": {"o"}, "fingerprint": {"fp0"}},
+        "gone": {"rows": 3, "doc_sha256": {"g"}, "fingerprint": {"fp"}},
+    }
+    plan = plan_sync(
+        refs,
+        ["same", "changed", "oldfp", "gone", "bad"],
+        states,
+        "fp",
+        bad_inputs={"bad": ("b", "bad: empty (0 bytes)")},
+    )
     assert plan.added == ["new"]
     assert plan.removed == ["gone"]
     assert sorted(plan.stale) == ["changed", "new", "oldfp"]
@@ -171,6 +183,7 @@ def test_documents_of_active_runs_are_in_flight():
 
     order = ["a", "b", "c", "d", "e"]
     with dg.instance_for_test() as instance:
+
         def run(status, tags, job="ingest"):
             instance.add_run(dg.DagsterRun(job_name=job, run_id=str(uuid.uuid4()), status=status, tags=tags))
 
@@ -200,9 +213,13 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
     ids = [f"r{i:04d}" for i in range(n)]
     texts = [f"row {i} word{i % 50}" for i in range(n)]
     cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
-    cols.update(chunk_id=pa.array(ids), document_key=pa.array(["k"] * n), text=pa.array(texts),
-                chunk_index=pa.array(range(n), pa.int32()),
-                vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim))
+    cols.update(
+        chunk_id=pa.array(ids),
+        document_key=pa.array(["k"] * n),
+        text=pa.array(texts),
+        chunk_index=pa.array(range(n), pa.int32()),
+        vector=pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim),
+    )
     store.connect().create_table(TABLE, data=pa.table({f.name: cols[f.name] for f in schema}, schema=schema))
     build_bm25(ids, texts, store.bm25_dir, structural_texts=texts)
     assert store.ensure_vector_index(min_rows=n + 1)["vector_index"] == "none" and store.vector_index() is None
@@ -268,12 +285,22 @@ def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path)
         instance.add_dynamic_partitions(PARTITIONS, ["a", "b", "bad"])
         res = dg.materialize([bm25_index], resources={"store": store}, instance=instance)
         checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
-        assert checks == {"ids_match_table": True, "rows_match_chunks": True, "unique_chunk_ids": True,
-                          "vectors_sound": True, "fallback_share": True, "no_removal_held": True,
-                          "documents_not_stuck": True}
+        assert checks == {
+            "ids_match_table": True,
+            "rows_match_chunks": True,
+            "unique_chunk_ids": True,
+            "vectors_sound": True,
+            "fallback_share": True,
+            "no_removal_held": True,
+            "documents_not_stuck": True,
+        }
         store.table().delete("document_key = 'b'")
-        res = dg.materialize([bm25_index], resources={"store": store}, instance=instance,
-                             run_config={"ops": {"bm25_index": {"config": {"max_fallback_share": 0.0}}}})
+        res = dg.materialize(
+            [bm25_index],
+            resources={"store": store},
+            instance=instance,
+            run_config={"ops": {"bm25_index": {"config": {"max_fallback_share": 0.0}}}},
+        )
         checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
         assert checks["rows_match_chunks"] is False and checks["ids_match_table"] is True
         assert checks["fallback_share"] is True  # every FAKE row is status "model"
@@ -290,8 +317,13 @@ def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
     refs = {k: SourceRef(k, k, f"/x/{k}", "sha") for k in order}
     plan = SyncPlan(refs=refs, added=[], removed=[], stale=stale, fresh=[], known_bad={}, invalid={})
     reqs = run_requests(plan, order, "fp", per_run=2)
-    spans = [(r.tags.get("dagster/asset_partition_range_start", r.partition_key),
-              r.tags.get("dagster/asset_partition_range_end", r.partition_key)) for r in reqs]
+    spans = [
+        (
+            r.tags.get("dagster/asset_partition_range_start", r.partition_key),
+            r.tags.get("dagster/asset_partition_range_end", r.partition_key),
+        )
+        for r in reqs
+    ]
     assert spans == [("d0", "d1"), ("d2", "d3"), ("d5", "d6")]
     assert len({r.run_key for r in reqs}) == 3  # disjoint documents, distinct runs
     from assets.partitions import backfill_policy
@@ -391,8 +423,11 @@ def test_a_killed_automation_run_of_the_index_is_reaped():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with dg.instance_for_test() as instance:
-        run = create_run_for_test(instance, job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED,
-                                  tags={"situate/host": socket.gethostname(), "situate/pid": str(gone.pid),
-                                        "situate/pid_start": "0"})
+        run = create_run_for_test(
+            instance,
+            job_name="__ASSET_JOB",
+            status=dg.DagsterRunStatus.STARTED,
+            tags={"situate/host": socket.gethostname(), "situate/pid": str(gone.pid), "situate/pid_start": "0"},
+        )
         assert reap_dead_runs(instance) == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE

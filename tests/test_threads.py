@@ -4,7 +4,6 @@
 import time
 
 import pytest
-
 from conftest import needs_models
 
 

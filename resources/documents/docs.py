@@ -6,11 +6,17 @@ from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
-from resources.documents.reading import (DUPLICATE_MARK, MAX_FILE_BYTES, DocumentError, SourceRef, corpus_entry_sha,
-                                 corpus_index, discover)
 from resources.documents.files import TooLarge, read_under
 from resources.documents.keys import PartitionKeyError, check_key, encode_key
-
+from resources.documents.reading import (
+    DUPLICATE_MARK,
+    MAX_FILE_BYTES,
+    DocumentError,
+    SourceRef,
+    corpus_entry_sha,
+    corpus_index,
+    discover,
+)
 
 #: Default chunk size and overlap, in tiktoken ``cl100k_base`` tokens: the Contextual Retrieval
 #: blog ("usually no more than a few hundred tokens"; its appendix uses 800-token chunks), with a
@@ -62,7 +68,7 @@ class DocsFolder(dg.ConfigurableResource):
         if "#" in source and not (self.base / source).is_file():
             cuts = [i for i, ch in enumerate(source) if ch == "#"]
             at = next((i for i in cuts if (self.base / source[:i]).is_file()), cuts[0])
-            file_part, doc_id = source[:at], source[at + 1:]
+            file_part, doc_id = source[:at], source[at + 1 :]
         path = self.base / file_part
         try:
             inside = path.resolve().is_relative_to(self.base)
@@ -95,7 +101,6 @@ class DocsFolder(dg.ConfigurableResource):
         except OSError as e:
             raise DocumentError(source, f"cannot read ({e.strerror or e})") from None
         return SourceRef(encode_key(source), source, str(path), hashlib.sha256(data).hexdigest())
-
 
 
 class Chunking(dg.ConfigurableResource):

@@ -20,6 +20,7 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+
 from resources.errors import LinkRefused, TooLarge  # noqa: F401  (importable from here as before)
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -67,7 +68,7 @@ def read_under(root: str | Path, parts: Sequence[str], limit: int | None = None)
                 nfd = os.open(part, flags, dir_fd=fd)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.EMLINK) or (e.errno == errno.ENOTDIR and _is_link(part, fd)):
-                    where = "/".join(parts[:i + 1])
+                    where = "/".join(parts[: i + 1])
                     raise LinkRefused(e.errno, f"{where} is a symbolic link: not followed") from None
                 raise
             os.close(fd)

@@ -28,8 +28,8 @@ Examples
 from __future__ import annotations
 
 import re
-from resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
 
+from resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -91,7 +91,7 @@ def decode_key(key: str) -> str:
             raw += ch.encode()
             i += 1
             continue
-        nxt = key[i + 1: i + 2]
+        nxt = key[i + 1 : i + 2]
         if nxt == "_":
             raw += b"_"
             i += 2
@@ -99,7 +99,7 @@ def decode_key(key: str) -> str:
             raw += b"/"
             i += 2
         else:
-            pair = key[i + 1: i + 3]
+            pair = key[i + 1 : i + 3]
             if len(pair) != 2 or not all(c in "0123456789ABCDEF" for c in pair):
                 raise PartitionKeyError(f"partition key {key!r}: bad escape at {i}")
             raw.append(int(pair, 16))
@@ -133,10 +133,16 @@ def check_key(key: str) -> str:
         raise PartitionKeyError(f"partition key {key!r} is not in the canonical form of {source!r}")
     file_part = source.rsplit("#", 1)[0] if "#" in source else source
     parts = source.split("/") + file_part.split("/")
-    if (file_part.startswith("/") or "\\" in file_part or any(p in ("", ".", "..") for p in parts)
-            or any(ord(c) < 32 or ord(c) == 127 for c in source)):
+    if (
+        file_part.startswith("/")
+        or "\\" in file_part
+        or any(p in ("", ".", "..") for p in parts)
+        or any(ord(c) < 32 or ord(c) == 127 for c in source)
+    ):
         raise PartitionKeyError(f"partition key {key!r} names {source!r}, not a relative path inside the docs folder")
     if any(p.startswith(".") for p in file_part.split("/")):
-        raise PartitionKeyError(f"partition key {key!r} names a hidden file or folder ({file_part!r}), which "
-                                "discovery skips: it is never read")
+        raise PartitionKeyError(
+            f"partition key {key!r} names a hidden file or folder ({file_part!r}), which "
+            "discovery skips: it is never read"
+        )
     return source

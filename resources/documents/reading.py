@@ -21,8 +21,8 @@ from pathlib import Path, PurePosixPath
 
 from resources.documents.files import TooLarge, read_under, split_under
 from resources.documents.keys import encode_key
-from resources.store.store import DATA_MARKER
 from resources.errors import DocumentError  # noqa: F401  (importable from here as before)
+from resources.store.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -33,14 +33,67 @@ RST_EXT = {".rst"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 PDF_EXT = {".pdf"}
 CODE_EXT = {
-    ".py", ".pyi", ".rs", ".go", ".java", ".kt", ".scala", ".c", ".h", ".cc", ".cpp", ".cxx",
-    ".hpp", ".hh", ".cs", ".js", ".jsx", ".mjs", ".ts", ".tsx", ".rb", ".php", ".swift", ".m",
-    ".sh", ".bash", ".zsh", ".sql", ".r", ".jl", ".lua", ".pl", ".hs", ".ml", ".ex", ".exs",
-    ".toml", ".yaml", ".yml", ".ini", ".cfg", ".json", ".xml", ".css", ".scss", ".proto",
+    ".py",
+    ".pyi",
+    ".rs",
+    ".go",
+    ".java",
+    ".kt",
+    ".scala",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".hpp",
+    ".hh",
+    ".cs",
+    ".js",
+    ".jsx",
+    ".mjs",
+    ".ts",
+    ".tsx",
+    ".rb",
+    ".php",
+    ".swift",
+    ".m",
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".sql",
+    ".r",
+    ".jl",
+    ".lua",
+    ".pl",
+    ".hs",
+    ".ml",
+    ".ex",
+    ".exs",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".ini",
+    ".cfg",
+    ".json",
+    ".xml",
+    ".css",
+    ".scss",
+    ".proto",
 }
 CODE_NAMES = {"Makefile", "Dockerfile", "CMakeLists.txt", "Justfile"}
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".situate",
-             ".mypy_cache", ".pytest_cache", ".tox"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    "node_modules",
+    ".venv",
+    "venv",
+    ".situate",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".tox",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +164,7 @@ class Document:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Document":
+    def from_json(cls, d: dict) -> Document:
         return cls(**d)
 
 
@@ -120,8 +173,14 @@ def format_of(path: Path) -> str | None:
     ext = path.suffix.lower()
     if path.name in CODE_NAMES:
         return "code"
-    for fmt, exts in (("text", TEXT_EXT), ("markdown", MARKDOWN_EXT), ("rst", RST_EXT),
-                      ("html", HTML_EXT), ("pdf", PDF_EXT), ("code", CODE_EXT)):
+    for fmt, exts in (
+        ("text", TEXT_EXT),
+        ("markdown", MARKDOWN_EXT),
+        ("rst", RST_EXT),
+        ("html", HTML_EXT),
+        ("pdf", PDF_EXT),
+        ("code", CODE_EXT),
+    ):
         if ext in exts:
             return fmt
     return None
@@ -137,8 +196,12 @@ def read_corpus(data: bytes) -> list[dict] | None:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
         return None
-    if (isinstance(obj, list) and obj and all(isinstance(d, dict) for d in obj)
-            and all({"doc_id", "content", "chunks"} <= d.keys() for d in obj)):
+    if (
+        isinstance(obj, list)
+        and obj
+        and all(isinstance(d, dict) for d in obj)
+        and all({"doc_id", "content", "chunks"} <= d.keys() for d in obj)
+    ):
         return obj
     return None
 
@@ -280,8 +343,9 @@ def _decode_text(source: str, data: bytes, notes: list[str] | None = None) -> st
             encoding = best.encoding if best is not None else "cp1252"
             # short texts often tie (cp1250, cp1252, cp1257 decode them equally well): among
             # equals, take cp1252, the most common legacy 8-bit encoding
-            if best is not None and any(m.encoding == "cp1252" and m.chaos == best.chaos
-                                        and m.coherence == best.coherence for m in matches):
+            if best is not None and any(
+                m.encoding == "cp1252" and m.chaos == best.chaos and m.coherence == best.coherence for m in matches
+            ):
                 encoding = "cp1252"
             text = data.decode(encoding, errors="replace")
             notes.append(f"not valid UTF-8 ({where}); decoded as {encoding} (detected by charset-normalizer)")
@@ -341,9 +405,35 @@ def rst_headings(text: str) -> list[list]:
     return out
 
 
-_HTML_BLOCKS = ["p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article",
-                "pre", "blockquote", "table", "ul", "ol", "dt", "dd", "header", "footer", "main",
-                "nav", "aside", "figure", "figcaption", "hr"]
+_HTML_BLOCKS = [
+    "p",
+    "div",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "section",
+    "article",
+    "pre",
+    "blockquote",
+    "table",
+    "ul",
+    "ol",
+    "dt",
+    "dd",
+    "header",
+    "footer",
+    "main",
+    "nav",
+    "aside",
+    "figure",
+    "figcaption",
+    "hr",
+]
 
 
 #: Deepest element nesting given to BeautifulSoup.  Its html.parser tree builder is quadratic in
@@ -355,7 +445,8 @@ MAX_HTML_DEPTH = 256
 #: tags"): not counted as nesting by :func:`html_depth`.
 _HTML_UNNESTED = frozenset(
     "area base br col embed hr img input link meta source track wbr param keygen "
-    "p li dt dd tr td th thead tbody tfoot option optgroup rt rp colgroup caption".split())
+    "p li dt dd tr td th thead tbody tfoot option optgroup rt rp colgroup caption".split()
+)
 _HTML_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)[^<>]*?(/?)>")
 
 
@@ -384,8 +475,9 @@ def html_to_text(source: str, data: bytes, notes: list[str] | None = None) -> tu
     depth = html_depth(raw)
     if depth > MAX_HTML_DEPTH:
         if notes is not None:
-            notes.append(f"HTML nested {depth:,} deep (over {MAX_HTML_DEPTH}): read as text with its "
-                         "tags stripped, no headings")
+            notes.append(
+                f"HTML nested {depth:,} deep (over {MAX_HTML_DEPTH}): read as text with its tags stripped, no headings"
+            )
         text = html.unescape(_HTML_TAG.sub(" ", raw))
         text = re.sub(r"[ \t\r\f\v]+", " ", text)
         return re.sub(r"\n\s*\n\s*", "\n\n", text).strip(), None, []
@@ -466,9 +558,12 @@ def pdf_to_text(source: str, data: bytes, notes: list[str] | None = None) -> tup
             text = (page.extract_text() or "").strip()
             total += len(text)
             if total > limit:
-                raise DocumentError(source, f"PDF extracts to over {limit:,} characters ({PDF_BASE_CHARS:,} + "
-                                            f"{MAX_PDF_CHARS_PER_BYTE} per byte of its {len(data):,} bytes) "
-                                            f"by page {len(pages) + repeated + 1}")
+                raise DocumentError(
+                    source,
+                    f"PDF extracts to over {limit:,} characters ({PDF_BASE_CHARS:,} + "
+                    f"{MAX_PDF_CHARS_PER_BYTE} per byte of its {len(data):,} bytes) "
+                    f"by page {len(pages) + repeated + 1}",
+                )
             pages.append(text)
         if repeated and notes is not None:
             notes.append(f"{repeated} PDF pages repeat an earlier page's content stream: read once")
@@ -508,8 +603,9 @@ def load(ref: SourceRef) -> Document:
             raise DocumentError(ref.source, f"too large ({size:,} bytes > {MAX_FILE_BYTES:,})")
         if ref.corpus_doc_id is not None:  # the corpus is parsed once per run, not once per document
             st = path.stat()
-            return _load_corpus_doc(ref, corpus_index(str(path), st.st_size, st.st_mtime_ns, n_parts)
-                                    .get(ref.corpus_doc_id))
+            return _load_corpus_doc(
+                ref, corpus_index(str(path), st.st_size, st.st_mtime_ns, n_parts).get(ref.corpus_doc_id)
+            )
         # no link followed, even one swapped in since the folder was listed
         data = read_under(*split_under(path, n_parts), limit=MAX_FILE_BYTES)
     except TooLarge as e:
@@ -541,16 +637,28 @@ def load(ref: SourceRef) -> Document:
     sha = _sha256(data)
     if sha != ref.sha256:  # written to since the folder was listed: the rows say what was read
         notes.append("changed since the folder was listed: indexed as read now")
-    return Document(doc_id=ref.source, source=ref.source, key=ref.key, sha256=sha,
-                    title=title, format=fmt, size_bytes=len(data), text=text, headings=headings,
-                    notes=notes)
+    return Document(
+        doc_id=ref.source,
+        source=ref.source,
+        key=ref.key,
+        sha256=sha,
+        title=title,
+        format=fmt,
+        size_bytes=len(data),
+        text=text,
+        headings=headings,
+        notes=notes,
+    )
 
 
 def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
     if DUPLICATE_MARK in ref.source:
         doc_id, _, n = ref.corpus_doc_id.rpartition(DUPLICATE_MARK)
-        raise DocumentError(ref.source, f"doc_id {doc_id!r} appears again (occurrence {n}) in the corpus file: "
-                                        "only its first document is indexed; give each document its own doc_id")
+        raise DocumentError(
+            ref.source,
+            f"doc_id {doc_id!r} appears again (occurrence {n}) in the corpus file: "
+            "only its first document is indexed; give each document its own doc_id",
+        )
     if entry is None:
         raise DocumentError(ref.source, "document no longer in the corpus file")
     text = entry["content"]
@@ -565,6 +673,14 @@ def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
     if not given:
         raise DocumentError(ref.source, "corpus entry has no chunks")
     raw = json.dumps(entry, ensure_ascii=False).encode()
-    return Document(doc_id=ref.corpus_doc_id, source=ref.source, key=ref.key, sha256=ref.sha256,
-                    title=_first_line_title(text, ref.corpus_doc_id), format="corpus",
-                    size_bytes=len(raw), text=text, given_chunks=given)
+    return Document(
+        doc_id=ref.corpus_doc_id,
+        source=ref.source,
+        key=ref.key,
+        sha256=ref.sha256,
+        title=_first_line_title(text, ref.corpus_doc_id),
+        format="corpus",
+        size_bytes=len(raw),
+        text=text,
+        given_chunks=given,
+    )

@@ -81,8 +81,8 @@ class ChatTokenizer:
                 out += self.encode(text)
                 break
             mark = min(at, key=at.get)
-            out += self.encode(text[:at[mark]]) + [_MARKS[mark]]
-            text = text[at[mark] + len(mark):]
+            out += self.encode(text[: at[mark]]) + [_MARKS[mark]]
+            text = text[at[mark] + len(mark) :]
         return out
 
     def pieces(self, tokens: list[int]) -> list[bytes]:
@@ -118,11 +118,11 @@ class ChatTokenizer:
         if TURN_END not in tokens:
             raise ValueError("a prompt for a chat API has no end of the user turn")
         end = tokens.index(TURN_END)
-        user, answer = tokens[:end], tokens[end + 1:]
+        user, answer = tokens[:end], tokens[end + 1 :]
         system = ""
         if SYSTEM_END in user:
             cut = user.index(SYSTEM_END)
-            system, user = bytes(user[:cut]).decode("utf-8"), user[cut + 1:]
+            system, user = bytes(user[:cut]).decode("utf-8"), user[cut + 1 :]
         blocks, cur = [], []
         for t in user:
             if t == CACHE_BREAK:
@@ -176,11 +176,14 @@ class MessagesClient:
 
     def __init__(self, model: str, key: str, base_url: str = "", retries: int = 4, timeout: float = 300.0):
         if not model:
-            raise ServerError("SITUATE_LLM_API=anthropic needs SITUATE_LLM_SERVED_MODEL (a Claude model name, "
-                              "e.g. claude-haiku-4-5)")
+            raise ServerError(
+                "SITUATE_LLM_API=anthropic needs SITUATE_LLM_SERVED_MODEL (a Claude model name, e.g. claude-haiku-4-5)"
+            )
         if not key:
-            raise ServerError("SITUATE_LLM_API=anthropic needs ANTHROPIC_API_KEY (the key is read from the "
-                              "environment, never from a file or the command line)")
+            raise ServerError(
+                "SITUATE_LLM_API=anthropic needs ANTHROPIC_API_KEY (the key is read from the "
+                "environment, never from a file or the command line)"
+            )
         if any(c in key for c in "\r\n\x00") or len(key) > 512:
             raise ServerError("ANTHROPIC_API_KEY is not a key (a line break, a NUL or over 512 characters)")
         import anthropic
@@ -207,13 +210,16 @@ class MessagesClient:
         if isinstance(e, anthropic.PermissionDeniedError):
             return ServerError(f"{where}: ANTHROPIC_API_KEY may not use {self.model} (403)")
         if isinstance(e, anthropic.NotFoundError):
-            return ServerError(f"{where} serves no model {self.model!r} (404): set SITUATE_LLM_SERVED_MODEL to "
-                               "a model the key can use")
+            return ServerError(
+                f"{where} serves no model {self.model!r} (404): set SITUATE_LLM_SERVED_MODEL to a model the key can use"
+            )
         if isinstance(e, anthropic.APITimeoutError):
             return ServerError(f"{what} at {where} took longer than SITUATE_LLM_TIMEOUT, after its retries")
         if isinstance(e, anthropic.APIConnectionError):
-            return ServerError(f"cannot reach {where} (SITUATE_LLM_URL) after SITUATE_LLM_RETRIES retries: "
-                               f"{type(e.__cause__ or e).__name__}")
+            return ServerError(
+                f"cannot reach {where} (SITUATE_LLM_URL) after SITUATE_LLM_RETRIES retries: "
+                f"{type(e.__cause__ or e).__name__}"
+            )
         if isinstance(e, anthropic.APIStatusError):
             body = self._hide(str(getattr(e, "message", "") or ""))[:300]
             if e.status_code == 400 and "prompt is too long" in body:
@@ -240,16 +246,17 @@ class MessagesClient:
         except anthropic.AnthropicError as e:
             raise self._error(e, "the model check") from None
         except (ValueError, TypeError, AttributeError):  # not JSON, or not the API's shapes
-            raise ServerError(f"{_safe_url(self.url)} answered the model check with something that is not the "
-                              "Messages API's (SITUATE_LLM_URL)") from None
+            raise ServerError(
+                f"{_safe_url(self.url)} answered the model check with something that is not the "
+                "Messages API's (SITUATE_LLM_URL)"
+            ) from None
         model = getattr(m, "id", "")
         if not isinstance(model, str) or not model or len(model) > 200:
             raise ServerError(f"{_safe_url(self.url)} answered the model check without a model id")
         self.info = ApiInfo(_safe_url(self.url), model)
         return self.info
 
-    def complete(self, system: str, blocks: list[str], answer: str, max_tokens: int,
-                 stop: list[str]) -> Completion:
+    def complete(self, system: str, blocks: list[str], answer: str, max_tokens: int, stop: list[str]) -> Completion:
         """One blurb: ``blocks`` as the user turn's text blocks, the first (the document prefix,
         when there are two or more) marked ``cache_control: ephemeral``; ``answer`` as the
         assistant turn's beginning.  The SDK (2.16) sets no sampling temperature (the current
@@ -287,8 +294,10 @@ class MessagesClient:
         except anthropic.AnthropicError as e:
             raise self._error(e, "a blurb request") from None
         except (ValueError, TypeError, AttributeError):
-            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with something that is not a "
-                              "Messages API answer (SITUATE_LLM_URL)") from None
+            raise ServerError(
+                f"{_safe_url(self.url)} answered a blurb request with something that is not a "
+                "Messages API answer (SITUATE_LLM_URL)"
+            ) from None
         return self.completion_of(msg, stop, time.perf_counter() - t0)
 
     def params(self, system: str, blocks: list[str], answer: str, max_tokens: int, stop: list[str]) -> dict:
@@ -322,14 +331,17 @@ class MessagesClient:
         try:
             return self._completion_of(msg, stop, seconds)
         except (ValueError, TypeError, AttributeError):
-            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with something that is not a "
-                              "Messages API answer (SITUATE_LLM_URL)") from None
+            raise ServerError(
+                f"{_safe_url(self.url)} answered a blurb request with something that is not a "
+                "Messages API answer (SITUATE_LLM_URL)"
+            ) from None
 
     def _completion_of(self, msg, stop: list[str], seconds: float) -> Completion:
         parts = [getattr(b, "text", "") for b in (msg.content or []) if getattr(b, "type", "") == "text"]
         if not parts and msg.stop_reason not in ("refusal", "max_tokens"):
-            raise ServerError(f"{_safe_url(self.url)} answered a blurb request with no text "
-                              f"(stop_reason {msg.stop_reason!r})")
+            raise ServerError(
+                f"{_safe_url(self.url)} answered a blurb request with no text (stop_reason {msg.stop_reason!r})"
+            )
         text = "".join(p for p in parts if isinstance(p, str))[:MAX_ANSWER_CHARS]
         cut = min((text.find(s) for s in stop if s and s in text), default=-1)
         if cut >= 0:
@@ -351,8 +363,10 @@ class MessagesClient:
         if value is None:
             return 0
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
-            raise ServerError(f"{_safe_url(self.url)} answered usage.{name} = {str(value)[:40]!r}, not a token "
-                              "count (SITUATE_LLM_URL)")
+            raise ServerError(
+                f"{_safe_url(self.url)} answered usage.{name} = {str(value)[:40]!r}, not a token "
+                "count (SITUATE_LLM_URL)"
+            )
         return value
 
 
@@ -376,9 +390,15 @@ class Price:
 #: they change: ``SITUATE_LLM_PRICE_INPUT`` / ``SITUATE_LLM_PRICE_OUTPUT`` set today's).  Keyed by
 #: the model id's beginning (a dated snapshot id starts with its model's name).
 PRICES = {
-    "claude-opus-4-5": (5.0, 25.0), "claude-opus-4-1": (15.0, 75.0), "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4-5": (3.0, 15.0), "claude-sonnet-4": (3.0, 15.0), "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0), "claude-3-5-haiku": (0.8, 4.0), "claude-3-haiku": (0.25, 1.25),
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-3-7-sonnet": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
 }
 PRICES_READ = "anthropic.com/pricing, read 2025-11"
 #: Cache write (5-minute entries) and cache read, as multiples of the input rate; batch discount
@@ -395,16 +415,27 @@ def price_of(model: str, input_rate: float | None = None, output_rate: float | N
     if known is None:
         return None
     i, o = PRICES[known]
-    return Price(input_rate if input_rate is not None else i, output_rate if output_rate is not None else o,
-                 PRICES_READ if input_rate is None and output_rate is None else f"{PRICES_READ}, partly set")
+    return Price(
+        input_rate if input_rate is not None else i,
+        output_rate if output_rate is not None else o,
+        PRICES_READ if input_rate is None and output_rate is None else f"{PRICES_READ}, partly set",
+    )
 
 
 def usage_cost_usd(price: Price, usage: dict) -> float:
     """USD of :data:`resources.models.llm.API_USAGE`-shaped ``usage`` (live requests at full price,
     ``batch_`` ones at :data:`BATCH`)."""
-    return sum(cost_usd(price, usage.get(f"{p}evaluated", 0), usage.get(f"{p}written", 0),
-                        usage.get(f"{p}reused", 0), usage.get(f"{p}generated", 0), batch=bool(p))
-               for p in ("", "batch_"))
+    return sum(
+        cost_usd(
+            price,
+            usage.get(f"{p}evaluated", 0),
+            usage.get(f"{p}written", 0),
+            usage.get(f"{p}reused", 0),
+            usage.get(f"{p}generated", 0),
+            batch=bool(p),
+        )
+        for p in ("", "batch_")
+    )
 
 
 def cost_usd(price: Price, evaluated: int, written: int, reused: int, generated: int, batch: bool = False) -> float:
@@ -418,6 +449,10 @@ def cost_usd(price: Price, evaluated: int, written: int, reused: int, generated:
     3.75
     """
     plain = max(evaluated - written, 0)
-    usd = (plain * price.input + written * price.input * CACHE_WRITE + reused * price.input * CACHE_READ
-           + generated * price.output) / 1e6
+    usd = (
+        plain * price.input
+        + written * price.input * CACHE_WRITE
+        + reused * price.input * CACHE_READ
+        + generated * price.output
+    ) / 1e6
     return usd * (BATCH if batch else 1.0)

@@ -10,7 +10,8 @@ Each sequence has its own KV stream (``kv_unified = False``): its cells sit exac
 sequential path puts them, so every sum in attention runs in the same order.  Measured with the
 default model on 8 chunks (``benchmarks/batch_identity.py``), batches of 1, 2 and 3 gave the
 sequential blurbs exactly, but a batch of 8 gave 5 of 8: something else in llama.cpp's decode of 8
-sequences at once rounds differently, not found yet, so identity is only claimed up to 3.  With a unified cache (cells shared by all sequences) the sequences' cells
+sequences at once rounds differently, not found yet, so identity is only claimed up to 3.  With a unified cache
+(cells shared by all sequences) the sequences' cells
 interleave, float sums round differently, and 9 of 10 greedy blurbs of one measured document
 changed.  The price is one copy of the prefix's KV per sequence (``n_seq`` x ``n_ctx`` cells).
 
@@ -66,8 +67,16 @@ class SharedPrefixBatcher:
         llama.cpp could not create the context or a decode failed.
     """
 
-    def __init__(self, llm, n_seq: int = 8, n_ctx: int = 16384, n_batch: int = 512,
-                 max_tokens: int = 80, repeat_penalty: float = 1.3, stop: list[str] | None = None):
+    def __init__(
+        self,
+        llm,
+        n_seq: int = 8,
+        n_ctx: int = 16384,
+        n_batch: int = 512,
+        max_tokens: int = 80,
+        repeat_penalty: float = 1.3,
+        stop: list[str] | None = None,
+    ):
         import llama_cpp
         from llama_cpp import _internals as internals
 
@@ -114,7 +123,7 @@ class SharedPrefixBatcher:
         import llama_cpp
 
         for start in range(0, len(items), self.n_batch):
-            part = items[start:start + self.n_batch]
+            part = items[start : start + self.n_batch]
             b = self._batch
             b.n_tokens = len(part)
             wanted = []
@@ -185,7 +194,7 @@ class SharedPrefixBatcher:
         CALLS["llm_generate"] += len(suffixes)
         results: list[Generation] = []
         for start in range(0, len(suffixes), self.n_seq):
-            results.extend(self._generate_group(prefix, suffixes[start:start + self.n_seq]))
+            results.extend(self._generate_group(prefix, suffixes[start : start + self.n_seq]))
         return results
 
     def _generate_group(self, prefix: list[int], suffixes: list[list[int]]) -> list[Generation]:
@@ -207,14 +216,19 @@ class SharedPrefixBatcher:
         samplers = []
         for _ in seqs:
             smp = internals.LlamaSampler()
-            smp.add_penalties(n_vocab=llm._n_vocab, penalty_last_n=llm.last_n_tokens_size,
-                              penalty_repeat=self.repeat_penalty, penalty_freq=0.0,
-                              penalty_present=0.0)
+            smp.add_penalties(
+                n_vocab=llm._n_vocab,
+                penalty_last_n=llm.last_n_tokens_size,
+                penalty_repeat=self.repeat_penalty,
+                penalty_freq=0.0,
+                penalty_present=0.0,
+            )
             smp.add_greedy()
             samplers.append(smp)
         prompts = [prefix + suf for suf in suffixes]
-        limits = [self.max_tokens if self.max_tokens + len(p) < self.n_ctx_seq else self.n_ctx_seq - len(p)
-                  for p in prompts]
+        limits = [
+            self.max_tokens if self.max_tokens + len(p) < self.n_ctx_seq else self.n_ctx_seq - len(p) for p in prompts
+        ]
         completion: list[list[int]] = [[] for _ in seqs]
         texts: list[bytes | None] = [None] * len(seqs)
         multibyte = [0] * len(seqs)
@@ -241,7 +255,7 @@ class SharedPrefixBatcher:
                 return
             hits = [s for s in self.stop if s in all_text]
             if hits:
-                texts[k] = all_text[:all_text.index(hits[0])]
+                texts[k] = all_text[: all_text.index(hits[0])]
                 return
             if len(completion[k]) >= limits[k]:
                 texts[k] = all_text
@@ -258,9 +272,10 @@ class SharedPrefixBatcher:
         self._decode(items, lambda item, i: take(owner[item], i))
         while step:
             current, step[:] = list(step), []
-            self._decode([(tok, n_p + len(suffixes[k]) + len(completion[k]) - 1, seqs[k], True)
-                          for k, tok in current],
-                         lambda item, i: take(current[item][0], i))
+            self._decode(
+                [(tok, n_p + len(suffixes[k]) + len(completion[k]) - 1, seqs[k], True) for k, tok in current],
+                lambda item, i: take(current[item][0], i),  # noqa: B023 (called within this step)
+            )
         seconds = (time.perf_counter() - t0) / len(seqs)
         out = []
         for k, p in enumerate(prompts):

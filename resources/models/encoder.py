@@ -49,8 +49,9 @@ def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: in
 
     for p in (model_path, tokenizer_path):
         if not p or not os.path.isfile(p):
-            raise ModelFileError(f"embedder file {p or '(tokenizer.json)'} not found: run "
-                                 "`situate models install <embedder name>`")
+            raise ModelFileError(
+                f"embedder file {p or '(tokenizer.json)'} not found: run `situate models install <embedder name>`"
+            )
         check_model_file(p)
     sess = ort_session(model_path, n_threads)
     tok = Tokenizer.from_file(tokenizer_path)
@@ -99,8 +100,15 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     return vecs / np.where(norms == 0, 1, norms)
 
 
-def encode(model_path: str, tokenizer_path: str, texts: list[str], pooling: str, max_tokens: int,
-           n_threads: int, batch_size: int = 1) -> tuple[np.ndarray, int]:
+def encode(
+    model_path: str,
+    tokenizer_path: str,
+    texts: list[str],
+    pooling: str,
+    max_tokens: int,
+    n_threads: int,
+    batch_size: int = 1,
+) -> tuple[np.ndarray, int]:
     """Embed ``texts`` with an ONNX encoder.
 
     Parameters
@@ -136,7 +144,7 @@ def encode(model_path: str, tokenizer_path: str, texts: list[str], pooling: str,
     out: list[np.ndarray | None] = [None] * len(encs)
     with lock:
         for b in range(0, len(order), batch_size):
-            idx = order[b:b + batch_size]
+            idx = order[b : b + batch_size]
             width = max(len(encs[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)

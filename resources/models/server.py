@@ -29,7 +29,8 @@ import json
 import re
 import time
 import urllib.parse
-from resources.errors import ServerError, ContextExceeded  # noqa: F401  (importable from here as before)
+
+from resources.errors import ContextExceeded, ServerError  # noqa: F401  (importable from here as before)
 
 #: Longest answer read from a server: 16 MiB (a blurb is a few hundred bytes; a tokenize answer
 #: of a 131,072-token document is about 1 MiB of JSON).
@@ -40,7 +41,7 @@ MAX_ANSWER_BYTES = 16 * 2**20
 _CONTROL = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|</?s>")
 #: The text :meth:`ServerClient.check` tokenizes on both sides: code, prose, non-ASCII and a
 #: chat-template marker.
-PROBE = "def rotate_keys(grace_period=3600):\n    \"\"\"Käse, 日本語 — naïve café.\"\"\"\n<|im_start|>user\n"
+PROBE = 'def rotate_keys(grace_period=3600):\n    """Käse, 日本語 — naïve café."""\n<|im_start|>user\n'
 
 
 def defuse_controls(text: str) -> str:
@@ -70,8 +71,10 @@ def check_url(url: str, settings: str = "SITUATE_LLM") -> str:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServerError(f"{settings}_URL is not an http(s) URL with a host (for example http://127.0.0.1:8080)")
     if parts.username is not None or parts.password is not None:
-        raise ServerError(f"{settings}_URL holds a user or password: put the server's key in {settings}_API_KEY "
-                          "(the URL is shown in messages and logs; the key never is)")
+        raise ServerError(
+            f"{settings}_URL holds a user or password: put the server's key in {settings}_API_KEY "
+            "(the URL is shown in messages and logs; the key never is)"
+        )
     if parts.query or parts.fragment:
         raise ServerError(f"{settings}_URL has a query or fragment: give the server's base URL")
     return url.strip().rstrip("/").removesuffix("/v1")
@@ -148,16 +151,26 @@ class ServerClient:
         Seconds before the first retry, doubled for each next one.
     """
 
-    def __init__(self, url: str, model: str = "", key: str = "", timeout: float = 300.0,
-                 retries: int = 4, backoff: float = 1.0, settings: str = "SITUATE_LLM"):
+    def __init__(
+        self,
+        url: str,
+        model: str = "",
+        key: str = "",
+        timeout: float = 300.0,
+        retries: int = 4,
+        backoff: float = 1.0,
+        settings: str = "SITUATE_LLM",
+    ):
         import httpx
 
         self.settings = settings
         self.url = check_url(url, settings)
         self.model, self.retries, self.backoff, self.timeout = model, retries, backoff, timeout
         if key and not re.fullmatch(r"[\x21-\x7e]+", key):
-            raise ServerError(f"{settings}_API_KEY holds a space, a control character or a non-ASCII character: "
-                              "an HTTP header cannot carry it (the key is not shown)")
+            raise ServerError(
+                f"{settings}_API_KEY holds a space, a control character or a non-ASCII character: "
+                "an HTTP header cannot carry it (the key is not shown)"
+            )
         self._key = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
@@ -184,8 +197,10 @@ class ServerClient:
                     for part in r.iter_bytes():
                         buf += part
                         if len(buf) > MAX_ANSWER_BYTES:
-                            raise ServerError(f"{where} {path}: an answer over {MAX_ANSWER_BYTES:,} bytes "
-                                              f"(MAX_ANSWER_BYTES); not an answer situate asked for ({self.settings}_URL)")
+                            raise ServerError(
+                                f"{where} {path}: an answer over {MAX_ANSWER_BYTES:,} bytes "
+                                f"(MAX_ANSWER_BYTES); not an answer situate asked for ({self.settings}_URL)"
+                            )
                         if time.monotonic() - t0 > self.timeout:
                             raise httpx.ReadTimeout("the whole answer took too long")
                 text = bytes(buf).decode("utf-8", "replace")
@@ -205,7 +220,7 @@ class ServerClient:
             except httpx.HTTPError as e:  # a dropped connection, a broken answer
                 why = f"dropped the connection ({type(e).__name__}: {e})"
             if attempt < self.retries:
-                time.sleep(self.backoff * 2 ** attempt)
+                time.sleep(self.backoff * 2**attempt)
         raise ServerError(self._hide(f"{where} {path}: {why} (after {self.retries + 1} tries)"))
 
     def _json(self, method: str, path: str, body: dict | None = None) -> dict:
@@ -227,8 +242,10 @@ class ServerClient:
         if status >= 400:
             raise ServerError(f"model server {self.url} {path}: HTTP {status}: {text[:200]}")
         if not isinstance(data, dict):
-            raise ServerError(f"model server {self.url} {path}: answered {text[:80]!r}, not an "
-                              f"OpenAI-compatible JSON object ({self.settings}_URL)")
+            raise ServerError(
+                f"model server {self.url} {path}: answered {text[:80]!r}, not an "
+                f"OpenAI-compatible JSON object ({self.settings}_URL)"
+            )
 
     # -- start-up ----------------------------------------------------------------------------------
     def check(self, local_tokens, kind: str = "completions") -> ServerInfo:
@@ -254,20 +271,25 @@ class ServerClient:
             return self.info
         listed = self._json("GET", "/v1/models")
         data = listed.get("data")
-        models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if isinstance(data, list) else []
+        models = (
+            [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if isinstance(data, list) else []
+        )
         if not models:
             raise ServerError(f"model server {self.url}: /v1/models lists no model ({self.settings}_URL)")
         ids = [m["id"] for m in models]
         model = self.model or ids[0]
         if model not in ids:
-            raise ServerError(f"model server {self.url} serves {', '.join(ids[:8])}, not {model!r} "
-                              f"({self.settings}_SERVED_MODEL)")
+            raise ServerError(
+                f"model server {self.url} serves {', '.join(ids[:8])}, not {model!r} ({self.settings}_SERVED_MODEL)"
+            )
         self.model = model
         dialect, tokens = self._tokenize_probe()
         if tokens != local_tokens(PROBE):
-            raise ServerError(f"model server {self.url}: the served model {model!r} tokenizes text unlike the "
-                              f"local GGUF, so prompts cannot be fitted in its tokens: set {self.settings}_MODEL to "
-                              "the served model's GGUF (its vocabulary is read, not its weights)")
+            raise ServerError(
+                f"model server {self.url}: the served model {model!r} tokenizes text unlike the "
+                f"local GGUF, so prompts cannot be fitted in its tokens: set {self.settings}_MODEL to "
+                "the served model's GGUF (its vocabulary is read, not its weights)"
+            )
         n_ctx = self._served_context(dialect, next(m for m in models if m["id"] == model))
         self._only_model = len(ids) == 1
         self.info = ServerInfo(self.url, model, dialect, n_ctx, self._served_as(kind), self._props_slots)
@@ -280,17 +302,24 @@ class ServerClient:
         if kind == "embeddings":
             data = self._json("POST", "/v1/embeddings", {"model": self.model, "input": ["a"]})
             rows = data.get("data")
-            width = len(rows[0].get("embedding") or []) if isinstance(rows, list) and rows and isinstance(rows[0], dict) else 0
+            width = (
+                len(rows[0].get("embedding") or [])
+                if isinstance(rows, list) and rows and isinstance(rows[0], dict)
+                else 0
+            )
         else:
-            data = self._json("POST", "/v1/completions", {"model": self.model, "prompt": "a", "max_tokens": 1,
-                                                          "temperature": 0.0})
+            data = self._json(
+                "POST", "/v1/completions", {"model": self.model, "prompt": "a", "max_tokens": 1, "temperature": 0.0}
+            )
             width = 0
         if data.get("model") == self.model and self._only_model:
             # llama-cpp-python's server echoes the name asked for; asked for none, it names the
             # file it serves
-            status, plain, _ = self._send("POST", "/v1/completions" if kind != "embeddings" else "/v1/embeddings",
-                                          {"prompt": "a", "max_tokens": 1, "temperature": 0.0}
-                                          if kind != "embeddings" else {"input": ["a"]})
+            status, plain, _ = self._send(
+                "POST",
+                "/v1/completions" if kind != "embeddings" else "/v1/embeddings",
+                {"prompt": "a", "max_tokens": 1, "temperature": 0.0} if kind != "embeddings" else {"input": ["a"]},
+            )
             if status == 200 and isinstance(plain, dict) and isinstance(plain.get("model"), str):
                 data = dict(data, model=f"{self.model}|{plain['model']}")
         parts = [data.get("model"), data.get("system_fingerprint"), width or None]
@@ -298,9 +327,11 @@ class ServerClient:
 
     def _tokenize_probe(self) -> tuple[str, list[int]]:
         """The dialect that answered tokenize, and its tokens of :data:`PROBE`."""
-        tries = [("llama-cpp-python", "/extras/tokenize", {"input": PROBE, "model": self.model}),
-                 ("llama-server", "/tokenize", {"content": PROBE, "add_special": True, "parse_special": True}),
-                 ("vllm", "/tokenize", {"model": self.model, "prompt": PROBE, "add_special_tokens": True})]
+        tries = [
+            ("llama-cpp-python", "/extras/tokenize", {"input": PROBE, "model": self.model}),
+            ("llama-server", "/tokenize", {"content": PROBE, "add_special": True, "parse_special": True}),
+            ("vllm", "/tokenize", {"model": self.model, "prompt": PROBE, "add_special_tokens": True}),
+        ]
         for dialect, path, body in tries:
             status, data, text = self._send("POST", path, body)
             if status in (401, 403):
@@ -308,9 +339,11 @@ class ServerClient:
             tokens = data.get("tokens") if isinstance(data, dict) else None
             if status == 200 and isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
                 return dialect, tokens
-        raise ServerError(f"model server {self.url} has no tokenize endpoint (/extras/tokenize or /tokenize), "
-                          "so prompts cannot be fitted in the served model's tokens: use llama-server, "
-                          f"llama_cpp.server or vLLM ({self.settings}_URL)")
+        raise ServerError(
+            f"model server {self.url} has no tokenize endpoint (/extras/tokenize or /tokenize), "
+            "so prompts cannot be fitted in the served model's tokens: use llama-server, "
+            f"llama_cpp.server or vLLM ({self.settings}_URL)"
+        )
 
     def _served_context(self, dialect: str, listed: dict) -> int | None:
         """The served context in tokens, where the server tells it."""
@@ -327,8 +360,17 @@ class ServerClient:
         return None
 
     # -- completions -------------------------------------------------------------------------------
-    def complete(self, prompt: str, n_prompt: int, max_tokens: int, stop: list[str], repeat_penalty: float,
-                 seed: int, grammar: str = "", slot: int | None = None) -> Completion:
+    def complete(
+        self,
+        prompt: str,
+        n_prompt: int,
+        max_tokens: int,
+        stop: list[str],
+        repeat_penalty: float,
+        seed: int,
+        grammar: str = "",
+        slot: int | None = None,
+    ) -> Completion:
         """Greedy completion of ``prompt``: ``n_prompt`` tokens as the server reads it (the whole
         text tokenized with the served model's vocabulary, which :meth:`check` compared).
         ``slot``: on llama-server, the slot to use (``id_slot``, modulo its ``total_slots``), so
@@ -342,8 +384,17 @@ class ServerClient:
         ServerError
             As :meth:`_json`, or an answer without a completion.
         """
-        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1,
-                "repeat_penalty": repeat_penalty, "repetition_penalty": repeat_penalty, "stop": stop, "seed": seed}
+        body = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "top_k": 1,
+            "repeat_penalty": repeat_penalty,
+            "repetition_penalty": repeat_penalty,
+            "stop": stop,
+            "seed": seed,
+        }
         if grammar:
             body["grammar"] = grammar
         if slot is not None and self.info is not None and self.info.dialect == "llama-server":
@@ -358,31 +409,44 @@ class ServerClient:
         try:
             choice = data["choices"][0]
             usage = data.get("usage") or {}
-            out = Completion(str(choice["text"]), int(usage["prompt_tokens"]),
-                             int(usage.get("completion_tokens", 0)), _cached(data), seconds)
+            out = Completion(
+                str(choice["text"]),
+                int(usage["prompt_tokens"]),
+                int(usage.get("completion_tokens", 0)),
+                _cached(data),
+                seconds,
+            )
             finish = choice.get("finish_reason")
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise ServerError(f"model server {self.url}: a completion without choices[0].text or usage.prompt_tokens "
-                              f"(so whether it read the whole prompt cannot be told: {text[:80]!r}); "
-                              f"not an OpenAI-compatible server ({self.settings}_URL)") from None
+            raise ServerError(
+                f"model server {self.url}: a completion without choices[0].text or usage.prompt_tokens "
+                f"(so whether it read the whole prompt cannot be told: {text[:80]!r}); "
+                f"not an OpenAI-compatible server ({self.settings}_URL)"
+            ) from None
         if out.prompt_tokens < n_prompt:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, read=out.prompt_tokens))
         if finish == "length" and out.generated < max_tokens:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, room=out.generated))
         return out
 
-    def _context_message(self, wanted: int, served: int | None, read: int | None = None,
-                         room: int | None = None) -> str:
-        what = (f"read only {read} of the prompt's tokens (it cut the prompt)" if read is not None else
-                f"left room for {room} generated tokens of the {wanted} the prompt and its answer need"
-                if room is not None else
-                f"refused a prompt of {wanted} tokens with its answer" + (f": it serves {served}" if served else ""))
-        return (f"model server {self.url} {what}; start the server with a context of at least SITUATE_N_CTX "
-                "tokens (llama_cpp.server --n_ctx, llama-server -c, vLLM --max-model-len, Ollama num_ctx) or lower "
-                "SITUATE_N_CTX to what it serves")
+    def _context_message(
+        self, wanted: int, served: int | None, read: int | None = None, room: int | None = None
+    ) -> str:
+        what = (
+            f"read only {read} of the prompt's tokens (it cut the prompt)"
+            if read is not None
+            else f"left room for {room} generated tokens of the {wanted} the prompt and its answer need"
+            if room is not None
+            else f"refused a prompt of {wanted} tokens with its answer" + (f": it serves {served}" if served else "")
+        )
+        return (
+            f"model server {self.url} {what}; start the server with a context of at least SITUATE_N_CTX "
+            "tokens (llama_cpp.server --n_ctx, llama-server -c, vLLM --max-model-len, Ollama num_ctx) or lower "
+            "SITUATE_N_CTX to what it serves"
+        )
 
 
-def embeddings(client: "ServerClient", inputs: list[str]) -> list[list[float]]:
+def embeddings(client: ServerClient, inputs: list[str]) -> list[list[float]]:
     """``/v1/embeddings`` of ``inputs``: one vector each, in order.
 
     Raises
@@ -396,14 +460,18 @@ def embeddings(client: "ServerClient", inputs: list[str]) -> list[list[float]]:
     try:
         got = sorted(rows, key=lambda r: r["index"]) if all("index" in r for r in rows) else list(rows)
         vecs = [r["embedding"] for r in got]
-        ok = (len(vecs) == len(inputs) and all(isinstance(v, list) and v and all(isinstance(x, (int, float))
-                                                                                   for x in v) for v in vecs)
-              and len({len(v) for v in vecs}) == 1)
+        ok = (
+            len(vecs) == len(inputs)
+            and all(isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v) for v in vecs)
+            and len({len(v) for v in vecs}) == 1
+        )
     except (TypeError, KeyError, AttributeError):
         ok = False
     if not ok:
-        raise ServerError(f"model server {client.url} /v1/embeddings: not one vector of numbers for each of the "
-                          f"{len(inputs)} inputs ({client.settings}_URL)")
+        raise ServerError(
+            f"model server {client.url} /v1/embeddings: not one vector of numbers for each of the "
+            f"{len(inputs)} inputs ({client.settings}_URL)"
+        )
     return vecs
 
 

@@ -41,13 +41,21 @@ class TokenEmbedder:
         from resources.models.registry import ModelFileError, check_model_file
 
         if not os.path.isfile(model_path):
-            raise ModelFileError(f"embedder file {model_path} not found: run "
-                                 "`situate models install nomic-embed-text-v1.5`")
+            raise ModelFileError(
+                f"embedder file {model_path} not found: run `situate models install nomic-embed-text-v1.5`"
+            )
         check_model_file(model_path)
         self.n_ctx = int(n_ctx)
-        self.llm = llama_cpp.Llama(model_path=model_path, embedding=True, n_ctx=self.n_ctx, n_batch=self.n_ctx,
-                                   n_ubatch=self.n_ctx, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
-                                   n_threads=n_threads or None, verbose=False)
+        self.llm = llama_cpp.Llama(
+            model_path=model_path,
+            embedding=True,
+            n_ctx=self.n_ctx,
+            n_batch=self.n_ctx,
+            n_ubatch=self.n_ctx,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
+            n_threads=n_threads or None,
+            verbose=False,
+        )
         ends = self.llm.tokenize(b"", add_bos=True, special=False)
         #: ids around every sequence: ``[CLS]`` before, ``[SEP]`` after
         self.bos, self.eos = ends[:1], ends[1:]

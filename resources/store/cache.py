@@ -157,8 +157,9 @@ class EmbeddingCache:
             try:
                 table = db.open_table(name)
             except (FileNotFoundError, ValueError):
-                schema = pa.schema([pa.field("key", pa.string(), nullable=False),
-                                    pa.field("vector", pa.list_(pa.float32(), dim))])
+                schema = pa.schema(
+                    [pa.field("key", pa.string(), nullable=False), pa.field("vector", pa.list_(pa.float32(), dim))]
+                )
                 try:
                     return db.create_table(name, schema=schema)
                 except (OSError, ValueError):  # created meanwhile by another process
@@ -177,9 +178,14 @@ class EmbeddingCache:
         uniq = list(dict.fromkeys(keys))
         for table in self._tables() if keys else []:
             for i in range(0, len(uniq), 500):
-                batch = uniq[i:i + 500]
-                rows = (table.search().where("key IN (" + ", ".join(f"'{k}'" for k in batch) + ")")
-                        .select(["key", "vector"]).limit(len(batch) * 2).to_arrow())
+                batch = uniq[i : i + 500]
+                rows = (
+                    table.search()
+                    .where("key IN (" + ", ".join(f"'{k}'" for k in batch) + ")")
+                    .select(["key", "vector"])
+                    .limit(len(batch) * 2)
+                    .to_arrow()
+                )
                 for k, v in zip(rows.column("key").to_pylist(), rows.column("vector").to_numpy(zero_copy_only=False)):
                     found[k] = np.asarray(v, dtype=np.float32)
         out = [found.get(k) for k in keys]
@@ -199,15 +205,17 @@ class EmbeddingCache:
         dim = vectors.shape[1]
         table = self._table(dim)
         flat = pa.array(np.stack(list(uniq.values())).ravel(), pa.float32())
-        data = pa.table({"key": pa.array(list(uniq), pa.string()),
-                         "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
+        data = pa.table(
+            {"key": pa.array(list(uniq), pa.string()), "vector": pa.FixedSizeListArray.from_arrays(flat, dim)}
+        )
         from resources.store.store import retry_commit
 
         retry_commit(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))
 
 
-def embed_with_cache(embedder, texts: list[str], cache: EmbeddingCache | None,
-                     query: bool = False) -> tuple[np.ndarray, int, int]:
+def embed_with_cache(
+    embedder, texts: list[str], cache: EmbeddingCache | None, query: bool = False
+) -> tuple[np.ndarray, int, int]:
     """Embed ``texts`` with ``embedder`` (:class:`resources.models.llm.Embedder`), computing only what the
     cache lacks.
 

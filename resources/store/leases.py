@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+
 from resources.errors import LeaseLost  # noqa: F401  (importable from here as before)
 
 RENEW_S = 15.0
@@ -57,8 +58,9 @@ _HELD = threading.local()
 
 
 def _body(owner: str) -> bytes:
-    return json.dumps({"owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
-                       "renewed_at": time.time()}).encode()
+    return json.dumps(
+        {"owner": owner, "host": socket.gethostname(), "pid": os.getpid(), "renewed_at": time.time()}
+    ).encode()
 
 
 RELEASED = json.dumps({"owner": None, "released": True}).encode()
@@ -177,8 +179,9 @@ def _lease_folder(folder):
 
 
 @contextlib.contextmanager
-def object_lease(folder, rel: str, on_wait: Callable[[], None] | None = None,
-                 poll_s: float = POLL_S, renew_s: float | None = None) -> Iterator[str]:
+def object_lease(
+    folder, rel: str, on_wait: Callable[[], None] | None = None, poll_s: float = POLL_S, renew_s: float | None = None
+) -> Iterator[str]:
     """Hold the lease ``rel`` of ``folder`` (:class:`resources.store.objects.ObjectFolder`) for the block.
 
     Yields the owner id (a random hex string); :func:`check_held` in the block raises

@@ -31,7 +31,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from resources.errors import StoreUnavailable, DataFolderURIError  # noqa: F401  (importable from here as before)
+
+from resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
 
 #: URI schemes accepted as a data folder.
 SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "azure")
@@ -72,9 +73,11 @@ def normalize_home(home: str | os.PathLike) -> str:
     if is_uri(home):
         bad = sorted({c for c in str(home).split("://", 1)[1] if c in "#?%"})
         if bad:
-            raise DataFolderURIError(f"data folder URI {home!r} has {' '.join(repr(c) for c in bad)} in it, which "
-                             "the object store layers read as a fragment, query or escape: choose a prefix "
-                             "without them")
+            raise DataFolderURIError(
+                f"data folder URI {home!r} has {' '.join(repr(c) for c in bad)} in it, which "
+                "the object store layers read as a fragment, query or escape: choose a prefix "
+                "without them"
+            )
         return str(home).rstrip("/")
     return str(Path(home).expanduser().resolve())
 
@@ -94,11 +97,13 @@ def store_config(uri: str) -> dict[str, str]:
     scheme = uri.split("://", 1)[0].lower()
     cfg: dict[str, str] = {}
     if scheme == "s3":
-        pairs = {"aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
-                 "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
-                 "aws_session_token": ("AWS_SESSION_TOKEN",),
-                 "aws_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
-                 "aws_endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")}
+        pairs = {
+            "aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
+            "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+            "aws_session_token": ("AWS_SESSION_TOKEN",),
+            "aws_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+            "aws_endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
+        }
         for key, names in pairs.items():
             v = _env(*names)
             if v:
@@ -110,8 +115,14 @@ def store_config(uri: str) -> dict[str, str]:
             if v:
                 cfg[key.lower()] = v
     else:
-        for key in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
-                    "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID"):
+        for key in (
+            "AZURE_STORAGE_ACCOUNT_NAME",
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_CLIENT_ID",
+            "AZURE_CLIENT_SECRET",
+            "AZURE_TENANT_ID",
+        ):
             v = os.environ.get(key)
             if v:
                 cfg[key.lower()] = v
@@ -124,16 +135,28 @@ def _reason(error: BaseException, uri: str, endpoint: str | None) -> str:
 
     where = f" at {endpoint}" if endpoint else ""
     text = str(error)
-    if any(s in text for s in ("error sending request", "Connection refused", "dns error", "tcp connect",
-                               "kind: Connect", "kind: Timeout", "operation timed out")):
-        return (f"cannot reach the object store{where} for {uri} (is AWS_ENDPOINT_URL right and the "
-                "server running?)")
+    if any(
+        s in text
+        for s in (
+            "error sending request",
+            "Connection refused",
+            "dns error",
+            "tcp connect",
+            "kind: Connect",
+            "kind: Timeout",
+            "operation timed out",
+        )
+    ):
+        return f"cannot reach the object store{where} for {uri} (is AWS_ENDPOINT_URL right and the server running?)"
     if "NoSuchBucket" in text:
         return f"the bucket of {uri} does not exist{where} (create it first)"
     if isinstance(error, ox.PermissionDeniedError) or any(
-            s in text for s in ("403 Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")):
-        return (f"the object store{where} refused the credentials for {uri} (check AWS_ACCESS_KEY_ID / "
-                "AWS_SECRET_ACCESS_KEY or the store's own variables)")
+        s in text for s in ("403 Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")
+    ):
+        return (
+            f"the object store{where} refused the credentials for {uri} (check AWS_ACCESS_KEY_ID / "
+            "AWS_SECRET_ACCESS_KEY or the store's own variables)"
+        )
     if isinstance(error, ox.UnauthenticatedError) or "401 Unauthorized" in text:
         return f"the object store{where} did not accept the credentials for {uri}"
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
@@ -170,12 +193,19 @@ class ObjectFolder:
 
         self.uri = uri.rstrip("/")
         self.config = store_config(self.uri)
-        retry = {"max_retries": retries,
-                 "backoff": {"init_backoff": _dt.timedelta(seconds=BACKOFF_S),
-                             "max_backoff": _dt.timedelta(seconds=5), "base": 2.0},
-                 "retry_timeout": _dt.timedelta(seconds=timeout_s * max(retries, 1))}
-        client = {"timeout": _dt.timedelta(seconds=timeout_s),
-                  "connect_timeout": _dt.timedelta(seconds=CONNECT_TIMEOUT_S)}
+        retry = {
+            "max_retries": retries,
+            "backoff": {
+                "init_backoff": _dt.timedelta(seconds=BACKOFF_S),
+                "max_backoff": _dt.timedelta(seconds=5),
+                "base": 2.0,
+            },
+            "retry_timeout": _dt.timedelta(seconds=timeout_s * max(retries, 1)),
+        }
+        client = {
+            "timeout": _dt.timedelta(seconds=timeout_s),
+            "connect_timeout": _dt.timedelta(seconds=CONNECT_TIMEOUT_S),
+        }
         if self.allow_http:
             client["allow_http"] = True
         try:
@@ -379,7 +409,7 @@ class ObjectFolder:
                 data = self.get(rel)
                 if data is None:
                     continue
-                target = tmp / rel[len(prefix.strip("/")) + 1:]
+                target = tmp / rel[len(prefix.strip("/")) + 1 :]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
                 n += 1

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 CANDIDATES = 150
 RRF_K = 60
 
@@ -70,8 +69,9 @@ COOKBOOK_WEIGHTS = (0.8, 0.2)
 FUSIONS = ("rrf", "weighted")
 
 
-def weighted_fusion(rankings: Sequence[Sequence[str]],
-                    weights: Sequence[float] = COOKBOOK_WEIGHTS) -> list[tuple[str, float]]:
+def weighted_fusion(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float] = COOKBOOK_WEIGHTS
+) -> list[tuple[str, float]]:
     """The cookbook's weighted fusion: ``Σ w_i / (rank_i + 1)`` with ranks from 0.
 
     Examples
@@ -116,8 +116,9 @@ def tokenize(texts: list[str]):
     import bm25s
     import Stemmer
 
-    return bm25s.tokenize(texts, token_pattern=TOKEN_PATTERN, stopwords="en",
-                          stemmer=Stemmer.Stemmer("english"), show_progress=False)
+    return bm25s.tokenize(
+        texts, token_pattern=TOKEN_PATTERN, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False
+    )
 
 
 #: The sub-folder of a BM25 version that holds the second index, over each chunk's structural
@@ -137,8 +138,7 @@ def _save_index(ids: list[str], texts: list[str], folder: Path) -> None:
     (folder / "ids.json").write_text(json.dumps(ids))
 
 
-def build_bm25(ids: list[str], texts: list[str], out_dir: Path,
-               structural_texts: list[str] | None = None) -> int:
+def build_bm25(ids: list[str], texts: list[str], out_dir: Path, structural_texts: list[str] | None = None) -> int:
     """Index ``texts`` with bm25s (English stopwords, Snowball stemmer) and save it to ``out_dir``.
 
     With ``structural_texts`` (one per id: the structural context and the chunk, no blurb), a
@@ -163,8 +163,10 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path,
         ``ids`` and ``texts`` (or ``structural_texts``) differ in length, or ``ids`` has duplicates.
     """
     if len(ids) != len(texts) or (structural_texts is not None and len(structural_texts) != len(ids)):
-        raise ValueError(f"{len(ids)} ids for {len(texts)} texts"
-                         + (f" and {len(structural_texts)} structural texts" if structural_texts is not None else ""))
+        raise ValueError(
+            f"{len(ids)} ids for {len(texts)} texts"
+            + (f" and {len(structural_texts)} structural texts" if structural_texts is not None else "")
+        )
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate ids")
     out_dir = Path(out_dir)
@@ -378,8 +380,9 @@ class Hit:
         return dataclasses.asdict(self)
 
 
-def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
-                  candidates: int = CANDIDATES, fusion: str = "rrf") -> tuple[list[Hit], list[str]]:
+def hybrid_search(
+    store, query_vector: np.ndarray, query: str, k: int = 10, candidates: int = CANDIDATES, fusion: str = "rrf"
+) -> tuple[list[Hit], list[str]]:
     """Dense top-``candidates`` over the contextualised text, BM25 top-``candidates`` over the
     same and, when the index has one, BM25 top-``candidates`` over the structural context and
     chunk without the blurb (:data:`STRUCTURAL`), fused (``rrf`` or ``weighted``, :func:`fuse`);
@@ -409,8 +412,12 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
-    dense_q = (table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
-               .distance_type("cosine").limit(candidates).select(["chunk_id", "_distance"]))
+    dense_q = (
+        table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
+        .distance_type("cosine")
+        .limit(candidates)
+        .select(["chunk_id", "_distance"])
+    )
     from resources.store.store import NPROBES, vector_index_name
 
     if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
@@ -419,13 +426,14 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     dense_ids = [r["chunk_id"] for r in dense]
     ids = bm25_ids(store.bm25_dir)
     if ids is None:
-        warnings.append("no readable BM25 index: dense results only (run `situate ingest` again, or "
-                        "materialise bm25_index, to rebuild it)")
+        warnings.append(
+            "no readable BM25 index: dense results only (run `situate ingest` again, or "
+            "materialise bm25_index, to rebuild it)"
+        )
         sparse_ids = []
     else:
         if len(ids) != table.count_rows():
-            warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: "
-                            "materialise bm25_index")
+            warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: materialise bm25_index")
         sparse_ids = bm25_search(store.bm25_dir, query, candidates)
         if not any(tokenize([query]).ids):
             warnings.append("the query has no BM25 terms (only stopwords or punctuation): dense results only")
@@ -434,9 +442,11 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
         if (store.bm25_dir / STRUCTURAL).exists():
             lists.append(bm25_search(store.bm25_dir / STRUCTURAL, query, candidates))
         else:
-            warnings.append("the BM25 index predates its structural part (BM25 without the blurb): two rankings "
-                            "only; run `situate ingest` again to rebuild it")
-    fused = fuse(lists, fusion)[:2 * k]  # spare ids in case the index is ahead of the table
+            warnings.append(
+                "the BM25 index predates its structural part (BM25 without the blurb): two rankings "
+                "only; run `situate ingest` again to rebuild it"
+            )
+    fused = fuse(lists, fusion)[: 2 * k]  # spare ids in case the index is ahead of the table
     if not fused:
         return [], warnings
     wanted = [cid for cid, _ in fused]
@@ -445,16 +455,28 @@ def hybrid_search(store, query_vector: np.ndarray, query: str, k: int = 10,
     if "context" not in table.schema.names:  # a table written before structural context
         cols.remove("context")
         warnings.append("the table predates structural context: run `situate ingest` again")
-    rows = {r["chunk_id"]: r for r in table.search().where(f"chunk_id IN ({in_list})")
-            .select(cols)
-            .limit(len(wanted)).to_list()}
+    rows = {
+        r["chunk_id"]: r
+        for r in table.search().where(f"chunk_id IN ({in_list})").select(cols).limit(len(wanted)).to_list()
+    }
     hits = []
     for cid, score in fused:
         r = rows.get(cid)
         if r is None:  # in the BM25 index but no longer in the table
             continue
-        hits.append(Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"],
-                        int(r["chunk_index"]), r["blurb"] or "", r["text"], r.get("context") or ""))
+        hits.append(
+            Hit(
+                len(hits) + 1,
+                round(score, 6),
+                cid,
+                r["doc_id"],
+                r["source"],
+                int(r["chunk_index"]),
+                r["blurb"] or "",
+                r["text"],
+                r.get("context") or "",
+            )
+        )
         if len(hits) == k:
             break
     return hits, warnings

@@ -61,34 +61,36 @@ NPROBES = 40
 
 def table_schema(dim: int) -> pa.Schema:
     """Arrow schema of the ``chunks`` table for ``dim``-wide float32 vectors."""
-    return pa.schema([
-        pa.field("chunk_id", pa.string(), nullable=False),
-        pa.field("document_key", pa.string(), nullable=False),
-        pa.field("doc_id", pa.string()),
-        pa.field("source", pa.string()),
-        pa.field("title", pa.string()),
-        pa.field("chunk_index", pa.int32()),
-        pa.field("heading_path", pa.string()),
-        pa.field("context", pa.string()),
-        pa.field("text", pa.string()),
-        pa.field("blurb", pa.string()),
-        pa.field("blurb_status", pa.string()),
-        pa.field("content_sha256", pa.string()),
-        pa.field("doc_sha256", pa.string()),
-        pa.field("llm_model", pa.string()),
-        # what ran the blurb model: in-process, openai-compatible <url>, anthropic-messages <url>,
-        # anthropic-batches <url> (empty in rows of a table written before it was recorded)
-        pa.field("llm_backend", pa.string()),
-        pa.field("embed_model", pa.string()),
-        pa.field("prompt_version", pa.string()),
-        pa.field("fingerprint", pa.string()),
-        # what made the row's context: chunk:<prompt>, document or structure (no LLM call)
-        pa.field("context_mode", pa.string()),
-        # sha256 of the document version the blurb was written against (an edit keeps the
-        # blurbs of unchanged chunks: then it is an earlier version's)
-        pa.field("blurb_doc_sha256", pa.string()),
-        pa.field("vector", pa.list_(pa.float32(), dim)),
-    ])
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("document_key", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("chunk_index", pa.int32()),
+            pa.field("heading_path", pa.string()),
+            pa.field("context", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("blurb", pa.string()),
+            pa.field("blurb_status", pa.string()),
+            pa.field("content_sha256", pa.string()),
+            pa.field("doc_sha256", pa.string()),
+            pa.field("llm_model", pa.string()),
+            # what ran the blurb model: in-process, openai-compatible <url>, anthropic-messages <url>,
+            # anthropic-batches <url> (empty in rows of a table written before it was recorded)
+            pa.field("llm_backend", pa.string()),
+            pa.field("embed_model", pa.string()),
+            pa.field("prompt_version", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            # what made the row's context: chunk:<prompt>, document or structure (no LLM call)
+            pa.field("context_mode", pa.string()),
+            # sha256 of the document version the blurb was written against (an edit keeps the
+            # blurbs of unchanged chunks: then it is an earlier version's)
+            pa.field("blurb_doc_sha256", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
 _CONNECTIONS: dict[str, object] = {}
@@ -167,8 +169,7 @@ def is_commit_conflict(error: BaseException) -> bool:
     return "conflict" in text and ("commit" in text or "retry" in text or "version" in text)
 
 
-def retry_commit(fn, *, attempts: int = COMMIT_ATTEMPTS, backoff_s: float = COMMIT_BACKOFF_S,
-                 sleep=time.sleep):
+def retry_commit(fn, *, attempts: int = COMMIT_ATTEMPTS, backoff_s: float = COMMIT_BACKOFF_S, sleep=time.sleep):
     """Call ``fn()`` until it does not raise a commit conflict, at most ``attempts`` times.
 
     Raises
@@ -205,8 +206,7 @@ def _vector_type(schema: pa.Schema) -> pa.DataType:
 
 
 def _keys(table) -> set[str]:
-    return set(table.search().select(["document_key"]).limit(None).to_arrow()
-               .column("document_key").to_pylist())
+    return set(table.search().select(["document_key"]).limit(None).to_arrow().column("document_key").to_pylist())
 
 
 def _migrate_columns(table, schema: pa.Schema) -> bool:
@@ -493,8 +493,11 @@ class Store(dg.ConfigurableResource):
         """
         obj = self.read_stage_if_any(key, stage)
         if obj is None:
-            where = self.remote.child(self._stage_object(key, stage)) if self.remote is not None \
+            where = (
+                self.remote.child(self._stage_object(key, stage))
+                if self.remote is not None
                 else self.stage_path(key, stage)
+            )
             raise FileNotFoundError(f"{stage} for {key} not materialised ({where} missing)")
         return obj
 
@@ -610,11 +613,13 @@ class Store(dg.ConfigurableResource):
         if not rows.num_rows:
             table.delete(f"document_key = {_quote(key)}")
             return 0
-        (table.merge_insert("chunk_id")
-         .when_matched_update_all()
-         .when_not_matched_insert_all()
-         .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
-         .execute(rows))
+        (
+            table.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
+            .execute(rows)
+        )
         return rows.num_rows
 
     def _create_table(self, name: str, rows: pa.Table):
@@ -666,24 +671,27 @@ class Store(dg.ConfigurableResource):
         if table is None or nxt is None:
             return None
         done, have = _keys(nxt), _keys(table)
-        return {"table_dim": _vector_type(table.schema).list_size,
-                "next_dim": _vector_type(nxt.schema).list_size,
-                "documents_done": len(done), "documents_waiting": len(have - done)}
+        return {
+            "table_dim": _vector_type(table.schema).list_size,
+            "next_dim": _vector_type(nxt.schema).list_size,
+            "documents_done": len(done),
+            "documents_waiting": len(have - done),
+        }
 
     def delete_rows(self, key: str) -> None:
         """Remove document ``key``'s rows (its stage files stay), from ``chunks-next`` too."""
         for table in (self.table(), self._open(NEXT_TABLE)):
             if table is not None:
-                retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))
+                retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))  # noqa: B023 (called here)
 
     def delete_documents(self, keys: list[str]) -> None:
         """Remove every row of the documents ``keys`` and their stage files."""
         for table in (self.table(), self._open(NEXT_TABLE)):
             for i in range(0, len(keys), 200):
-                batch = keys[i:i + 200]
+                batch = keys[i : i + 200]
                 if table is not None and batch:
                     where = f"document_key IN ({', '.join(_quote(k) for k in batch)})"
-                    retry_commit(lambda: table.delete(where))
+                    retry_commit(lambda: table.delete(where))  # noqa: B023 (called here)
         if keys:
             retry_commit(self._promote_if_complete)  # the deleted documents may be the last waited for
         for k in keys:
@@ -738,9 +746,13 @@ class Store(dg.ConfigurableResource):
             from lancedb.index import BTree, IvfFlat
 
             # with ``config``, the first argument names the column (lancedb >= 0.25)
-            retry_commit(lambda: table.create_index(
-                "vector", replace=True,
-                config=IvfFlat(distance_type="cosine", num_partitions=max(1, int(round(rows ** 0.5))))))
+            retry_commit(
+                lambda: table.create_index(
+                    "vector",
+                    replace=True,
+                    config=IvfFlat(distance_type="cosine", num_partitions=max(1, int(round(rows**0.5)))),
+                )
+            )
             # the search fetches its hits by chunk_id: a BTREE index spares a scan of the column
             retry_commit(lambda: table.create_index("chunk_id", replace=True, config=BTree()))
             state = "built"

@@ -7,6 +7,14 @@ def hit_metadata(hit) -> dict:
     """The metadata both retrievers attach to a hit's document or node: where it comes from and
     what situates it (``source``, ``chunk_id``, ``doc_id``, ``chunk_index``, ``blurb``, ``context``,
     ``rank``, ``score``, ``rerank_score``)."""
-    return {"source": hit.source, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "chunk_index": hit.chunk_index,
-            "blurb": hit.blurb, "context": hit.context, "rank": hit.rank, "score": hit.score,
-            "rerank_score": hit.rerank_score}
+    return {
+        "source": hit.source,
+        "chunk_id": hit.chunk_id,
+        "doc_id": hit.doc_id,
+        "chunk_index": hit.chunk_index,
+        "blurb": hit.blurb,
+        "context": hit.context,
+        "rank": hit.rank,
+        "score": hit.score,
+        "rerank_score": hit.rerank_score,
+    }

@@ -41,8 +41,16 @@ class SituateRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         hits = situate.search(query_bundle.query_str, k=self.k, rerank=self.rerank, home=self.home)
-        return [NodeWithScore(node=TextNode(id_=h.chunk_id, text=h.text, metadata=hit_metadata(h),
-                                            excluded_embed_metadata_keys=list(hit_metadata(h)),
-                                            excluded_llm_metadata_keys=["chunk_id", "rank", "score", "rerank_score"]),
-                              score=h.score)
-                for h in hits]
+        return [
+            NodeWithScore(
+                node=TextNode(
+                    id_=h.chunk_id,
+                    text=h.text,
+                    metadata=hit_metadata(h),
+                    excluded_embed_metadata_keys=list(hit_metadata(h)),
+                    excluded_llm_metadata_keys=["chunk_id", "rank", "score", "rerank_score"],
+                ),
+                score=h.score,
+            )
+            for h in hits
+        ]
