@@ -225,11 +225,11 @@ ANTHROPIC_2024_CODE_SYSTEM = dataclasses.replace(
 ANTHROPIC_2024_GRAMMAR = dataclasses.replace(ANTHROPIC_2024, name="anthropic-2024+grammar", grammar=TWO_SENTENCES_GBNF)
 
 #: The prompt ``SITUATE_PROMPT`` defaults to: the published prompt, verbatim, with the answer
-#: started as "This chunk is about" (README, Quality: chosen on blurb shares and Pass@k).
+#: started as "This chunk is about" (docs/quality.md: chosen on blurb shares and Pass@k).
 DEFAULT_PROMPT = "anthropic-2024-primed-about"
 #: Prompts by name (``SITUATE_PROMPT``); each keeps the published prompt verbatim in the user turn
 #: and adds one lever: a primed answer, a system line (for every document or for source files
-#: only), a grammar.  The default is chosen on both labelled corpora (README, Quality).
+#: only), a grammar.  The default is chosen on both labelled corpora (docs/quality.md).
 PROMPTS = {
     p.name: p
     for p in (

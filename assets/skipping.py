@@ -8,7 +8,7 @@ microseconds per chunk, need no model, and each names its reason, recorded on th
 
 The thresholds were set on real folders and checked for what they spare (``benchmarks/run.py
 --only skipping`` counts the chunks each test flags on the two labelled corpora and on the
-installed packages' own source and docs; README, Performance).
+installed packages' own source and docs; docs/performance.md).
 
 Examples
 --------

@@ -12,7 +12,7 @@ import numpy as np
 
 #: Largest share of rows whose blurb fell back to the chunk alone (``blurb_status`` other than
 #: ``model``) before the check fails.  SmolLM2-135M with the published prompt falls back on 60%
-#: of the codebase set's chunks (README, Quality), so the default leaves room for it and still
+#: of the codebase set's chunks (docs/quality.md), so the default leaves room for it and still
 #: catches a broken model or prompt (every blurb falling back).  ``SITUATE_MAX_FALLBACK_SHARE``.
 MAX_FALLBACK_SHARE = 0.9
 

@@ -3,7 +3,7 @@
 The corpus is text not written for this project: the READMEs of two installed dependencies (the
 Markdown long descriptions in tiktoken's and lancedb's wheel metadata) and python-dotenv's
 ``main.py``: about 6k tokens, chosen so that the run takes about a minute on 2 cores with the
-default blurb model (README, Performance).  It is copied into ``$SITUATE_HOME/demo-docs`` so the
+default blurb model (docs/performance.md).  It is copied into ``$SITUATE_HOME/demo-docs`` so the
 run never depends on what else is on the machine.
 """
 

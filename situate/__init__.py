@@ -59,7 +59,7 @@ def search(query: str, k: int = 10, rerank: int | None = None, home: str | None 
     rerank : int, optional
         Candidates the local cross-encoder reranks (its order fused with the first stage's by
         RRF); 0 turns it off.  Default: ``SITUATE_RERANK_DEPTH``, else 0 (measured on both labelled
-        corpora, ``README.md`` Quality).  About 0.06-0.08 s a candidate on 2 CPU cores.
+        corpora, docs/quality.md).  About 0.06-0.08 s a candidate on 2 CPU cores.
     home : str, optional
         The data folder given to :func:`ingest`; default ``$SITUATE_HOME``, else ``./.situate``.
 

@@ -69,7 +69,7 @@ from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, 
 #: takes up to 1,000,000 for a dump).
 MAX_SERVICE_K = 1000
 #: Deepest rerank one request may ask for (the cross-encoder costs 0.06-0.08 s a candidate on 2
-#: CPU cores, README Performance).
+#: CPU cores, docs/performance.md).
 MAX_SERVICE_RERANK = 200
 #: Environment variable of the bearer token; required when the service binds a non-loopback address.
 TOKEN_ENV = "SITUATE_API_TOKEN"

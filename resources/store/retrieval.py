@@ -389,7 +389,7 @@ def hybrid_search(
     top ``k`` out.
 
     The third ranking keeps a chunk whose blurb misleads BM25 in one list; measured with
-    ``situate eval`` on both labelled corpora (README, Quality: ``contextual+structural-bm25``).
+    ``situate eval`` on both labelled corpora (docs/quality.md: ``contextual+structural-bm25``).
     ``weighted`` fuses the first two only (the cookbook's weights are for two rankings).
 
     Parameters
