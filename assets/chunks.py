@@ -5,7 +5,7 @@ import functools
 import dagster as dg
 
 from assets.chunking import make_chunks
-from assets.code_context import document_contexts, document_headings
+from assets.code_context import document_contexts
 from assets.partitions import BACKFILL, documents
 from assets.per_document import for_each_document, read_ok
 from resources.documents.docs import Chunking
@@ -55,7 +55,7 @@ def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) 
         out = make_chunks(
             key,
             doc["text"],
-            document_headings(doc),
+            doc["headings"],
             count_cl100k,
             chunking.chunk_tokens,
             chunking.overlap_tokens,

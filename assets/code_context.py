@@ -26,16 +26,10 @@ import functools
 import re
 from collections.abc import Iterator
 
-from resources.documents.reading import markdown_headings
-
 #: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
 MAX_COMMENT_WORDS = 40
 #: Most names listed as "defines": a long chunk of small functions keeps the first ones.
 MAX_DEFINED = 12
-#: Longest signature shown for the definition a chunk continues, in characters: a Rust or Java
-#: signature with its parameters and return type fits (the codebase set's median is about 40);
-#: a longer one is cut with "…".
-MAX_SIGNATURE_CHARS = 120
 #: Enclosing definitions shown at most (the outermost two, "…", the innermost rest): bounds a
 #: chunk's context in a deeply nested file.  Real code nests a handful deep.
 MAX_ENCLOSING = 8
@@ -143,31 +137,10 @@ class Definition:
     name: str
     start: int
     end: int
-    #: The source text before the definition's body (``fn reset(&mut self)``), whitespace
-    #: collapsed, at most :data:`MAX_SIGNATURE_CHARS`; empty when none was found.
-    signature: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.kind} {self.name}".strip()
-
-    @property
-    def heading(self) -> str:
-        """The signature when there is one that names the definition, else :attr:`label`."""
-        return self.signature if self.name and self.name in self.signature else self.label
-
-
-def _signature(text: str) -> str:
-    """``text`` (a definition's head) with whitespace collapsed, a trailing ``{`` or ``:``,
-    comments at the end of a line, leading annotations and the blanks inside parentheses dropped,
-    cut to :data:`MAX_SIGNATURE_CHARS`."""
-    lines = [re.sub(r"\s//.*$|\s#(?![\[!]).*$", "", line) for line in text.splitlines()]
-    sig = " ".join(" ".join(lines).split()).rstrip("{:").strip()
-    sig = re.sub(r"^(?:@[\w.]+(?:\([^()]*\))?\s+)+", "", sig)  # Java annotations before it
-    sig = re.sub(r",?\s*\)", ")", re.sub(r"\(\s+", "(", sig))  # one parameter a line
-    if len(sig) > MAX_SIGNATURE_CHARS:
-        sig = sig[: MAX_SIGNATURE_CHARS - 1].rstrip() + "…"
-    return sig
 
 
 @functools.cache
@@ -289,10 +262,7 @@ def _walk_definitions(root, lang: str, data: bytes) -> Iterator[Definition]:
             ):
                 name = _name(node, lang, data)
                 if name:
-                    body = node.child_by_field_name("body")
-                    head = data[node.start_byte : body.start_byte if body is not None else node.end_byte]
-                    sig = _signature(head.decode(errors="replace")) if body is not None else ""
-                    yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte, sig)
+                    yield Definition(kind, " ".join(name.split()), node.start_byte, node.end_byte)
         stack.extend(reversed(node.children))
 
 
@@ -399,7 +369,7 @@ def _pattern_definitions(text: str, pattern: tuple[re.Pattern, str] = (_PATTERN_
     lower indentation.  One pass with a stack of the open definitions (linear in their number)."""
     regex, default_kind = pattern
     defs: list[Definition] = []
-    open_defs: list[tuple[int, int, str, str, str]] = []  # (indent, start, kind, name, signature)
+    open_defs: list[tuple[int, int, str, str]] = []  # (indent, start, kind, name), indents rising
     for m in regex.finditer(text):
         groups = m.groupdict()
         name = (groups.get("name") or groups.get("fname") or "").strip().strip("\"'")
@@ -409,12 +379,10 @@ def _pattern_definitions(text: str, pattern: tuple[re.Pattern, str] = (_PATTERN_
         indent = len(line) - len(line.lstrip())
         start = m.start() + len(m.group(0)) - len(line) + indent
         while open_defs and open_defs[-1][0] >= indent:
-            o_indent, o_start, kind, o_name, sig = open_defs.pop()
-            defs.append(Definition(kind, o_name, o_start, m.start(), sig))
-        line_end = text.find("\n", start)
-        sig = _signature(text[start : line_end if line_end >= 0 else len(text)])
-        open_defs.append((indent, start, groups.get("kind") or default_kind, name, sig))
-    defs.extend(Definition(kind, name, start, len(text), sig) for _, start, kind, name, sig in open_defs)
+            _, o_start, kind, o_name = open_defs.pop()
+            defs.append(Definition(kind, o_name, o_start, m.start()))
+        open_defs.append((indent, start, groups.get("kind") or default_kind, name))
+    defs.extend(Definition(kind, name, start, len(text)) for _, start, kind, name in open_defs)
     defs.sort(key=lambda d: d.start)
     return defs
 
@@ -511,8 +479,7 @@ def chunk_contexts(
     -------
     list of str
         Per chunk, lines: file name, leading comment, enclosing definitions joined by `` > ``
-        (outermost first; the innermost one the chunk continues shown by its signature,
-        :attr:`Definition.heading`), then ``defines: a, b``; empty parts are left out.
+        (outermost first), then ``defines: a, b``; empty parts are left out.
     """
     language = language or detect_language(text, name)
     defs, in_bytes = definitions(text, language, name)
@@ -557,10 +524,6 @@ def chunk_contexts(
         parts = list(head)
         if enclosing:
             labels = [d.label for d in enclosing]
-            # the definition the chunk continues (begun before it): its signature, the words
-            # of its head (parameters, types) that the chunk itself no longer shows
-            if enclosing[-1].start < b_start:
-                labels[-1] = enclosing[-1].heading
             if trimmed:
                 labels.insert(2, "…")
             parts.append(" > ".join(labels))
@@ -599,16 +562,6 @@ def is_source(doc: dict) -> bool:
     or a corpus entry that parses as code (:func:`detect_language`)."""
     fmt = doc.get("format")
     return fmt == "code" or (fmt == "corpus" and detect_language(doc["text"]) is not None)
-
-
-def document_headings(doc: dict) -> list[list]:
-    """The section headings of a loaded document (``resources.documents.reading.Document`` as
-    JSON), ``[[offset, level, title], ...]`` with offsets in characters of its text: those read
-    with the file (Markdown, reStructuredText, HTML), and for a corpus entry that is prose, its
-    Markdown headings (``## Section``), so each chunk carries its section path as a file's do."""
-    if doc.get("format") == "corpus" and not doc.get("headings") and not is_source(doc):
-        return markdown_headings(doc["text"])
-    return doc.get("headings") or []
 
 
 def document_contexts(doc: dict, spans: list[tuple[int, int]], heading_paths: list[list[str]]) -> list[str]:
