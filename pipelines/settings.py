@@ -1,54 +1,8 @@
 """Resources built from the environment, with the defaults a fresh clone needs.
 
-=======================  =============================================  ==========================
-variable                 meaning                                        default
-=======================  =============================================  ==========================
-SITUATE_DOCS             docs folder (or a corpus file)                 ``docs``
-SITUATE_HOME             data folder                                    ``.situate``
-SITUATE_MODELS_DIR       shared models folder                           ``~/.cache/situate/models``
-SITUATE_LLM_MODEL        blurb model: a name or a chat GGUF path        ``qwen2.5-coder-0.5b``
-SITUATE_LLM_URL          an OpenAI-compatible server running it         none (in process)
-SITUATE_LLM_SERVED_MODEL the model name the server serves               the first it lists
-SITUATE_LLM_API_KEY      the server's bearer key (never logged)         none
-SITUATE_LLM_API          the API it speaks: openai or anthropic         openai (with a URL)
-ANTHROPIC_API_KEY        the key for SITUATE_LLM_API=anthropic           none
-SITUATE_LLM_IN_FLIGHT    documents asked of a server/API at once        1
-SITUATE_LLM_BATCH        1: blurbs through Anthropic's Message Batches   0 (live requests)
-SITUATE_LLM_BATCH_POLL   seconds between looks at a batch in progress   30
-SITUATE_LLM_BATCH_WAIT   seconds a run waits for its batches            86400
-SITUATE_LLM_RETRIES      retries of a failed server request             4
-SITUATE_LLM_TIMEOUT      seconds a server request may take in all       300
-SITUATE_LLM_PRICE_INPUT  USD per million input tokens (paid API)      Anthropic's rate for the model
-SITUATE_LLM_PRICE_OUTPUT USD per million output tokens (paid API)     Anthropic's rate for the model
-SITUATE_EMBED_URL        an OpenAI-compatible /v1/embeddings server     none (in process)
-SITUATE_EMBED_SERVED_MODEL  the embedding model name it serves          the first it lists
-SITUATE_EMBED_API_KEY    its bearer key (never logged)                  none
-SITUATE_EMBED_MODEL      embedder: a name or an embedding GGUF path     ``bge-small-en-v1.5``
-SITUATE_N_CTX            LLM context, tokens                            8192
-SITUATE_N_THREADS        CPU threads (0: all)                           0
-SITUATE_N_GPU_LAYERS     layers on the GPU (-1: all)                    0
-SITUATE_MAX_TOKENS       blurb bound, generated tokens                  80
-SITUATE_REPEAT_PENALTY   llama.cpp repeat penalty for blurbs            the model's (Qwen 1.1, SmolLM2 1.3)
-SITUATE_CHUNK_TOKENS     chunk size, cl100k_base tokens                 800
-SITUATE_OVERLAP_TOKENS   chunk overlap, cl100k_base tokens              80
-SITUATE_RERANK_MODEL     cross-encoder ONNX (tokenizer.json beside it)  ms-marco-MiniLM-L-12-v2
-SITUATE_RERANK_DEPTH     search candidates reranked (0: no rerank)      0 (``--rerank 30`` turns it on)
-SITUATE_PROMPT           blurb prompt name (assets.prompting.PROMPTS)   ``anthropic-2024-primed-about``
-SITUATE_CONTEXT          what writes the context: chunk, document, structure ``document``
-SITUATE_DOCUMENT_TOKENS  document mode: LLM tokens of the document read  2048
-SITUATE_BLURBS_FILE      blurbs taken from a file (no LLM call for them)  none
-SITUATE_ALLOW_MASS_REMOVAL  1: remove most/all documents when gone (held) unset
-SITUATE_ALLOWED_HOSTS    situate serve: Host names besides loopback     none
-SITUATE_BATCH            chunks decoded together (shared-prefix batch)  1 (sequential)
-SITUATE_FLASH_ATTN       llama.cpp flash attention for the blurb LLM    0 (off)
-SITUATE_KV_TYPE          blurb LLM KV cache type: f16 or q8_0           f16
-SITUATE_LLM_REPACK       llama.cpp CPU weight repacking for the blurbs  0 (off)
-SITUATE_MAX_BLURB_CHUNKS  larger documents get no LLM blurbs         2000 (0: no limit)
-SITUATE_VECTOR_INDEX_MIN_ROWS  rows from which vectors get IVF_FLAT     10000
-SITUATE_DOCS_PER_RUN     most documents in one ingest run               0 (no limit: one run per range)
-SITUATE_MAX_FALLBACK_SHARE     fallback_share check threshold           0.9
-DAGSTER_HOME             Dagster instance                               ``$SITUATE_HOME/dagster``
-=======================  =============================================  ==========================
+Every variable, its default, its allowed values and one line of help are in one table,
+:data:`resources.settings.SETTINGS` (the configuration page, ``docs/configuration.md``, is generated
+from it).
 
 Every numeric setting has a range, in one table (:data:`resources.models.llm.SETTING_BOUNDS`, each
 end with its reason), checked wherever settings are read: :func:`check_environment` (every
@@ -63,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,6 +28,7 @@ from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking, Doc
 from resources.models import registry as models
 from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
 from resources.models.reranker import Reranker
+from resources.settings import unknown_settings
 from resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
@@ -213,6 +169,10 @@ def check_environment() -> dict[str, int | float]:
     the settings, made wherever they are read (:func:`resources_from_env`, so every command and the
     code location; ``situate dev`` before Dagster starts).
 
+    A set ``SITUATE_*`` variable that :data:`resources.settings.SETTINGS` does not list (a typo,
+    which would otherwise be ignored in silence) gets a :class:`UserWarning` naming the closest
+    setting.
+
     Returns
     -------
     dict
@@ -225,6 +185,10 @@ def check_environment() -> dict[str, int | float]:
         out of order: ``SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100``.
     """
     from pipelines.preflight import StartupError
+
+    for name, close in unknown_settings(os.environ):
+        hint = f" (did you mean {close}?)" if close else ""
+        warnings.warn(f"{name} is not a situate setting and is ignored{hint}", UserWarning, stacklevel=2)
 
     values = {name: setting_from_env(name, None) for name in SETTING_BOUNDS}
     values = {k: v for k, v in values.items() if v is not None}
@@ -337,9 +301,9 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
             server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
             server_retries=val("SITUATE_LLM_RETRIES", 4, int),
             server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
-            flash_attn=os.environ.get("SITUATE_FLASH_ATTN", "") not in ("", "0"),
+            flash_attn=_switch("SITUATE_FLASH_ATTN"),
             kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
-            repack=os.environ.get("SITUATE_LLM_REPACK", "") not in ("", "0"),
+            repack=_switch("SITUATE_LLM_REPACK"),
         ),
         "embedder": Embedder(
             model_path=embed_path,

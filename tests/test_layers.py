@@ -33,9 +33,10 @@ def _package(name: str) -> dict[str, set[str]]:
 
 def test_resources_are_grouped_by_what_they_keep():
     """``resources/`` holds three subpackages (the store, the models, document reading) and no
-    flat module besides its ``__init__`` and ``errors`` (every layer's exceptions, one base)."""
+    flat module besides its ``__init__``, ``errors`` (every layer's exceptions, one base) and
+    ``settings`` (every setting's name, default, bounds and help)."""
     flat = sorted(p.name for p in (REPO / "resources").glob("*.py") if p.name != "__init__.py")
-    assert flat == ["errors.py"]
+    assert flat == ["errors.py", "settings.py"]
     assert {p.name for p in (REPO / "resources").iterdir() if (p / "__init__.py").exists()} == {
         "store",
         "models",
