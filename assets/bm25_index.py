@@ -1,14 +1,13 @@
 """Asset ``bm25_index``: bm25s indexes over the contextualised text of every row of the table and over
 the same without the blurb (the third ranking of :func:`resources.store.retrieval.hybrid_search`)."""
 
-import os
-
 import dagster as dg
 
 from assets import table_checks
 from assets.partitions import PARTITIONS
 from assets.per_document import tag_worker
 from resources.models.llm import parse_setting
+from resources.settings import env
 from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
 from resources.store.store import Store
 
@@ -32,8 +31,8 @@ class TableCheckConfig(dg.Config):
     """Thresholds of the table checks."""
 
     max_fallback_share: float = (
-        parse_setting("SITUATE_MAX_FALLBACK_SHARE", os.environ["SITUATE_MAX_FALLBACK_SHARE"])
-        if os.environ.get("SITUATE_MAX_FALLBACK_SHARE", "").strip()
+        parse_setting("SITUATE_MAX_FALLBACK_SHARE", env("SITUATE_MAX_FALLBACK_SHARE"))
+        if env("SITUATE_MAX_FALLBACK_SHARE")
         else table_checks.MAX_FALLBACK_SHARE
     )
 

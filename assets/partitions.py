@@ -4,12 +4,12 @@ them too); they are re-exported here."""
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import dagster as dg
 
 from resources.documents.keys import KEY_PATTERN, PartitionKeyError, check_key, decode_key, encode_key  # noqa: F401
+from resources.settings import env
 
 # backfill_policy (one run for many documents) is marked beta in Dagster 1.13; it is used on
 # purpose, so its warning is not repeated on every import.
@@ -28,7 +28,7 @@ def backfill_policy() -> dg.BackfillPolicy:
     model once, as many in parallel as the instance's run queue and the ``llm`` pool allow);
     unset or 0, one run for the whole backfill (``single_run()``).  A value that is not a whole
     number is refused by the settings check of every command (:mod:`pipelines.settings`)."""
-    raw = os.environ.get("SITUATE_DOCS_PER_RUN", "").strip()
+    raw = env("SITUATE_DOCS_PER_RUN")
     n = int(raw) if raw.isdigit() else 0
     return dg.BackfillPolicy.multi_run(n) if n > 0 else dg.BackfillPolicy.single_run()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.evaluation import bar_chart
+from resources.settings import data_folder, env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,8 +38,8 @@ class EvalConfig(dg.Config):
         Data folder of the evaluation; empty for ``$SITUATE_HOME/eval/<corpus name>``.
     """
 
-    corpus: str = os.environ.get("SITUATE_EVAL_CORPUS", "")
-    queries: str = os.environ.get("SITUATE_EVAL_QUERIES", "")
+    corpus: str = env("SITUATE_EVAL_CORPUS")
+    queries: str = env("SITUATE_EVAL_QUERIES")
     configs: str = ""
     fusion: str = "rrf"
     home: str = ""
@@ -113,7 +114,7 @@ def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.
         cmd = eval_command(config, out)
         context.log.info("running " + " ".join(cmd))
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-        env["SITUATE_HOME"] = str(Path(os.environ.get("SITUATE_HOME") or ".situate").expanduser().resolve())
+        env["SITUATE_HOME"] = str(Path(data_folder()).expanduser().resolve())
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         tail = []
         try:

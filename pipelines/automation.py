@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import os
 
 import dagster as dg
 
@@ -23,6 +22,7 @@ from pipelines.sync import (
 )
 from resources.documents.docs import Chunking, DocsFolder
 from resources.models.llm import BlurbLLM, Embedder
+from resources.settings import env
 from resources.store.retrieval import rebuild_bm25_from_table
 from resources.store.store import Store
 
@@ -56,7 +56,7 @@ def plan_for(
         store.document_states(),
         fp,
         bad_inputs_from_store(store, [r.key for r in refs]),
-        allow_mass_removal=allow_removal or os.environ.get(ALLOW_REMOVAL_ENV, "") == "1",
+        allow_mass_removal=allow_removal or env(ALLOW_REMOVAL_ENV) == "1",
     )
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp

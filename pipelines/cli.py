@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipelines.operations import MAX_K, IngestSummary, QueryError, ingest, prepare_env, search  # noqa: F401
 from pipelines.output import EscapingStream, escape_controls, print_hits  # noqa: F401
+from resources.settings import DEFAULT_HOME, env
 
 
 class _Parser(argparse.ArgumentParser):
@@ -214,7 +215,7 @@ def _run(args) -> int:
                 return 2
             return 0
         if args.action == "list":
-            current = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))[0]
+            current = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)[0]
             print(f"{'name':<36} {'role':<19} {'size':>9} {'licence':<11} installed")
             for r in models.listing():
                 mark = " (in use)" if r["role"] == "blurb LLM" and r["path"] == current else ""
@@ -320,7 +321,7 @@ def _serve(args) -> int:
     """``situate serve``: refuse a non-loopback address without a token, then run uvicorn."""
     from situate.service import TOKEN_ENV, create_app, is_loopback
 
-    token = os.environ.get(TOKEN_ENV) or None
+    token = env(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
         print(
             f"situate: error: --host {args.host} is not a loopback address: set {TOKEN_ENV} (clients send "
@@ -337,7 +338,7 @@ def _serve(args) -> int:
     app = create_app(args.home, token)
     print(
         f"situate: serving http://{args.host}:{args.port}/ (data folder "
-        f"{os.environ.get('SITUATE_HOME') or Path('.situate').resolve()}; API at /docs)",
+        f"{env('SITUATE_HOME') or Path(DEFAULT_HOME).resolve()}; API at /docs)",
         flush=True,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

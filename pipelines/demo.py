@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import time
 from pathlib import Path
+
+from resources.settings import data_folder
 
 #: (distribution, file name in the demo folder) for READMEs taken from wheel metadata.
 READMES = [("tiktoken", "tiktoken-README.md"), ("lancedb", "lancedb-README.md")]
@@ -71,7 +72,7 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
     from pipelines.output import print_hits
     from pipelines.preflight import check_data_folder, check_same_docs
 
-    home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
+    home_path = check_data_folder(data_folder(home))
     folder = home_path / "demo-docs"
     check_same_docs(home_path, folder, replace)
     files = build_demo_corpus(folder)

@@ -46,6 +46,7 @@ import numpy as np
 
 from assets import evaluation as ev
 from resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
+from resources.settings import env
 
 #: The configurations that rerank ``contextual``'s top ``rerank_depth``.
 RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank-blurb")
@@ -488,7 +489,7 @@ def evaluate(
     from pipelines.preflight import check_data_folder
     from resources.store.objects import is_uri
 
-    if is_uri(home) or (not home and is_uri(os.environ.get("SITUATE_HOME"))):
+    if is_uri(home) or (not home and is_uri(env("SITUATE_HOME"))):
         raise ValueError(
             "situate eval keeps its datasets in a local data folder: give --home a local path "
             "(the evaluation measures retrieval, not the store)"

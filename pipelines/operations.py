@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from resources.errors import QueryError  # noqa: F401  (importable from here as before)
+from resources.settings import data_folder
 
 
 def prepare_env(home: str | None, docs: str | None = None) -> None:
@@ -211,7 +212,7 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
 
     t0 = time.perf_counter()
     docs_path = check_docs(path)
-    home_path = check_data_folder(home or os.environ.get("SITUATE_HOME") or ".situate")
+    home_path = check_data_folder(data_folder(home))
     check_same_docs(home_path, docs_path, replace)
     prepare_env(home, path)
     from pipelines.settings import record_docs_root
@@ -428,7 +429,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
 
     # this call's data folder, passed down: a search never changes the process environment, so
     # threads searching different folders never see each other's (issue 24)
-    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
+    home = normalize_home(data_folder(home))
     check_readable_home(home)
     res = resources_from_env(plain=True, home=home)
     store = res["store"]

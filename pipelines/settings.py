@@ -28,7 +28,7 @@ from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking, Doc
 from resources.models import registry as models
 from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
 from resources.models.reranker import Reranker
-from resources.settings import unknown_settings
+from resources.settings import PREFIX, data_folder, env, unknown_settings
 from resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
@@ -47,10 +47,16 @@ telemetry:
 DOCS_ROOT_FILE = "docs-root"
 
 
+def _raw(name: str) -> str:
+    """A variable's text: a ``SITUATE_*`` setting through :func:`resources.settings.env`, another
+    (``ANTHROPIC_API_KEY``) as the environment holds it."""
+    return env(name) if name.startswith(PREFIX) else os.environ.get(name, "")
+
+
 def _env(name: str, default, cast=str):
     """``dg.EnvVar(name)`` when the variable is set (so the UI shows where a value comes from),
     else ``default``."""
-    if os.environ.get(name, "") == "":
+    if _raw(name) == "":
         return default
     if cast is int:
         return dg.EnvVar.int(name)
@@ -81,7 +87,7 @@ def situate_home() -> Path | str:
     """``$SITUATE_HOME`` (default ``./.situate``): an absolute path, or an object store URI."""
     from resources.store.objects import is_uri, normalize_home
 
-    home = os.environ.get("SITUATE_HOME") or ".situate"
+    home = data_folder()
     return normalize_home(home) if is_uri(home) else Path(normalize_home(home))
 
 
@@ -136,7 +142,7 @@ def setting_from_env(name: str, default: int | float) -> int | float:
         Not a number of its kind (a whole number for an ``int`` setting), or outside its bound:
         ``SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0``.
     """
-    raw = os.environ.get(name, "")
+    raw = _raw(name)
     if raw == "":
         return default
     try:
@@ -211,7 +217,7 @@ def _switch(name: str) -> bool:
     pipelines.preflight.StartupError
         Any other value (``false``, ``no``: read as on by a looser test, so refused here).
     """
-    raw = os.environ.get(name, "").strip()
+    raw = env(name)
     if raw not in ("", "0", "1"):
         from pipelines.preflight import StartupError
 
@@ -256,14 +262,14 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
         if plain:
             if cast is int:
                 return int_from_env(name, default)
-            raw = os.environ.get(name, "")
+            raw = _raw(name)
             return default if raw == "" else cast(raw)
         return _env(name, default, cast)
 
-    llm_path, llm_id, llm_spec = models.resolve_llm(os.environ.get("SITUATE_LLM_MODEL"))
+    llm_path, llm_id, llm_spec = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)
     # an embedder name is resolved here too: its file, tokenizer, prefixes, pooling and context
-    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))
-    llm_api = os.environ.get("SITUATE_LLM_API", "").strip()
+    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(env("SITUATE_EMBED_MODEL") or None)
+    llm_api = env("SITUATE_LLM_API")
     if llm_api not in LLM_APIS:
         from pipelines.preflight import StartupError
 
@@ -302,7 +308,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
             server_retries=val("SITUATE_LLM_RETRIES", 4, int),
             server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
             flash_attn=_switch("SITUATE_FLASH_ATTN"),
-            kv_type=os.environ.get("SITUATE_KV_TYPE", "") or "f16",
+            kv_type=env("SITUATE_KV_TYPE") or "f16",
             repack=_switch("SITUATE_LLM_REPACK"),
         ),
         "embedder": Embedder(
@@ -344,7 +350,7 @@ def reranker_from_env() -> Reranker:
     """
     from pipelines.preflight import StartupError
 
-    path = os.environ.get("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
+    path = env("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
     reranker = Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
     if os.path.exists(path) and os.path.exists(tok):

@@ -19,10 +19,13 @@ Examples
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from resources.models.llm import SETTING_BOUNDS, Bound
+if TYPE_CHECKING:
+    from resources.models.llm import Bound
 
 #: Prefix of situate's own variables: a set variable with it that :data:`SETTINGS` does not list
 #: is a typo or a setting of another version (:func:`unknown_settings`).
@@ -57,6 +60,9 @@ class Setting:
     @property
     def bound(self) -> Bound | None:
         """Its numeric range (:data:`resources.models.llm.SETTING_BOUNDS`), or None."""
+        from resources.models.llm import SETTING_BOUNDS  # local: this module is imported by the
+        # modules llm.py's own imports reach (the registry, the store), and needs no model code
+
         return SETTING_BOUNDS.get(self.name)
 
     @property
@@ -219,6 +225,43 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+#: The data folder when neither an argument nor ``SITUATE_HOME`` names one.
+DEFAULT_HOME = ".situate"
+
+
+def env(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of setting ``name`` in the environment, with surrounding blanks removed; ``""``
+    when unset.  The one place situate reads a ``SITUATE_*`` variable (a test holds every other
+    module to it), so each read is of a setting :data:`SETTINGS` lists.
+
+    Parameters
+    ----------
+    name : str
+        A setting's variable (``SITUATE_N_CTX``).
+    environ : Mapping[str, str], optional
+        Where to read it (default ``os.environ``).
+
+    Returns
+    -------
+    str
+        The raw text; the caller parses and bounds it (:func:`resources.models.llm.parse_setting`).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not in :data:`SETTINGS` (a misspelt name in the code).
+    """
+    if name not in SETTINGS_BY_NAME:
+        raise KeyError(f"{name} is not a situate setting (resources.settings.SETTINGS)")
+    return (os.environ if environ is None else environ).get(name, "").strip()
+
+
+def data_folder(home: str | None = None) -> str:
+    """The data folder a command uses: ``home`` when given, else ``$SITUATE_HOME``, else
+    :data:`DEFAULT_HOME` (not normalised: a path as written, or an object-store URI)."""
+    return home or env("SITUATE_HOME") or DEFAULT_HOME
 
 
 def unknown_settings(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:

@@ -12,8 +12,9 @@ Configure an agent with the command ``situate mcp --home DATA_FOLDER`` (stdio tr
 
 from __future__ import annotations
 
-import os
 from typing import Any
+
+from resources.settings import data_folder
 
 #: Most hits one tool call returns (an agent's context is the budget, not the table).
 MAX_TOOL_K = 50
@@ -30,7 +31,7 @@ def create_server(home: str | None = None):
     from pipelines.preflight import StartupError
     from resources.store.objects import normalize_home
 
-    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
+    home = normalize_home(data_folder(home))
     server = MCPServer(
         "situate",
         instructions=(

@@ -48,7 +48,6 @@ import functools
 import hmac
 import html
 import ipaddress
-import os
 import re
 import sys
 import tempfile
@@ -64,6 +63,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
+from resources.settings import data_folder, env
 
 #: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
 #: takes up to 1,000,000 for a dump).
@@ -286,7 +286,7 @@ def allowed_hosts(token: str | None, extra: list[str] | None = None) -> list[str
     ``SITUATE_ALLOWED_HOSTS``); with a bearer token and no list, any (the token is the guard:
     a page rebound to this address cannot send it)."""
     if extra is None:
-        extra = [h.strip().lower() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()]
+        extra = [h.strip().lower() for h in env(HOSTS_ENV).split(",") if h.strip()]
     if token and not extra:
         return ["*"]
     return [*LOOPBACK_HOSTS, *extra]
@@ -309,7 +309,7 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
     from pipelines.preflight import StartupError
     from resources.store.objects import is_uri, normalize_home
 
-    home = normalize_home(home or os.environ.get("SITUATE_HOME") or ".situate")
+    home = normalize_home(data_folder(home))
     # anonymous callers see the data folder's name, not where it is
     shown = (
         home

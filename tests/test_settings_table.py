@@ -68,3 +68,69 @@ def test_an_on_off_setting_takes_0_or_1(monkeypatch, name):
     monkeypatch.setenv(name, "yes")
     with pytest.raises(StartupError, match=rf"{name}='yes': set 1 \(on\) or 0 \(off\)"):
         resources_from_env(plain=True)
+
+
+def _is_environ(node) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" and getattr(node.value, "id", "") == "os"
+
+
+def uses_in(source: str, where: str) -> tuple[list[str], list[str]]:
+    """``(reads, writes)`` of a ``SITUATE_*`` variable through ``os.environ`` or ``os.getenv`` in
+    one module's ``source``, as ``where:line NAME``; a name given by a module constant
+    (``TOKEN_ENV = "SITUATE_API_TOKEN"``) counts."""
+    tree = ast.parse(source)
+    consts = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def name_of(arg):
+        value = arg.value if isinstance(arg, ast.Constant) else consts.get(getattr(arg, "id", ""))
+        return value if isinstance(value, str) and value.startswith("SITUATE_") else None
+
+    reads, writes = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            f = node.func
+            env_call = (_is_environ(f.value) and f.attr in ("get", "pop", "setdefault")) or (
+                f.attr == "getenv" and getattr(f.value, "id", "") == "os"
+            )
+            name = name_of(node.args[0]) if env_call else None
+            if name:
+                (writes if f.attr in ("pop", "setdefault") else reads).append(f"{where}:{node.lineno} {name}")
+        elif isinstance(node, ast.Subscript) and _is_environ(node.value):
+            name = name_of(node.slice)
+            if name:
+                out = writes if isinstance(node.ctx, (ast.Store, ast.Del)) else reads
+                out.append(f"{where}:{node.lineno} {name}")
+    return reads, writes
+
+
+def test_settings_are_read_only_through_the_settings_module():
+    reads, writes = [], []
+    for folder in ("assets", "resources", "pipelines", "situate"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            r, w = uses_in(path.read_text(), str(path.relative_to(ROOT)))
+            reads, writes = reads + r, writes + w
+    assert reads == []
+    # the writes left: a command pointing Dagster's in-process runs at its folders and blurb file
+    # (their resources read the environment); each new one fails here
+    assert sorted(w.split(":")[0] + " " + w.split()[-1] for w in writes) == [
+        "pipelines/evaluate.py SITUATE_BLURBS_FILE",
+        "pipelines/operations.py SITUATE_DOCS",
+        "pipelines/operations.py SITUATE_HOME",
+    ]
+
+
+def test_the_read_check_sees_each_form_of_read():
+    src = (
+        'import os\nTOKEN = "SITUATE_API_TOKEN"\n'
+        'a = os.environ.get("SITUATE_HOME")\nb = os.environ["SITUATE_DOCS"]\nc = os.getenv(TOKEN)\n'
+        'os.environ["SITUATE_HOME"] = "x"\nd = os.environ.get("HOME")\n'
+    )
+    reads, writes = uses_in(src, "m.py")
+    assert reads == ["m.py:3 SITUATE_HOME", "m.py:4 SITUATE_DOCS", "m.py:5 SITUATE_API_TOKEN"]
+    assert writes == ["m.py:6 SITUATE_HOME"]

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from resources.errors import ModelFileError, ModelInstallError  # noqa: F401  (importable from here as before)
+from resources.settings import env
 
 #: sha1 of tiktoken's download URL for cl100k_base; tiktoken looks the file up under this name in
 #: ``TIKTOKEN_CACHE_DIR`` (tiktoken/load.py, ``read_file_cached``) and checks its sha256 itself.
@@ -492,7 +493,7 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
         Missing, corrupt (size or sha256 differ from the pin) or not a GGUF file.
     """
     p = Path(path).expanduser()
-    where = f" (set by {env_var})" if env_var and os.environ.get(env_var) else ""
+    where = f" (set by {env_var})" if env_var and env(env_var) else ""
     pinned = next((m for m in PINNED if p.name == Path(m.filename).name and p.resolve() == path_of(m).resolve()), None)
     fix = "run `situate models install` (or `make setup`)" if pinned else "fix the path"
     if p.is_dir():
@@ -526,8 +527,8 @@ def check_model_file(path: str | os.PathLike, env_var: str = "") -> None:
 
 def models_dir() -> Path:
     """The shared models folder: ``$SITUATE_MODELS_DIR`` or ``~/.cache/situate/models``."""
-    env = os.environ.get("SITUATE_MODELS_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "situate" / "models"
+    env_dir = env("SITUATE_MODELS_DIR")
+    return Path(env_dir).expanduser() if env_dir else Path.home() / ".cache" / "situate" / "models"
 
 
 def path_of(model: ModelFile, root: Path | None = None) -> Path:

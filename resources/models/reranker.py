@@ -25,6 +25,8 @@ import os
 import dagster as dg
 import numpy as np
 
+from resources.settings import env
+
 #: Longest (query, passage) input, in the cross-encoder's WordPiece tokens; the passage is cut to
 #: fit.  The model reads up to 512 (its tokenizer_config's ``model_max_length``) and was trained on
 #: MS MARCO passages of about 60 words.  Measured on the cookbook codebase set (passages with the
@@ -109,7 +111,7 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
         check_model_file(p)
     fix = (
         "fix SITUATE_RERANK_MODEL"
-        if os.environ.get("SITUATE_RERANK_MODEL") == model_path
+        if env("SITUATE_RERANK_MODEL") == model_path
         else "run `situate models install` to fetch it again"
         if model_path == str(path_of(RERANKER))
         else "fix the path"

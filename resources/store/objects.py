@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
+from resources.settings import env
 
 #: URI schemes accepted as a data folder.
 SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "azure")
@@ -443,7 +444,7 @@ def local_cache_root() -> Path:
     """Local folder for what an object-store data folder caches on this machine (the BM25 index
     downloaded for search, the Dagster instance by default): ``$SITUATE_CACHE`` or
     ``~/.cache/situate``."""
-    return Path(os.environ.get("SITUATE_CACHE") or Path.home() / ".cache" / "situate").expanduser().resolve()
+    return Path(env("SITUATE_CACHE") or Path.home() / ".cache" / "situate").expanduser().resolve()
 
 
 def cache_dir_for(uri: str, what: str) -> Path:
