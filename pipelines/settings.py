@@ -275,7 +275,9 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
         raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
     llm_api = "" if llm_api == "openai" else llm_api
-    llm_penalty = setting_from_env("SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else 1.1)
+    llm_penalty = setting_from_env(
+        "SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else models.DEFAULT_REPEAT_PENALTY
+    )
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(

@@ -134,3 +134,15 @@ def test_the_read_check_sees_each_form_of_read():
     reads, writes = uses_in(src, "m.py")
     assert reads == ["m.py:3 SITUATE_HOME", "m.py:4 SITUATE_DOCS", "m.py:5 SITUATE_API_TOKEN"]
     assert writes == ["m.py:6 SITUATE_HOME"]
+
+
+def test_the_blurb_llm_defaults_agree_with_the_settings():
+    """A ``BlurbLLM`` built directly and the one the settings build with nothing set decode alike
+    (the repeat penalty was 1.3 in one and the model's 1.1 in the other)."""
+    from pipelines.settings import resources_from_env
+    from resources.models.llm import BlurbLLM
+
+    built = resources_from_env(plain=True)["llm"]
+    direct = BlurbLLM(model_path=built.model_path)
+    for field in ("repeat_penalty", "n_ctx", "max_tokens", "prompt", "context", "batch", "document_tokens"):
+        assert getattr(direct, field) == getattr(built, field), field

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 
 from resources.models.llm import Generation
+from resources.models.registry import DEFAULT_REPEAT_PENALTY
 
 # Bytes that start a 2-, 3- and 4-byte UTF-8 sequence: create_completion holds back stop-string
 # checks while a character is incomplete (llama_cpp/llama.py, "Contains multi-byte UTF8").
@@ -74,7 +75,7 @@ class SharedPrefixBatcher:
         n_ctx: int = 16384,
         n_batch: int = 512,
         max_tokens: int = 80,
-        repeat_penalty: float = 1.3,
+        repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
         stop: list[str] | None = None,
     ):
         import llama_cpp

@@ -23,6 +23,7 @@ import numpy as np
 import pydantic
 
 from resources.errors import SettingError  # noqa: F401  (importable from here as before)
+from resources.models.registry import DEFAULT_REPEAT_PENALTY
 from resources.models.threads import fit_threads
 
 _LOCK = threading.Lock()
@@ -622,7 +623,7 @@ class BlurbLLM(dg.ConfigurableResource):
     n_gpu_layers: int = 0
     n_batch: int = 512
     max_tokens: int = 80
-    repeat_penalty: float = 1.3
+    repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     seed: int = 0
     prompt: str = "anthropic-2024-primed-about"  # assets.prompting.DEFAULT_PROMPT
     flash_attn: bool = False

@@ -207,6 +207,9 @@ LLMS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M)}
 #: The default blurb model (docs/quality.md: chosen on both labelled corpora).
 DEFAULT_LLM = "qwen2.5-coder-0.5b"
 LLM = LLMS[DEFAULT_LLM]
+#: The repeat penalty when neither ``SITUATE_REPEAT_PENALTY`` nor a listed model names one (a chat
+#: GGUF given by path, a ``BlurbLLM`` built directly): the default model's own.
+DEFAULT_REPEAT_PENALTY = LLM.repeat_penalty
 EMBEDDER = ModelFile(
     key="embedder",
     filename="nomic-embed-text-v1.5.f16.gguf",
