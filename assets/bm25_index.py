@@ -28,13 +28,29 @@ CHECKS = {
 
 
 class TableCheckConfig(dg.Config):
-    """Thresholds of the table checks."""
+    """Thresholds of the table checks.
 
-    max_fallback_share: float = (
-        parse_setting("SITUATE_MAX_FALLBACK_SHARE", env("SITUATE_MAX_FALLBACK_SHARE"))
-        if env("SITUATE_MAX_FALLBACK_SHARE")
-        else table_checks.MAX_FALLBACK_SHARE
-    )
+    Attributes
+    ----------
+    max_fallback_share : float or None
+        The ``fallback_share`` check's threshold (a share of a document's chunks); None for
+        :func:`max_fallback_share`, read when the run starts.
+    """
+
+    max_fallback_share: float | None = None
+
+
+def max_fallback_share() -> float:
+    """``$SITUATE_MAX_FALLBACK_SHARE`` within its bound, else
+    :data:`assets.table_checks.MAX_FALLBACK_SHARE`.
+
+    Raises
+    ------
+    resources.errors.SettingError
+        The value is not a number or is outside 0 to 1.
+    """
+    raw = env("SITUATE_MAX_FALLBACK_SHARE")
+    return parse_setting("SITUATE_MAX_FALLBACK_SHARE", raw) if raw else table_checks.MAX_FALLBACK_SHARE
 
 
 def ids_match(store: Store) -> tuple[bool, dict]:
@@ -81,7 +97,11 @@ def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, stor
         },
         check_results=[
             dg.AssetCheckResult(check_name="ids_match_table", passed=ok, metadata=figures),
-            *table_check_results(store, context.instance.get_dynamic_partitions(PARTITIONS), config.max_fallback_share),
+            *table_check_results(
+                store,
+                context.instance.get_dynamic_partitions(PARTITIONS),
+                config.max_fallback_share if config.max_fallback_share is not None else max_fallback_share(),
+            ),
         ],
     )
 

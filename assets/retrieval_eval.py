@@ -27,9 +27,10 @@ class EvalConfig(dg.Config):
     Attributes
     ----------
     corpus : str
-        Cookbook-form corpus JSON or BEIR folder (default ``$SITUATE_EVAL_CORPUS``).
+        Cookbook-form corpus JSON or BEIR folder; empty for ``$SITUATE_EVAL_CORPUS`` (read when the
+        run starts, not when the code location loads).
     queries : str
-        Query lines (default ``$SITUATE_EVAL_QUERIES``; a BEIR folder brings its own).
+        Query lines; empty for ``$SITUATE_EVAL_QUERIES`` (a BEIR folder brings its own).
     configs : str
         Comma-separated configurations; empty for all.
     fusion : str
@@ -38,8 +39,8 @@ class EvalConfig(dg.Config):
         Data folder of the evaluation; empty for ``$SITUATE_HOME/eval/<corpus name>``.
     """
 
-    corpus: str = env("SITUATE_EVAL_CORPUS")
-    queries: str = env("SITUATE_EVAL_QUERIES")
+    corpus: str = ""
+    queries: str = ""
     configs: str = ""
     fusion: str = "rrf"
     home: str = ""
@@ -53,7 +54,9 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
     dagster.Failure
         No corpus configured.
     """
-    if not config.corpus:
+    corpus = config.corpus or env("SITUATE_EVAL_CORPUS")
+    queries = config.queries or env("SITUATE_EVAL_QUERIES")
+    if not corpus:
         raise dg.Failure(
             description="retrieval_eval: no dataset: set SITUATE_EVAL_CORPUS (and "
             "SITUATE_EVAL_QUERIES) or the run config's corpus/queries"
@@ -68,14 +71,14 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
         "pipelines.cli",
         "eval",
         "--corpus",
-        absolute(config.corpus),
+        absolute(corpus),
         "--json",
         out_json,
         "--fusion",
         config.fusion,
     ]
     for flag, value in (
-        ("--queries", config.queries and absolute(config.queries)),
+        ("--queries", queries and absolute(queries)),
         ("--configs", config.configs),
         ("--home", config.home and absolute(config.home)),
     ):

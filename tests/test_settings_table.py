@@ -146,3 +146,21 @@ def test_the_blurb_llm_defaults_agree_with_the_settings():
     direct = BlurbLLM(model_path=built.model_path)
     for field in ("repeat_penalty", "n_ctx", "max_tokens", "prompt", "context", "batch", "document_tokens"):
         assert getattr(direct, field) == getattr(built, field), field
+
+
+def test_run_settings_are_read_when_the_run_starts(monkeypatch):
+    """Settings an asset's run config falls back to are read at the run, not when the code
+    location is imported: one set after the import applies."""
+    from assets.bm25_index import max_fallback_share
+    from assets.retrieval_eval import EvalConfig, eval_command
+    from resources.errors import SettingError
+
+    assert max_fallback_share() == 0.9
+    monkeypatch.setenv("SITUATE_MAX_FALLBACK_SHARE", "0.25")
+    assert max_fallback_share() == 0.25
+    monkeypatch.setenv("SITUATE_MAX_FALLBACK_SHARE", "2")
+    with pytest.raises(SettingError, match="SITUATE_MAX_FALLBACK_SHARE=2"):
+        max_fallback_share()
+    monkeypatch.setenv("SITUATE_EVAL_CORPUS", "corpus.json")
+    cmd = eval_command(EvalConfig(), "/tmp/out.json")
+    assert cmd[cmd.index("--corpus") + 1].endswith("/corpus.json") and "--queries" not in cmd
