@@ -253,6 +253,242 @@ def blurb_summary(records: list) -> dict:
     }
 
 
+@dataclasses.dataclass
+class DocumentInput:
+    """One document's inputs to its blurbs: its partition ``key``, the loaded document (``text``,
+    ``sha256``, ``source``), its chunks (the ``chunks`` stage's entries) and their texts and
+    character spans, its fitted plan, and each chunk's reason for no LLM call ("" for none)."""
+
+    key: str
+    doc: dict
+    chunks: list[dict]
+    texts: list[str]
+    spans: list[tuple[int, int]]
+    plan: FitPlan
+    reasons: list[str]
+
+
+def decided_records(
+    doc_in: DocumentInput, builder, store: Store, settings: str, given: dict, loaded, info
+) -> tuple[dict[int, BlurbRecord], dict]:
+    """The chunks of one document whose record is settled before the model is asked: those with
+    a reason for no LLM call, those a blurb file gives (``given``, from ``loaded``), and those an
+    earlier version of the document keeps (:func:`assets.edits.kept_blurbs`, written under the
+    same ``settings``) that still pass against this version.
+
+    Returns
+    -------
+    (dict, dict)
+        Chunk index -> :class:`BlurbRecord`, and the edit's summary (with ``rechecked_out``: kept
+        blurbs that failed the re-check and are written again).
+    """
+    key, doc, texts, chunk_list = doc_in.key, doc_in.doc, doc_in.texts, doc_in.chunks
+    reasons, doc_sha = doc_in.reasons, doc_in.doc["sha256"]
+    decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
+    kept, edit = kept_blurbs(
+        store.read_stage_if_any(key, "blurbs"),
+        [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]} for x, c in zip(texts, chunk_list)],
+        doc_sha,
+        settings,
+        blurb_file=loaded.sha256 if loaded else "",
+    )
+    if edit["why"] == "" and kept:
+        info(
+            f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
+            f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept"
+        )
+    for i, raw in given.items():
+        if i not in decided:
+            decided[i] = dataclasses.replace(
+                record_from_raw(raw, texts[i], doc["text"], builder.by_reference),
+                window=-1,
+                from_file=loaded.sha256,
+            )
+    stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
+    if stale:
+        info(
+            f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
+            "(a name they use is gone, or cleaning rejects them): written again"
+        )
+        edit["rechecked_out"] = stale
+    return decided, edit
+
+
+def chunk_records(
+    llm: BlurbLLM,
+    builder,
+    doc_in: DocumentInput,
+    call,
+    *,
+    store: Store,
+    settings: str,
+    given: dict,
+    loaded,
+    cache,
+    log,
+    on_blurb,
+    info,
+) -> tuple[list[BlurbRecord], dict]:
+    """The records of ``chunk`` mode for one document: a blurb per chunk through ``builder``'s
+    prompt (:func:`assets.contextualize.contextualize`), after the chunks that get no LLM call, the
+    blurbs a blurb file gives and those an earlier version of the document keeps.
+
+    Parameters
+    ----------
+    llm : BlurbLLM
+        The blurb model and its settings.
+    builder : assets.fitted_preambles.PromptBuilder
+        The document's prompt builder.
+    doc_in : DocumentInput
+        The document, its chunks, spans, fitted plan and each chunk's reason for no LLM call.
+    call : callable
+        ``(tokens, stop, max_tokens, grammar) -> Generation``: the model, or a Message Batch round.
+    store : Store
+        The data folder (the document's earlier ``blurbs`` stage).
+    settings : str
+        :func:`settings_id` of this run: kept blurbs must have been written under it.
+    given : dict
+        Chunk index -> the raw blurb a blurb file gives.
+    loaded : assets.blurb_files.BlurbFile or None
+        That blurb file.
+    cache : BlurbCache
+        The blurb cache (or a Message Batch round's).
+    log : object or None
+        ``warning(msg, *args)`` for a fallback, or None while a Message Batch is gathered.
+    on_blurb : callable or None
+        ``(i, record)`` after each chunk.
+    info : callable
+        ``(message)``: the run's log at info level (kept and re-checked blurbs of an edit).
+
+    Returns
+    -------
+    (list of BlurbRecord, dict)
+        A record per chunk, and the summary of what an earlier version of the document kept
+        (:func:`assets.edits.kept_blurbs`).
+    """
+    doc, texts, doc_sha, plan = doc_in.doc, doc_in.texts, doc_in.doc["sha256"], doc_in.plan
+    reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
+    key_fn = blurb_key(
+        llm,
+        llm.prompt,
+        reasoning,
+        bound,
+        system=builder.frame.head if builder.template.system or builder.template.system_code else "",
+    )
+    grammar = builder.template.grammar
+
+    def generate(tokens: list[int]):
+        return call(tokens, stops(reasoning), bound, grammar)
+
+    decided, edit = decided_records(doc_in, builder, store, settings, given, loaded, info)
+
+    def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
+        # each line is one chunk's blurb: a blurb's bound, not the window's whole
+        # reserve (``plan.max_tokens``, fit_bound), which left no room for the first
+        # line of a window fitted close to n_ctx
+        return llm.generate_lines(
+            tokens, starts, stop=stops(reasoning), max_tokens=min(max_tokens, bound), grammar=grammar
+        )
+
+    records = contextualize(
+        doc["text"],
+        texts,
+        plan,
+        builder,
+        generate,
+        log=log,
+        on_blurb=on_blurb,
+        cache=cache,
+        cache_key=key_fn,
+        spans=doc_in.spans,
+        kept=decided,
+        generate_window=generate_window if builder.template.one_generation else None,
+        generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None,
+    )
+    for r in records:
+        if not r.mode:
+            r.mode = f"chunk:{llm.prompt}" if not r.status.startswith("skipped:") else "structure"
+        r.doc_sha256 = r.doc_sha256 or doc_sha
+    return records, edit
+
+
+def blurbs_stage(
+    records: list[BlurbRecord],
+    chunk_list: list[dict],
+    edit: dict,
+    model_id: str,
+    backend: str,
+    prompt: str,
+    mode: str,
+    doc_sha: str,
+    settings: str,
+) -> dict:
+    """The ``blurbs`` stage file of one document: what wrote it (model, backend, prompt and its
+    version, context mode, :func:`settings_id`), the document's sha256, the chunk texts of the
+    older versions kept blurbs were written against (:mod:`assets.edits`), and a record per chunk
+    with its ``chunk_id``."""
+    return {
+        "model_id": model_id,
+        "backend": backend,
+        "prompt_version": PROMPT_VERSION,
+        "prompt": prompt,
+        "context_mode": mode,
+        "doc_sha256": doc_sha,
+        "settings": settings,
+        "versions": {v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)},
+        "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)],
+    }
+
+
+def edit_summary(edit: dict) -> dict:
+    """A document's summary entries for an edit (:func:`assets.edits.kept_blurbs`'s summary; ``{}``
+    for none): why blurbs were or were not kept, the share of tokens changed, and the kept blurbs
+    that failed the re-check or drifted."""
+    if not edit:
+        return {}
+    return {
+        "edit": edit["why"] or "kept unchanged chunks",
+        "changed_share": edit["changed_share"],
+        "kept_failed_recheck": edit.get("rechecked_out", 0),
+        "kept_drifted": edit.get("drifted", 0),
+    }
+
+
+def file_blurbs(loaded, wanted: str, model_sha: str, doc_sha: str, texts: list[str], reasons: list[str]) -> dict:
+    """Chunk index -> the raw blurb a blurb file (``loaded``, :class:`assets.blurb_files.BlurbFile`)
+    holds for that chunk's text under this mode (``wanted``), model file and document; chunks with
+    a reason for no LLM call get none."""
+    given = {}
+    for i, x in enumerate(texts):
+        raw = loaded.get(wanted, model_sha, doc_sha, text_sha256(x))
+        if raw is not None and not reasons[i]:
+            given[i] = raw
+    return given
+
+
+def blurb_totals(ok: dict) -> dict:
+    """The run's totals over its documents' summaries (``ok``: partition key -> :func:`blurb_summary`
+    with ``prompt_tokens``, ``prompt_tokens_evaluated``, ``llm_seconds``, ``chunks``…): blurbs,
+    fallbacks, skipped and kept chunks, model calls, cache hits, prompt tokens evaluated / reused
+    (tokens of the blurb LLM's tokenizer), blurbs a second of LLM time."""
+    prompt = sum(v["prompt_tokens"] for v in ok.values())
+    evaluated = sum(v["prompt_tokens_evaluated"] for v in ok.values())
+    secs = sum(v["llm_seconds"] for v in ok.values())
+    n = sum(v["chunks"] for v in ok.values())
+    return {
+        "blurbs_total": n,
+        "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
+        "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
+        "kept_from_earlier_version_total": sum(v.get("kept_from_earlier_version", 0) for v in ok.values()),
+        "one_generation_fallbacks_total": sum(sum(v.get("one_generation_fallbacks", {}).values()) for v in ok.values()),
+        "model_calls_total": sum(v["model_calls"] for v in ok.values()),
+        "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
+        "prompt_tokens_evaluated_total": evaluated,
+        "prompt_tokens_reused_total": prompt - evaluated,
+        "blurbs_per_second": round(n / secs, 3) if secs else 0.0,
+    }
+
+
 @dg.asset(
     partitions_def=documents,
     backfill_policy=BACKFILL,
@@ -333,10 +569,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             given, loaded = {}, None
             if llm.blurbs_file and not all(reasons):
                 loaded = from_file.get()
-                for i, x in enumerate(texts):
-                    raw = loaded.get(wanted, model_sha, doc_sha, text_sha256(x))
-                    if raw is not None and not reasons[i]:
-                        given[i] = raw
+                given = file_blurbs(loaded, wanted, model_sha, doc_sha, texts, reasons)
             if mode == "document":
                 builder = document_builder(llm)
                 bound = generation_bound(llm, builder)
@@ -355,109 +588,30 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
                     blurb_file=loaded.sha256 if loaded else "",
                 )
             else:
-                builder = builder_for(doc)
-                reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
-                key_fn = blurb_key(
+                records, edit = chunk_records(
                     llm,
-                    llm.prompt,
-                    reasoning,
-                    bound,
-                    system=builder.frame.head if builder.template.system or builder.template.system_code else "",
-                )
-                grammar = builder.template.grammar
-
-                def generate(tokens: list[int]):
-                    return call(tokens, stops(reasoning), bound, grammar)
-
-                decided = {i: skipped_records(1, r, doc_sha256=doc_sha)[0] for i, r in enumerate(reasons) if r}
-                kept, edit = kept_blurbs(
-                    store.read_stage_if_any(key, "blurbs"),
-                    [{"text_sha256": text_sha256(x), "n_tokens": c["n_tokens"]} for x, c in zip(texts, chunk_list)],
-                    doc_sha,
-                    settings,
-                    blurb_file=loaded.sha256 if loaded else "",
-                )
-                if edit["why"] == "" and kept:
-                    context.log.info(
-                        f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
-                        f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept"
-                    )
-                for i, raw in given.items():
-                    if i not in decided:
-                        decided[i] = dataclasses.replace(
-                            record_from_raw(raw, texts[i], doc["text"], builder.by_reference),
-                            window=-1,
-                            from_file=loaded.sha256,
-                        )
-                stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
-                if stale:
-                    context.log.info(
-                        f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
-                        "(a name they use is gone, or cleaning rejects them): written again"
-                    )
-                    edit["rechecked_out"] = stale
-
-                def generate_window(tokens: list[int], starts: list[str], max_tokens: int):
-                    # each line is one chunk's blurb: a blurb's bound, not the window's whole
-                    # reserve (``plan.max_tokens``, fit_bound), which left no room for the first
-                    # line of a window fitted close to n_ctx
-                    return llm.generate_lines(
-                        tokens, starts, stop=stops(reasoning), max_tokens=min(max_tokens, bound), grammar=grammar
-                    )
-
-                records = contextualize(
-                    doc["text"],
-                    texts,
-                    plan,
-                    builder,
-                    generate,
+                    builder_for(doc),
+                    DocumentInput(key, doc, chunk_list, texts, spans, plan, reasons),
+                    call,
+                    store=store,
+                    settings=settings,
+                    given=given,
+                    loaded=loaded,
+                    cache=cache_now,
                     log=None if gathering else _Log(),
                     on_blurb=None if gathering else progress,
-                    cache=cache_now,
-                    cache_key=key_fn,
-                    spans=spans,
-                    kept=decided,
-                    generate_window=generate_window if builder.template.one_generation else None,
-                    generate_batch=llm.batcher(stops(reasoning), bound).generate if llm.batch > 1 else None,
+                    info=context.log.info,
                 )
-                for r in records:
-                    if not r.mode:
-                        r.mode = f"chunk:{llm.prompt}" if not r.status.startswith("skipped:") else "structure"
-                    r.doc_sha256 = r.doc_sha256 or doc_sha
         if gathering:
             return {}  # the requests are gathered; nothing is written until the batch answers
         if batches is not None:
             batches.check_document()  # a chunk the batch did not answer: to the next run, nothing written
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
-        store.write_stage(
-            key,
-            "blurbs",
-            {
-                "model_id": model_id,
-                "backend": llm.backend_kind() if mode != "structure" else "",
-                "prompt_version": PROMPT_VERSION,
-                "prompt": llm.prompt,
-                "context_mode": mode,
-                "doc_sha256": doc_sha,
-                "settings": settings,
-                # the chunk texts of older versions that kept blurbs were written against (assets.edits)
-                "versions": {
-                    v: t for v, t in edit.get("versions", {}).items() if any(r.doc_sha256 == v for r in records)
-                },
-                "blurbs": [dataclasses.asdict(r) | {"chunk_id": c["chunk_id"]} for r, c in zip(records, chunk_list)],
-            },
-        )
-        return blurb_summary(records) | (
-            {
-                "edit": edit["why"] or "kept unchanged chunks",
-                "changed_share": edit["changed_share"],
-                "kept_failed_recheck": edit.get("rechecked_out", 0),
-                "kept_drifted": edit.get("drifted", 0),
-            }
-            if edit
-            else {}
-        )
+        backend = llm.backend_kind() if mode != "structure" else ""
+        stage = blurbs_stage(records, chunk_list, edit, model_id, backend, llm.prompt, mode, doc_sha, settings)
+        store.write_stage(key, "blurbs", stage)
+        return blurb_summary(records) | edit_summary(edit)
 
     batch_summary = {}
     if batches is not None:
@@ -475,26 +629,6 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
         context, store, "blurbs", work, in_flight=llm.in_flight if llm.remote and batches is None else 1
     )
 
-    def totals(ok: dict) -> dict:
-        prompt = sum(v["prompt_tokens"] for v in ok.values())
-        evaluated = sum(v["prompt_tokens_evaluated"] for v in ok.values())
-        secs = sum(v["llm_seconds"] for v in ok.values())
-        n = sum(v["chunks"] for v in ok.values())
-        return {
-            "blurbs_total": n,
-            "fallbacks_total": sum(v["fallbacks"] for v in ok.values()),
-            "skipped_total": sum(v.get("skipped", 0) for v in ok.values()),
-            "kept_from_earlier_version_total": sum(v.get("kept_from_earlier_version", 0) for v in ok.values()),
-            "one_generation_fallbacks_total": sum(
-                sum(v.get("one_generation_fallbacks", {}).values()) for v in ok.values()
-            ),
-            "model_calls_total": sum(v["model_calls"] for v in ok.values()),
-            "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
-            "prompt_tokens_evaluated_total": evaluated,
-            "prompt_tokens_reused_total": prompt - evaluated,
-            "blurbs_per_second": round(n / secs, 3) if secs else 0.0,
-        }
-
     return dg.MaterializeResult(
         metadata={
             "model": model_id,
@@ -502,7 +636,7 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             "prompt": llm.prompt,
             "context_mode": llm.context,
             "backend": llm.backend() if llm.context != "structure" else "none",
-            **report.metadata(totals),
+            **report.metadata(blurb_totals),
             **from_file.summary(),
             **({"message_batches": batch_summary} if batch_summary else {}),
             **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {}),
