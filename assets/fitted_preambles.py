@@ -132,6 +132,52 @@ def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.F
     return fit_document(text, [(0, 0)], builder, min(llm.n_ctx, room), llm.max_tokens)
 
 
+def document_plan(text: str, spans: list[tuple[int, int]], llm: BlurbLLM, builder) -> preambles.FitPlan:
+    """The fitted plan of one document: none for ``structure`` mode (no LLM prompt), the summary's
+    window for ``document`` mode (:func:`fit_summary`), else the windows of the chunk prompts
+    (:func:`assets.preambles.fit_document`), none for a document of more chunks than
+    ``llm.max_chunks_per_document``.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+    spans : list of (int, int)
+        Its chunks' character spans.
+    llm : BlurbLLM
+        The blurb model's settings (context mode, ``n_ctx`` and generation bound in tokens of its
+        tokenizer).
+    builder : PromptBuilder or None
+        The document's prompt builder (None in ``structure`` mode).
+    """
+    allowances = [b - a for a, b in spans]
+    if llm.context == "structure":
+        why = "structure mode (SITUATE_CONTEXT=structure): no LLM prompt"
+        return preambles.FitPlan(llm.n_ctx, llm.max_tokens, 0, 0, 0, 0, [], allowances, reason=why)
+    if llm.context == "document":
+        return fit_summary(text, builder, llm)
+    limit = llm.max_chunks_per_document
+    if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
+        why = f"large document: {len(spans):,} chunks > {limit:,} (SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs"
+        bound = generation_bound(llm, builder)
+        return preambles.FitPlan(llm.n_ctx, bound, builder.scaffolding_tokens, 0, 0, 0, [], allowances, reason=why)
+    return fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
+
+
+def plan_summary(plan: preambles.FitPlan, text_length: int) -> dict:
+    """A document's entry in the run's metadata: its tokens and budget (tokens of the blurb LLM's
+    tokenizer), windows, whether one window holds the whole document (``text_length``
+    characters), the chunk allowance and the prompt's scaffolding tokens."""
+    return {
+        "document_tokens": plan.document_tokens,
+        "budget_tokens": plan.budget,
+        "windows": len(plan.windows),
+        "fits_whole": len(plan.windows) == 1 and plan.windows[0].end - plan.windows[0].start == text_length,
+        "chunk_allowance": plan.chunk_allowance,
+        "scaffolding_tokens": plan.scaffolding_tokens,
+    }
+
+
 @dg.asset(
     partitions_def=documents,
     backfill_policy=BACKFILL,
@@ -147,68 +193,14 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        chunk_list = read_ok(store, key, "chunks")["chunks"]
-        spans = [(c["start"], c["end"]) for c in chunk_list]
-        if llm.context == "structure":  # no LLM prompt at all
-            plan = preambles.FitPlan(
-                llm.n_ctx,
-                llm.max_tokens,
-                0,
-                0,
-                0,
-                0,
-                [],
-                [b - a for a, b in spans],
-                reason="structure mode (SITUATE_CONTEXT=structure): no LLM prompt",
-            )
-            store.write_stage(key, "preambles", plan.to_json())
-            return {
-                "document_tokens": 0,
-                "budget_tokens": 0,
-                "windows": 0,
-                "fits_whole": False,
-                "chunk_allowance": 0,
-                "scaffolding_tokens": 0,
-            }
-        if llm.context == "document":
-            builder = document_builder(llm)
-            plan = fit_summary(doc["text"], builder, llm)
-            store.write_stage(key, "preambles", plan.to_json())
-            return {
-                "document_tokens": plan.document_tokens,
-                "budget_tokens": plan.budget,
-                "windows": len(plan.windows),
-                "fits_whole": bool(plan.windows) and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
-                "chunk_allowance": plan.chunk_allowance,
-                "scaffolding_tokens": plan.scaffolding_tokens,
-            }
-        builder = builder_for(doc)
-        limit = llm.max_chunks_per_document
-        if limit and len(spans) > limit:  # no blurbs for it (see the blurbs asset): nothing to fit
-            plan = preambles.FitPlan(
-                llm.n_ctx,
-                generation_bound(llm, builder),
-                builder.scaffolding_tokens,
-                0,
-                0,
-                0,
-                [],
-                [b - a for a, b in spans],
-                reason=f"large document: {len(spans):,} chunks > {limit:,} (SITUATE_MAX_BLURB_CHUNKS), no LLM blurbs",
-            )
-        else:
-            plan = fit_document(doc["text"], spans, builder, llm.n_ctx, fit_bound(llm, builder))
+        spans = [(c["start"], c["end"]) for c in read_ok(store, key, "chunks")["chunks"]]
+        mode = llm.context
+        builder = None if mode == "structure" else document_builder(llm) if mode == "document" else builder_for(doc)
+        plan = document_plan(doc["text"], spans, llm, builder)
         store.write_stage(key, "preambles", plan.to_json())
-        if plan.reason:
+        if plan.reason and mode == "chunk":
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")
-        return {
-            "document_tokens": plan.document_tokens,
-            "budget_tokens": plan.budget,
-            "windows": len(plan.windows),
-            "fits_whole": len(plan.windows) == 1 and plan.windows[0].end - plan.windows[0].start == len(doc["text"]),
-            "chunk_allowance": plan.chunk_allowance,
-            "scaffolding_tokens": plan.scaffolding_tokens,
-        }
+        return plan_summary(plan, len(doc["text"]))
 
     report = for_each_document(context, store, "preambles", work)
     return dg.MaterializeResult(

@@ -378,6 +378,54 @@ MAX_K = 1_000_000
 MAX_QUERY_CHARS = 8000
 
 
+def check_query(query: str, k: int, rerank: int | None) -> None:
+    """Refuse a search's arguments before any model loads.
+
+    Raises
+    ------
+    QueryError
+        The query is empty or whitespace; ``k`` is under 1 or over :data:`MAX_K`; ``rerank`` is
+        under 0 or over :data:`MAX_K`.
+    """
+    if not query or not query.strip():
+        raise QueryError("empty query: give the words to search for")
+    if k < 1:
+        raise QueryError(f"-k must be at least 1, got {k}")
+    if k > MAX_K:
+        raise QueryError(f"-k must be at most {MAX_K:,}, got {k}")
+    if rerank is not None and rerank > MAX_K:
+        raise QueryError(f"--rerank must be at most {MAX_K:,}, got {rerank}")
+    if rerank is not None and rerank < 0:
+        raise QueryError(f"--rerank must be 0 (off) or more, got {rerank}")
+
+
+def check_vector_width(store, embedder, width: int) -> None:
+    """Refuse a query vector of ``width`` numbers that the table's vectors do not match.
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        The table holds vectors of another width (an ingest with another embedder is under way,
+        :meth:`resources.store.store.Store.migration`, or the embedder setting changed).
+    """
+    from pipelines.preflight import StartupError
+
+    table_dim = store.table().schema.field("vector").type.list_size
+    if width == table_dim:
+        return
+    migration = store.migration()
+    under_way = (
+        f" ({migration['documents_done']} documents embedded again, {migration['documents_waiting']} to go)"
+        if migration
+        else ""
+    )
+    raise StartupError(
+        f"the table in {store.location} holds {table_dim}-wide vectors and the embedder "
+        f"{embedder.resolved_model_id()} writes {width}-wide ones{under_way}: "
+        "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back"
+    )
+
+
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
     """Hybrid search of the data folder (see :func:`resources.store.retrieval.hybrid_search`), then the
     first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
@@ -410,18 +458,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     from resources.models.reranker import rerank_hits
     from resources.store.retrieval import hybrid_search
 
-    if not query or not query.strip():
-        raise QueryError("empty query: give the words to search for")
-    if k < 1:
-        raise QueryError(f"-k must be at least 1, got {k}")
-    if k > MAX_K:
-        raise QueryError(f"-k must be at most {MAX_K:,}, got {k}")
-    if rerank is not None and rerank > MAX_K:
-        raise QueryError(f"--rerank must be at most {MAX_K:,}, got {rerank}")
-    if rerank is not None and rerank < 0:
-        raise QueryError(f"--rerank must be 0 (off) or more, got {rerank}")
-    from pipelines.preflight import StartupError
-
+    check_query(query, k, rerank)
     if rerank is None:
         rerank = rerank_depth_from_env()
 
@@ -438,19 +475,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         return [], [f"the table in {store.location} is empty: run `situate ingest PATH` first"]
     embedder = res["embedder"]
     vecs, n_cut = embedder.embed([query], embedder.query_prefix)
-    table_dim = store.table().schema.field("vector").type.list_size
-    if vecs.shape[1] != table_dim:
-        migration = store.migration()
-        under_way = (
-            f" ({migration['documents_done']} documents embedded again, {migration['documents_waiting']} to go)"
-            if migration
-            else ""
-        )
-        raise StartupError(
-            f"the table in {store.location} holds {table_dim}-wide vectors and the embedder "
-            f"{embedder.resolved_model_id()} writes {vecs.shape[1]}-wide ones{under_way}: "
-            "finish `situate ingest` with this embedder, or set SITUATE_EMBED_MODEL back"
-        )
+    check_vector_width(store, embedder, vecs.shape[1])
     hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
     if n_cut:
         warnings.append(

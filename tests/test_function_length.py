@@ -22,12 +22,9 @@ TO_SPLIT = {
     "pipelines/estimate.py:estimate": 84,
     "pipelines/settings.py:resources_from_env": 78,
     "resources/store/retrieval.py:hybrid_search": 73,
-    "assets/fitted_preambles.py:fitted_preambles": 71,
     "assets/embeddings.py:embeddings": 69,
     "assets/prompting.py:clean_blurb": 68,
     "resources/models/message_batches.py:submit_and_wait": 67,
-    "assets/fitted_preambles.py:work": 63,
-    "pipelines/operations.py:search": 62,
 }
 
 

@@ -238,3 +238,22 @@ def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
     assert not special & set(doc_tokens) and not special & set(chunk_tokens)
     # and the text survives the round trip, so the model reads exactly what the file says
     assert vocab.detokenize(b.tokenizer.encode(hostile)).decode() == hostile
+
+
+def test_structure_mode_plans_no_prompt():
+    """``SITUATE_CONTEXT=structure``: no window, each chunk's allowance its length in characters,
+    and the run's metadata says nothing fits (no LLM prompt is built)."""
+    from assets.fitted_preambles import document_plan, plan_summary
+    from resources.models.llm import BlurbLLM
+
+    llm = BlurbLLM(model_path="/nonexistent.gguf", context="structure")
+    plan = document_plan("alpha beta\ngamma", [(0, 10), (11, 16)], llm, None)
+    assert plan.windows == [] and plan.chunk_prompt_ends == [10, 5] and "structure mode" in plan.reason
+    assert plan_summary(plan, 16) == {
+        "document_tokens": 0,
+        "budget_tokens": 0,
+        "windows": 0,
+        "fits_whole": False,
+        "chunk_allowance": 0,
+        "scaffolding_tokens": 0,
+    }
