@@ -146,6 +146,33 @@ def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -
         )
 
 
+def indexed_texts(chunk_list: list[dict], blurbs: list[dict]) -> list[str]:
+    """The contextualised text of each chunk of a document, what is embedded and BM25-indexed:
+    structural context + blurb + chunk (:func:`resources.store.retrieval.contextualized_text`),
+    from the ``chunks`` and ``blurbs`` stages' entries, in chunk order."""
+    return [contextualized_text(b["blurb"], c["text"], c.get("context", "")) for b, c in zip(blurbs, chunk_list)]
+
+
+def migration_message(migration: dict) -> str:
+    """The run's warning while the table's vectors change width
+    (:meth:`resources.store.store.Store.migration`)."""
+    return (
+        f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
+        f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "
+        f"{migration['documents_waiting']} are still to be embedded again; the table keeps its rows "
+        "until every document is, then takes the new rows in one commit"
+    )
+
+
+def embedding_totals(ok: dict) -> dict:
+    """The run's totals over its documents' entries: rows written, texts embedded, cache hits."""
+    return {
+        "rows_written": sum(v["rows"] for v in ok.values()),
+        "texts_embedded": sum(v["embedded"] for v in ok.values()),
+        "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
+    }
+
+
 @dg.asset(
     partitions_def=documents,
     backfill_policy=BACKFILL,
@@ -169,10 +196,7 @@ def embeddings(
         chunk_list = chunk_data["chunks"]
         blurb_data = read_ok(store, key, "blurbs")
         check_one_version(key, doc, chunk_data, blurb_data)
-        texts = [
-            contextualized_text(b["blurb"], c["text"], c.get("context", ""))
-            for b, c in zip(blurb_data["blurbs"], chunk_list)
-        ]
+        texts = indexed_texts(chunk_list, blurb_data["blurbs"])
         t0 = time.perf_counter()
         vectors, n_computed, n_cut = embed_with_cache(embedder, texts, cache)
         seconds = time.perf_counter() - t0
@@ -206,12 +230,7 @@ def embeddings(
     report = for_each_document(context, store, "embeddings", work)
     migration = store.migration()
     if migration:
-        context.log.warning(
-            f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
-            f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "
-            f"{migration['documents_waiting']} are still to be embedded again; the table keeps its rows "
-            "until every document is, then takes the new rows in one commit"
-        )
+        context.log.warning(migration_message(migration))
     return dg.MaterializeResult(
         metadata={
             **({"embedding_width_change": migration} if migration else {}),
@@ -219,12 +238,6 @@ def embeddings(
             "embed_model": embed_model,
             "fingerprint": fp,
             "table_rows": store.count_rows(),
-            **report.metadata(
-                lambda ok: {
-                    "rows_written": sum(v["rows"] for v in ok.values()),
-                    "texts_embedded": sum(v["embedded"] for v in ok.values()),
-                    "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
-                }
-            ),
+            **report.metadata(embedding_totals),
         }
     )

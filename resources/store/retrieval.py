@@ -380,6 +380,34 @@ class Hit:
         return dataclasses.asdict(self)
 
 
+def dense_search(table, query_vector, candidates: int) -> list[str]:
+    """The ids of the ``candidates`` rows of the LanceDB ``table`` nearest ``query_vector`` (shape
+    ``(dim,)``) by cosine distance, nearest first; through the vector index when the table has one
+    (probing :data:`resources.store.store.NPROBES` partitions)."""
+    from resources.store.store import NPROBES, vector_index_name
+
+    q = (
+        table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
+        .distance_type("cosine")
+        .limit(candidates)
+        .select(["chunk_id", "_distance"])
+    )
+    if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
+        q = q.nprobes(NPROBES)
+    return [r["chunk_id"] for r in q.to_list()]
+
+
+def rows_of(table, chunk_ids: list[str]) -> dict[str, dict]:
+    """The rows of ``chunk_ids`` in ``table`` by id (a hit's columns; ``context`` where the table
+    has it): the ids that are no longer there are missing."""
+    in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in chunk_ids)
+    cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"]
+    if "context" not in table.schema.names:  # a table written before structural context
+        cols.remove("context")
+    rows = table.search().where(f"chunk_id IN ({in_list})").select(cols).limit(len(chunk_ids)).to_list()
+    return {r["chunk_id"]: r for r in rows}
+
+
 def hybrid_search(
     store, query_vector: np.ndarray, query: str, k: int = 10, candidates: int = CANDIDATES, fusion: str = "rrf"
 ) -> tuple[list[Hit], list[str]]:
@@ -412,18 +440,7 @@ def hybrid_search(
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
-    dense_q = (
-        table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
-        .distance_type("cosine")
-        .limit(candidates)
-        .select(["chunk_id", "_distance"])
-    )
-    from resources.store.store import NPROBES, vector_index_name
-
-    if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
-        dense_q = dense_q.nprobes(NPROBES)
-    dense = dense_q.to_list()
-    dense_ids = [r["chunk_id"] for r in dense]
+    dense_ids = dense_search(table, query_vector, candidates)
     ids = bm25_ids(store.bm25_dir)
     if ids is None:
         warnings.append(
@@ -449,16 +466,9 @@ def hybrid_search(
     fused = fuse(lists, fusion)[: 2 * k]  # spare ids in case the index is ahead of the table
     if not fused:
         return [], warnings
-    wanted = [cid for cid, _ in fused]
-    in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in wanted)
-    cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"]
     if "context" not in table.schema.names:  # a table written before structural context
-        cols.remove("context")
         warnings.append("the table predates structural context: run `situate ingest` again")
-    rows = {
-        r["chunk_id"]: r
-        for r in table.search().where(f"chunk_id IN ({in_list})").select(cols).limit(len(wanted)).to_list()
-    }
+    rows = rows_of(table, [cid for cid, _ in fused])
     hits = []
     for cid, score in fused:
         r = rows.get(cid)
