@@ -377,7 +377,7 @@ def _pattern_definitions(text: str, pattern: tuple[re.Pattern, str] = (_PATTERN_
             continue
         line = m.group(0).lstrip("\n")
         indent = len(line) - len(line.lstrip())
-        start = m.start() + len(m.group(0)) - len(line) + indent
+        start = m.start() + len(m.group(0)) - len(line)  # the line's start: its indentation is inside
         while open_defs and open_defs[-1][0] >= indent:
             _, o_start, kind, o_name = open_defs.pop()
             defs.append(Definition(kind, o_name, o_start, m.start()))

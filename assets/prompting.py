@@ -498,6 +498,48 @@ def ground_blurb(blurb: str, document: str) -> tuple[str, int]:
     return " ".join(kept), len(sentences) - len(kept)
 
 
+def _kept_sentences(sentences: list[str], document: str | None) -> tuple[list[str], list[str]]:
+    """The sentences of a blurb that say something about the chunk, and why others were dropped
+    (``instruction``: an instruction the document does not contain, :func:`is_instruction`;
+    ``restated``: the prompt's words restated; ``dangling``: a sentence ending in a colon), each
+    tag once, in that order."""
+    kept, restated, dangling, instruction = [], False, False, False
+    for x in sentences:
+        if is_instruction(x, document):
+            instruction = True
+            continue
+        if _META.search(x):
+            restated = True
+            continue
+        x, cut = _restated(x)
+        restated |= cut
+        if not x:
+            continue
+        if x.endswith(":"):
+            dangling = True
+            continue
+        kept.append(x)
+    why = [tag for tag, hit in (("instruction", instruction), ("restated", restated), ("dangling", dangling)) if hit]
+    return kept, why
+
+
+def _unusable(text: str, chunk: str | None, problems: list[str], how: str) -> str | None:
+    """Why a cleaned blurb cannot be used (``empty``, ``too-short``, ``chunk-echo``), or None.  An
+    empty one is named by what emptied it, taken out of ``problems`` (``ungrounded``,
+    ``instruction``, ``restated``, ``dangling``; a reasoning model's unfinished thinking)."""
+    if not text or _PRIMED_ONLY.match(text):
+        for why in ("ungrounded", "instruction", "restated", "dangling", "think"):
+            if why in problems:
+                problems.remove(why)
+                return "unfinished" if why == "think" and how == "think-unfinished" else why
+        return "empty"
+    if len(re.findall(r"\w+", text)) < MIN_BLURB_WORDS:
+        return "too-short"
+    if _chunk_echo(text, chunk):
+        return "chunk-echo"
+    return None
+
+
 def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document: str | None = None) -> CleanBlurb:
     """Clean what the LLM wrote for one chunk.
 
@@ -539,29 +581,8 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document
     text, looped = cut_loops(text)
     if looped:
         problems.append("looped")
-    sentences = _sentences(text) if text else []
-    kept, restated, dangling, instruction = [], False, False, False
-    for x in sentences:
-        if is_instruction(x, document):
-            instruction = True
-            continue
-        if _META.search(x):
-            restated = True
-            continue
-        x, cut = _restated(x)
-        restated |= cut
-        if not x:
-            continue
-        if x.endswith(":"):
-            dangling = True
-            continue
-        kept.append(x)
-    if instruction:
-        problems.append("instruction")
-    if restated:
-        problems.append("restated")
-    if dangling:
-        problems.append("dangling")
+    kept, dropped_why = _kept_sentences(_sentences(text) if text else [], document)
+    problems += dropped_why
     text = " ".join(kept)
     if len(kept) >= 2 and not re.search(r"[.!?)\]\"'`…]$", kept[-1]):
         # the generation stopped mid-sentence (the max_tokens cap): keep the finished sentences
@@ -575,20 +596,8 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document
         text, dropped = ground_blurb(text, document)
         if dropped:
             problems.append("ungrounded")
-    unusable = None
-    if not text or _PRIMED_ONLY.match(text):
-        unusable = "empty"
-    elif len(re.findall(r"\w+", text)) < MIN_BLURB_WORDS:
-        unusable = "too-short"
-    elif _chunk_echo(text, chunk):
-        unusable = "chunk-echo"
+    unusable = _unusable(text, chunk, problems, how)
     if unusable:
-        if unusable == "empty":  # name what emptied it
-            for why in ("ungrounded", "instruction", "restated", "dangling", "think"):
-                if why in problems:
-                    problems.remove(why)
-                    unusable = "unfinished" if why == "think" and how == "think-unfinished" else why
-                    break
         problems.append(unusable)
         return CleanBlurb("", problems)
     return CleanBlurb(text, problems)

@@ -21,7 +21,6 @@ TO_SPLIT = {
     "resources/models/batching.py:_generate_group": 86,
     "pipelines/estimate.py:estimate": 84,
     "pipelines/settings.py:resources_from_env": 78,
-    "assets/prompting.py:clean_blurb": 68,
     "resources/models/message_batches.py:submit_and_wait": 67,
 }
 
