@@ -23,12 +23,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.prompting import DEFAULT_PROMPT
-from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking, DocsFolder
+from resources.documents.docs import Chunking, DocsFolder
 from resources.models import registry as models
 from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
 from resources.models.reranker import Reranker
-from resources.settings import PREFIX, data_folder, env, unknown_settings
+from resources.settings import PREFIX, data_folder, default_of, env, unknown_settings
 from resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
@@ -165,10 +164,6 @@ def int_from_env(name: str, default: int) -> int:
     return int(setting_from_env(name, default))
 
 
-#: Defaults of the settings a pair rule (``Bound.below``) reads when one of the pair is unset.
-PAIR_DEFAULTS = {"SITUATE_CHUNK_TOKENS": CHUNK_TOKENS, "SITUATE_OVERLAP_TOKENS": OVERLAP_TOKENS}
-
-
 def check_environment() -> dict[str, int | float]:
     """Hold every set variable of :data:`resources.models.llm.SETTING_BOUNDS` to its bound, and
     each pair rule (``SITUATE_OVERLAP_TOKENS`` under ``SITUATE_CHUNK_TOKENS``): the one check of
@@ -200,8 +195,8 @@ def check_environment() -> dict[str, int | float]:
     values = {k: v for k, v in values.items() if v is not None}
     for name, bound in SETTING_BOUNDS.items():
         if bound.below and (name in values or bound.below in values):
-            value = values.get(name, PAIR_DEFAULTS[name])
-            limit = values.get(bound.below, PAIR_DEFAULTS[bound.below])
+            value = values.get(name, default_of(name))
+            limit = values.get(bound.below, default_of(bound.below))
             if value >= limit:
                 raise StartupError(
                     f"{name}={value} is not below {bound.below}={limit} (allowed {bound.low} to {limit - 1} with it)"
@@ -258,7 +253,8 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     """
     check_environment()
 
-    def val(name, default, cast=str):
+    def val(name, default=None, cast=str):  # default: resources.settings.DEFAULTS
+        default = default_of(name) if default is None else default
         if plain:
             if cast is int:
                 return int_from_env(name, default)
@@ -281,36 +277,36 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(
-            home=home or val("SITUATE_HOME", ".situate"),
-            vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", 10_000, int),
+            home=home or val("SITUATE_HOME"),
+            vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", cast=int),
         ),
         # a model name is resolved here (the path is what the UI shows), a path is taken as it is
         "llm": BlurbLLM(
             model_path=llm_path,
             model_id=llm_id,
             repeat_penalty=llm_penalty,
-            n_ctx=val("SITUATE_N_CTX", 8192, int),
-            n_threads=val("SITUATE_N_THREADS", 0, int),
-            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
-            max_tokens=val("SITUATE_MAX_TOKENS", 80, int),
-            prompt=val("SITUATE_PROMPT", DEFAULT_PROMPT),
-            batch=val("SITUATE_BATCH", 1, int),
-            max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", 2000, int),
-            context=val("SITUATE_CONTEXT", "document"),
-            document_tokens=val("SITUATE_DOCUMENT_TOKENS", 2048, int),
+            n_ctx=val("SITUATE_N_CTX", cast=int),
+            n_threads=val("SITUATE_N_THREADS", cast=int),
+            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
+            max_tokens=val("SITUATE_MAX_TOKENS", cast=int),
+            prompt=val("SITUATE_PROMPT"),
+            batch=val("SITUATE_BATCH", cast=int),
+            max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", cast=int),
+            context=val("SITUATE_CONTEXT"),
+            document_tokens=val("SITUATE_DOCUMENT_TOKENS", cast=int),
             blurbs_file=val("SITUATE_BLURBS_FILE", ""),
             server_url=val("SITUATE_LLM_URL", ""),
             served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
             api=llm_api,
             api_batch=_switch("SITUATE_LLM_BATCH"),
-            batch_poll_s=val("SITUATE_LLM_BATCH_POLL", 30, int),
-            batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", 86_400, int),
-            in_flight=val("SITUATE_LLM_IN_FLIGHT", 1, int),
+            batch_poll_s=val("SITUATE_LLM_BATCH_POLL", cast=int),
+            batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", cast=int),
+            in_flight=val("SITUATE_LLM_IN_FLIGHT", cast=int),
             server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
-            server_retries=val("SITUATE_LLM_RETRIES", 4, int),
-            server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
+            server_retries=val("SITUATE_LLM_RETRIES", cast=int),
+            server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
             flash_attn=_switch("SITUATE_FLASH_ATTN"),
-            kv_type=env("SITUATE_KV_TYPE") or "f16",
+            kv_type=env("SITUATE_KV_TYPE") or default_of("SITUATE_KV_TYPE"),
             repack=_switch("SITUATE_LLM_REPACK"),
         ),
         "embedder": Embedder(
@@ -321,17 +317,17 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
             pooling=embed_spec.pooling,
             document_prefix=embed_spec.document_prefix,
             query_prefix=embed_spec.query_prefix,
-            n_threads=val("SITUATE_N_THREADS", 0, int),
-            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", 0, int),
+            n_threads=val("SITUATE_N_THREADS", cast=int),
+            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
             server_url=val("SITUATE_EMBED_URL", ""),
             served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
             server_key=val("SITUATE_EMBED_API_KEY", ""),
-            server_retries=val("SITUATE_LLM_RETRIES", 4, int),
-            server_timeout=val("SITUATE_LLM_TIMEOUT", 300, int),
+            server_retries=val("SITUATE_LLM_RETRIES", cast=int),
+            server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
         ),
         "chunking": Chunking(
-            chunk_tokens=val("SITUATE_CHUNK_TOKENS", CHUNK_TOKENS, int),
-            overlap_tokens=val("SITUATE_OVERLAP_TOKENS", OVERLAP_TOKENS, int),
+            chunk_tokens=val("SITUATE_CHUNK_TOKENS", cast=int),
+            overlap_tokens=val("SITUATE_OVERLAP_TOKENS", cast=int),
         ),
     }
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resources.models.llm import Bound
 
+#: The data folder when neither an argument nor ``SITUATE_HOME`` names one.
+DEFAULT_HOME = ".situate"
 #: Prefix of situate's own variables: a set variable with it that :data:`SETTINGS` does not list
 #: is a typo or a setting of another version (:func:`unknown_settings`).
 PREFIX = "SITUATE_"
@@ -226,9 +228,49 @@ SETTINGS: tuple[Setting, ...] = (
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
+#: The value each setting with a fixed default takes when unset: the one place those defaults are
+#: written (the settings build the resources from it; ``tests/test_settings_table.py`` holds the
+#: reference's ``default`` column, the resources' own field defaults and the modules' constants to
+#: it).  Sources: chunk size and overlap, ``resources.documents.docs.CHUNK_TOKENS``; the blurb
+#: bound, shared/eval/README.md's measured setting; the lease, ``resources.store.leases.STALE_S``;
+#: the fallback-share threshold, ``assets.table_checks.MAX_FALLBACK_SHARE``; the prompt and the
+#: context mode, docs/quality.md.
+DEFAULTS: dict[str, int | float | str] = {
+    "SITUATE_HOME": DEFAULT_HOME,
+    "SITUATE_N_CTX": 8192,
+    "SITUATE_N_THREADS": 0,
+    "SITUATE_N_GPU_LAYERS": 0,
+    "SITUATE_MAX_TOKENS": 80,
+    "SITUATE_BATCH": 1,
+    "SITUATE_KV_TYPE": "f16",
+    "SITUATE_CONTEXT": "document",
+    "SITUATE_PROMPT": "anthropic-2024-primed-about",
+    "SITUATE_DOCUMENT_TOKENS": 2048,
+    "SITUATE_MAX_BLURB_CHUNKS": 2000,
+    "SITUATE_CHUNK_TOKENS": 800,
+    "SITUATE_OVERLAP_TOKENS": 80,
+    "SITUATE_RERANK_DEPTH": 0,
+    "SITUATE_VECTOR_INDEX_MIN_ROWS": 10_000,
+    "SITUATE_DOCS_PER_RUN": 0,
+    "SITUATE_MAX_FALLBACK_SHARE": 0.9,
+    "SITUATE_LEASE_STALE_S": 90.0,
+    "SITUATE_LLM_IN_FLIGHT": 1,
+    "SITUATE_LLM_BATCH_POLL": 30,
+    "SITUATE_LLM_BATCH_WAIT": 86_400,
+    "SITUATE_LLM_RETRIES": 4,
+    "SITUATE_LLM_TIMEOUT": 300,
+}
 
-#: The data folder when neither an argument nor ``SITUATE_HOME`` names one.
-DEFAULT_HOME = ".situate"
+
+def default_of(name: str) -> int | float | str:
+    """The value setting ``name`` takes when unset (:data:`DEFAULTS`).
+
+    Raises
+    ------
+    KeyError
+        ``name`` has no fixed default (it depends on the model, the folder, or is off when unset).
+    """
+    return DEFAULTS[name]
 
 
 def env(name: str, environ: Mapping[str, str] | None = None) -> str:

@@ -280,25 +280,27 @@ def test_every_numeric_setting_read_is_in_the_table():
     for path in list((REPO / "pipelines").glob("*.py")) + list((REPO / "assets").glob("*.py")):
         text = path.read_text()
         read |= set(re.findall(r'(?:int_from_env|setting_from_env)\("(SITUATE_\w+)"', text))
-        read |= set(re.findall(r'val\("(SITUATE_\w+)", [^()]*?, int\)', text))
+        read |= set(re.findall(r'val\("(SITUATE_\w+)"(?:, [^()]*?)?, (?:cast=)?int\)', text))
     assert {"SITUATE_N_CTX", "SITUATE_MAX_BLURB_CHUNKS", "SITUATE_DOCS_PER_RUN", "SITUATE_RERANK_DEPTH"} <= read
     assert read <= set(SETTING_BOUNDS), read - set(SETTING_BOUNDS)
     assert set(LLM_SETTINGS.values()) | set(EMBEDDER_SETTINGS.values()) <= set(SETTING_BOUNDS)
     assert SETTING_BOUNDS["SITUATE_RERANK_DEPTH"].high == MAX_K
 
 
-def test_the_fallback_share_read_when_the_assets_load_is_checked():
-    """SITUATE_MAX_FALLBACK_SHARE is read when ``assets.bm25_index`` is imported (the table check's
-    default): a value that is not a number, or outside 0-1, is refused naming the variable."""
+def test_the_fallback_share_is_checked_at_start_not_at_import():
+    """SITUATE_MAX_FALLBACK_SHARE is no longer read when ``assets.bm25_index`` is imported (the
+    table check reads it when its run starts): the import succeeds, and the settings check every
+    command and the code location make refuses a value that is not a number, or outside 0-1,
+    naming the variable."""
+    check = "from pipelines.settings import check_environment; check_environment()"
     for raw, said in (
         ("abc", "SITUATE_MAX_FALLBACK_SHARE='abc' is not a number"),
         ("1.5", "SITUATE_MAX_FALLBACK_SHARE=1.5 is above its maximum"),
     ):
-        res = subprocess.run(
-            [sys.executable, "-c", "import assets.bm25_index"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw},
-            cwd=REPO,
+        env = {**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw}
+        imported = subprocess.run(
+            [sys.executable, "-c", "import assets.bm25_index"], capture_output=True, text=True, env=env, cwd=REPO
         )
+        assert imported.returncode == 0, imported.stderr[-300:]
+        res = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=REPO)
         assert res.returncode != 0 and said in res.stderr, res.stderr[-300:]

@@ -164,3 +164,49 @@ def test_run_settings_are_read_when_the_run_starts(monkeypatch):
     monkeypatch.setenv("SITUATE_EVAL_CORPUS", "corpus.json")
     cmd = eval_command(EvalConfig(), "/tmp/out.json")
     assert cmd[cmd.index("--corpus") + 1].endswith("/corpus.json") and "--queries" not in cmd
+
+
+def test_each_default_is_written_once():
+    """:data:`resources.settings.DEFAULTS` is the default: the reference shows it, and the
+    resources' field defaults and the modules' constants that predate it equal it."""
+    from assets.prompting import DEFAULT_PROMPT
+    from assets.table_checks import MAX_FALLBACK_SHARE
+    from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking
+    from resources.models.llm import BlurbLLM
+    from resources.models.reranker import SEARCH_RERANK_DEPTH
+    from resources.settings import DEFAULTS
+    from resources.store.leases import STALE_S
+
+    for name, value in DEFAULTS.items():
+        shown = SETTINGS_BY_NAME[name].default
+        text = f"`{value}`" if isinstance(value, str) else f"{value:g}"
+        assert shown == text, (name, shown, text)
+    constants = {
+        "SITUATE_PROMPT": DEFAULT_PROMPT,
+        "SITUATE_MAX_FALLBACK_SHARE": MAX_FALLBACK_SHARE,
+        "SITUATE_CHUNK_TOKENS": CHUNK_TOKENS,
+        "SITUATE_OVERLAP_TOKENS": OVERLAP_TOKENS,
+        "SITUATE_RERANK_DEPTH": SEARCH_RERANK_DEPTH,
+        "SITUATE_LEASE_STALE_S": STALE_S,
+    }
+    assert {n: DEFAULTS[n] for n in constants} == constants
+    fields = {
+        "SITUATE_N_CTX": "n_ctx",
+        "SITUATE_MAX_TOKENS": "max_tokens",
+        "SITUATE_BATCH": "batch",
+        "SITUATE_CONTEXT": "context",
+        "SITUATE_PROMPT": "prompt",
+        "SITUATE_DOCUMENT_TOKENS": "document_tokens",
+        "SITUATE_MAX_BLURB_CHUNKS": "max_chunks_per_document",
+        "SITUATE_KV_TYPE": "kv_type",
+        "SITUATE_LLM_IN_FLIGHT": "in_flight",
+        "SITUATE_LLM_RETRIES": "server_retries",
+        "SITUATE_LLM_TIMEOUT": "server_timeout",
+    }
+    llm_defaults = {n: BlurbLLM.model_fields[f].default for n, f in fields.items()}
+    assert llm_defaults == {n: DEFAULTS[n] for n in fields}
+    chunking = Chunking.model_fields
+    assert (chunking["chunk_tokens"].default, chunking["overlap_tokens"].default) == (
+        DEFAULTS["SITUATE_CHUNK_TOKENS"],
+        DEFAULTS["SITUATE_OVERLAP_TOKENS"],
+    )
