@@ -240,6 +240,94 @@ def llm_price(model: str):
     return price_of(model, *(None if g < 0 else float(g) for g in given))
 
 
+def _reader(plain: bool):
+    """``val(name, default=None, cast=str)``: a setting's value (``plain``) or its ``dg.EnvVar``
+    when set; unset, ``default`` or :data:`resources.settings.DEFAULTS`'s."""
+
+    def val(name, default=None, cast=str):
+        default = default_of(name) if default is None else default
+        if plain:
+            if cast is int:
+                return int_from_env(name, default)
+            raw = _raw(name)
+            return default if raw == "" else cast(raw)
+        return _env(name, default, cast)
+
+    return val
+
+
+def blurb_llm_from_env(val) -> BlurbLLM:
+    """The blurb LLM resource: its model resolved by name or path (``SITUATE_LLM_MODEL``), the API
+    it speaks, and every setting through ``val`` (:func:`_reader`).
+
+    Raises
+    ------
+    pipelines.preflight.StartupError
+        ``SITUATE_LLM_API`` is not ``openai`` or ``anthropic``; a setting outside its bound.
+    """
+    llm_path, llm_id, llm_spec = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)
+    llm_api = env("SITUATE_LLM_API")
+    if llm_api not in LLM_APIS:
+        from pipelines.preflight import StartupError
+
+        raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
+    llm_api = "" if llm_api == "openai" else llm_api
+    llm_penalty = setting_from_env(
+        "SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else models.DEFAULT_REPEAT_PENALTY
+    )
+    # a model name is resolved here (the path is what the UI shows), a path is taken as it is
+    return BlurbLLM(
+        model_path=llm_path,
+        model_id=llm_id,
+        repeat_penalty=llm_penalty,
+        n_ctx=val("SITUATE_N_CTX", cast=int),
+        n_threads=val("SITUATE_N_THREADS", cast=int),
+        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
+        max_tokens=val("SITUATE_MAX_TOKENS", cast=int),
+        prompt=val("SITUATE_PROMPT"),
+        batch=val("SITUATE_BATCH", cast=int),
+        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", cast=int),
+        context=val("SITUATE_CONTEXT"),
+        document_tokens=val("SITUATE_DOCUMENT_TOKENS", cast=int),
+        blurbs_file=val("SITUATE_BLURBS_FILE", ""),
+        server_url=val("SITUATE_LLM_URL", ""),
+        served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
+        api=llm_api,
+        api_batch=_switch("SITUATE_LLM_BATCH"),
+        batch_poll_s=val("SITUATE_LLM_BATCH_POLL", cast=int),
+        batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", cast=int),
+        in_flight=val("SITUATE_LLM_IN_FLIGHT", cast=int),
+        server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
+        server_retries=val("SITUATE_LLM_RETRIES", cast=int),
+        server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
+        flash_attn=_switch("SITUATE_FLASH_ATTN"),
+        kv_type=env("SITUATE_KV_TYPE") or default_of("SITUATE_KV_TYPE"),
+        repack=_switch("SITUATE_LLM_REPACK"),
+    )
+
+
+def embedder_from_env(val) -> Embedder:
+    """The embedder resource: a name resolved to its file, tokenizer, prefixes, pooling and context
+    (``SITUATE_EMBED_MODEL``), or a server (``SITUATE_EMBED_URL``); settings through ``val``."""
+    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(env("SITUATE_EMBED_MODEL") or None)
+    return Embedder(
+        model_path=embed_path,
+        model_id=embed_id,
+        tokenizer_path=embed_tok,
+        n_ctx=embed_spec.n_ctx,
+        pooling=embed_spec.pooling,
+        document_prefix=embed_spec.document_prefix,
+        query_prefix=embed_spec.query_prefix,
+        n_threads=val("SITUATE_N_THREADS", cast=int),
+        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
+        server_url=val("SITUATE_EMBED_URL", ""),
+        served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
+        server_key=val("SITUATE_EMBED_API_KEY", ""),
+        server_retries=val("SITUATE_LLM_RETRIES", cast=int),
+        server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
+    )
+
+
 def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
     """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
     calls resource methods outside a run); otherwise set variables become ``dg.EnvVar`` (resolved
@@ -253,78 +341,15 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
     """
     check_environment()
 
-    def val(name, default=None, cast=str):  # default: resources.settings.DEFAULTS
-        default = default_of(name) if default is None else default
-        if plain:
-            if cast is int:
-                return int_from_env(name, default)
-            raw = _raw(name)
-            return default if raw == "" else cast(raw)
-        return _env(name, default, cast)
-
-    llm_path, llm_id, llm_spec = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)
-    # an embedder name is resolved here too: its file, tokenizer, prefixes, pooling and context
-    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(env("SITUATE_EMBED_MODEL") or None)
-    llm_api = env("SITUATE_LLM_API")
-    if llm_api not in LLM_APIS:
-        from pipelines.preflight import StartupError
-
-        raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
-    llm_api = "" if llm_api == "openai" else llm_api
-    llm_penalty = setting_from_env(
-        "SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else models.DEFAULT_REPEAT_PENALTY
-    )
+    val = _reader(plain)
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(
             home=home or val("SITUATE_HOME"),
             vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", cast=int),
         ),
-        # a model name is resolved here (the path is what the UI shows), a path is taken as it is
-        "llm": BlurbLLM(
-            model_path=llm_path,
-            model_id=llm_id,
-            repeat_penalty=llm_penalty,
-            n_ctx=val("SITUATE_N_CTX", cast=int),
-            n_threads=val("SITUATE_N_THREADS", cast=int),
-            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
-            max_tokens=val("SITUATE_MAX_TOKENS", cast=int),
-            prompt=val("SITUATE_PROMPT"),
-            batch=val("SITUATE_BATCH", cast=int),
-            max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", cast=int),
-            context=val("SITUATE_CONTEXT"),
-            document_tokens=val("SITUATE_DOCUMENT_TOKENS", cast=int),
-            blurbs_file=val("SITUATE_BLURBS_FILE", ""),
-            server_url=val("SITUATE_LLM_URL", ""),
-            served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
-            api=llm_api,
-            api_batch=_switch("SITUATE_LLM_BATCH"),
-            batch_poll_s=val("SITUATE_LLM_BATCH_POLL", cast=int),
-            batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", cast=int),
-            in_flight=val("SITUATE_LLM_IN_FLIGHT", cast=int),
-            server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
-            server_retries=val("SITUATE_LLM_RETRIES", cast=int),
-            server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
-            flash_attn=_switch("SITUATE_FLASH_ATTN"),
-            kv_type=env("SITUATE_KV_TYPE") or default_of("SITUATE_KV_TYPE"),
-            repack=_switch("SITUATE_LLM_REPACK"),
-        ),
-        "embedder": Embedder(
-            model_path=embed_path,
-            model_id=embed_id,
-            tokenizer_path=embed_tok,
-            n_ctx=embed_spec.n_ctx,
-            pooling=embed_spec.pooling,
-            document_prefix=embed_spec.document_prefix,
-            query_prefix=embed_spec.query_prefix,
-            n_threads=val("SITUATE_N_THREADS", cast=int),
-            n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
-            server_url=val("SITUATE_EMBED_URL", ""),
-            served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
-            server_key=val("SITUATE_EMBED_API_KEY", ""),
-            server_retries=val("SITUATE_LLM_RETRIES", cast=int),
-            server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
-        ),
+        "llm": blurb_llm_from_env(val),
+        "embedder": embedder_from_env(val),
         "chunking": Chunking(
             chunk_tokens=val("SITUATE_CHUNK_TOKENS", cast=int),
             overlap_tokens=val("SITUATE_OVERLAP_TOKENS", cast=int),
