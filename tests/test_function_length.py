@@ -20,7 +20,6 @@ TO_SPLIT = {
     "assets/blurbs.py:work": 88,
     "resources/models/batching.py:_generate_group": 86,
     "pipelines/estimate.py:estimate": 84,
-    "resources/models/message_batches.py:submit_and_wait": 67,
 }
 
 

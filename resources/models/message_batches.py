@@ -206,6 +206,13 @@ class MessageBatchRound:
             )
             if log:
                 log(f"Message Batches stopped: {error}")
+        self._mark_unanswered(pending, known, error)
+        self.batches = used
+        return self._summary(used, pending, error, time.perf_counter() - t0)
+
+    def _mark_unanswered(self, pending: list[str], known: dict, error: str) -> None:
+        """Give each request with no answer its reason: the API error that stopped the round (or
+        "not sent"), or that its batch is still in progress (the next run collects it)."""
         for cid in self.requests:
             if cid not in self.answers and cid not in self.failures:
                 bid = next((b for b in pending if cid in known.get(b, [])), None)
@@ -216,7 +223,9 @@ class MessageBatchRound:
                         f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers"
                     )
                 )
-        self.batches = used
+
+    def _summary(self, used: list[str], pending: list[str], error: str, seconds: float) -> dict:
+        """The round's figures for the run's metadata (:meth:`submit_and_wait`'s return)."""
         kinds = [why.split(" ", 1)[0] for why in self.failures.values()]
         return {
             "batches": list(used),
@@ -226,7 +235,7 @@ class MessageBatchRound:
             "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
             "not_ended": len(pending),
             "error": error,
-            "seconds": round(time.perf_counter() - t0, 1),
+            "seconds": round(seconds, 1),
         }
 
     def _collect(self, api, bid: str) -> None:
