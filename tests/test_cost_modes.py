@@ -432,7 +432,8 @@ def test_the_examples_in_the_new_modules_hold():
 def test_the_default_mode_is_the_document_mode(monkeypatch):
     """Issue 23's choice: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; ``chunk`` (a blurb
     a chunk, today's prompt) stays one setting away."""
-    from pipelines.settings import DEFAULT_PROMPT, resources_from_env
+    from assets.prompting import DEFAULT_PROMPT
+    from pipelines.settings import resources_from_env
     from resources.models.llm import BlurbLLM
 
     monkeypatch.delenv("SITUATE_CONTEXT", raising=False)
