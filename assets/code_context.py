@@ -26,6 +26,8 @@ import functools
 import re
 from collections.abc import Iterator
 
+from resources.documents.reading import CODE_EXT
+
 #: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
 MAX_COMMENT_WORDS = 40
 #: Most names listed as "defines": a long chunk of small functions keeps the first ones.
@@ -313,42 +315,19 @@ PATTERNS = {
     "justfile": _MAKE_RULE,
     ".mk": _MAKE_RULE,
 }
+#: Endings of source files the reader does not list as code (``resources.documents.reading.CODE_EXT``)
+#: but that are read by :data:`_PATTERN_DEF` when they come in as code.
+OTHER_PATTERN_LANGUAGES = (".kts", ".dart", ".groovy", ".gradle", ".clj", ".zig", ".nim", ".fs", ".vb", ".erl")
 #: Endings of languages read by :data:`_PATTERN_DEF` (no grammar here), never guessed by parsing:
-#: a Ruby file parses as TypeScript with a stray ``module`` definition.
+#: a Ruby file parses as TypeScript with a stray ``module`` definition.  The reader's code endings
+#: with no grammar (:data:`EXTENSIONS`) and no format pattern (:data:`PATTERNS`), and the others.
 PATTERN_LANGUAGES = (
-    ".kt",
-    ".kts",
-    ".scala",
-    ".cs",
-    ".rb",
-    ".php",
-    ".swift",
-    ".m",
-    ".sql",
-    ".r",
-    ".jl",
-    ".lua",
-    ".pl",
-    ".hs",
-    ".ml",
-    ".ex",
-    ".exs",
-    ".proto",
-    ".dart",
-    ".groovy",
-    ".gradle",
-    ".clj",
-    ".zig",
-    ".nim",
-    ".fs",
-    ".vb",
-    ".erl",
-    ".json",
-    ".xml",
-    ".css",
-    ".scss",
-    "dockerfile",
-    "cmakelists.txt",
+    tuple(sorted(CODE_EXT - set(EXTENSIONS) - set(PATTERNS)))
+    + OTHER_PATTERN_LANGUAGES
+    + (
+        "dockerfile",
+        "cmakelists.txt",
+    )
 )
 
 
