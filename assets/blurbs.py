@@ -10,19 +10,19 @@ import threading
 
 import dagster as dg
 
-from assets import blurb_files
-from assets.contextualize import BlurbRecord, contextualize, record_from_raw
-from assets.edits import kept_blurbs, recheck, text_sha256
-from assets.fitted_preambles import builders_by_kind, document_builder, generation_bound
-from assets.partitions import BACKFILL, LLM_POOL, documents
-from assets.per_document import for_each_document, read_ok
-from assets.preambles import FitPlan
-from assets.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
-from assets.skipping import chunk_reasons
-from resources.models.llm import BlurbLLM
-from resources.models.message_batches import BatchCache, BatchLedger
-from resources.store.cache import blurb_cache_for, digest
-from resources.store.store import Store
+from situate.assets.fitted_preambles import builders_by_kind, document_builder, generation_bound
+from situate.assets.partitions import BACKFILL, LLM_POOL, documents
+from situate.assets.per_document import for_each_document, read_ok
+from situate.contextual import blurb_files
+from situate.contextual.contextualize import BlurbRecord, contextualize, record_from_raw
+from situate.contextual.edits import kept_blurbs, recheck, text_sha256
+from situate.contextual.preambles import FitPlan
+from situate.contextual.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
+from situate.contextual.skipping import chunk_reasons
+from situate.resources.models.llm import BlurbLLM
+from situate.resources.models.message_batches import BatchCache, BatchLedger
+from situate.resources.store.cache import blurb_cache_for, digest
+from situate.resources.store.store import Store
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
 STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
@@ -63,7 +63,7 @@ def blurb_key(
     return key
 
 
-#: What writes a chunk's context (``SITUATE_CONTEXT``; :class:`resources.models.llm.BlurbLLM`).
+#: What writes a chunk's context (``SITUATE_CONTEXT``; :class:`situate.resources.models.llm.BlurbLLM`).
 CONTEXT_MODES = ("chunk", "document", "structure")
 
 
@@ -80,7 +80,7 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
     """What makes a document's blurbs: the LLM file's sha256, the mode and prompt, the decoding
     settings, ``n_ctx`` (it decides the windows the model reads) and the chunk limit
     (``max_chunks_per_document``: whether the model is asked at all).  Blurbs kept across an edit
-    or an unchanged re-ingest (:mod:`assets.edits`) must have been made with the same settings."""
+    or an unchanged re-ingest (:mod:`situate.contextual.edits`) must have been made with the same settings."""
     return digest(
         llm.identity(),
         llm.context,
@@ -97,9 +97,9 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
 def keep_rechecked(
     kept: dict[int, dict], decided: dict[int, BlurbRecord], texts: list[str], document: str, by_reference: bool
 ) -> int:
-    """Put the kept records (:func:`assets.edits.kept_blurbs`) that still pass against
+    """Put the kept records (:func:`situate.contextual.edits.kept_blurbs`) that still pass against
     ``document`` into ``decided`` (as :class:`BlurbRecord`, marked kept, no tokens spent); the
-    others are left to the model.  Returns how many failed the check (:func:`assets.edits.recheck`)."""
+    others are left to the model.  Returns how many failed the check (:func:`situate.contextual.edits.recheck`)."""
     fields = {f.name for f in dataclasses.fields(BlurbRecord)}
     failed = 0
     for i, prev in kept.items():
@@ -122,8 +122,8 @@ def keep_rechecked(
 class LazyBlurbFile:
     """``SITUATE_BLURBS_FILE`` read once per run, on the first document that can use it (never in
     ``structure`` mode, nor for a run whose documents all skip the model), keeping the lines of
-    one mode and model file (:func:`assets.blurb_files.read`).  A file that cannot be read fails
-    each document that needed it with the same :class:`assets.blurb_files.BlurbFileError` (its
+    one mode and model file (:func:`situate.contextual.blurb_files.read`).  A file that cannot be read fails
+    each document that needed it with the same :class:`situate.contextual.blurb_files.BlurbFileError` (its
     message names the file and the line); documents that did not need it go on."""
 
     def __init__(self, path: str, mode: str, model_sha256: str, log):
@@ -137,7 +137,7 @@ class LazyBlurbFile:
 
         Raises
         ------
-        assets.blurb_files.BlurbFileError
+        situate.contextual.blurb_files.BlurbFileError
             The file cannot be read (first try, and every later call of the run).
         """
         with self._lock:
@@ -166,7 +166,7 @@ class LazyBlurbFile:
         return self._file
 
     def summary(self) -> dict:
-        """The file's figures for the run's metadata (:meth:`assets.blurb_files.BlurbFile.summary`);
+        """The file's figures for the run's metadata (:meth:`situate.contextual.blurb_files.BlurbFile.summary`);
         empty when no file was read."""
         if self._error is not None:
             return {"blurb_file_error": str(self._error)}
@@ -187,11 +187,11 @@ def document_records(
     blurb_file: str = "",
 ) -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
-    :data:`assets.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
+    :data:`situate.contextual.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
     ``n`` chunks as their blurb; a chunk with a ``reasons`` entry gets ``skipped:<reason>`` instead,
     and when every chunk has one, no call is made.  The first chunk's record carries the call's
     tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:
-    the summary's raw text from a blurb file (:mod:`assets.blurb_files`) whose sha256 is
+    the summary's raw text from a blurb file (:mod:`situate.contextual.blurb_files`) whose sha256 is
     ``blurb_file``, no call made."""
     if all(reasons):
         return [skipped_records(1, r, doc_sha256=doc_sha256)[0] for r in reasons]
@@ -273,7 +273,7 @@ def decided_records(
 ) -> tuple[dict[int, BlurbRecord], dict]:
     """The chunks of one document whose record is settled before the model is asked: those with
     a reason for no LLM call, those a blurb file gives (``given``, from ``loaded``), and those an
-    earlier version of the document keeps (:func:`assets.edits.kept_blurbs`, written under the
+    earlier version of the document keeps (:func:`situate.contextual.edits.kept_blurbs`, written under the
     same ``settings``) that still pass against this version.
 
     Returns
@@ -330,14 +330,14 @@ def chunk_records(
     info,
 ) -> tuple[list[BlurbRecord], dict]:
     """The records of ``chunk`` mode for one document: a blurb per chunk through ``builder``'s
-    prompt (:func:`assets.contextualize.contextualize`), after the chunks that get no LLM call, the
+    prompt (:func:`situate.contextual.contextualize.contextualize`), after the chunks that get no LLM call, the
     blurbs a blurb file gives and those an earlier version of the document keeps.
 
     Parameters
     ----------
     llm : BlurbLLM
         The blurb model and its settings.
-    builder : assets.fitted_preambles.PromptBuilder
+    builder : situate.assets.fitted_preambles.PromptBuilder
         The document's prompt builder.
     doc_in : DocumentInput
         The document, its chunks, spans, fitted plan and each chunk's reason for no LLM call.
@@ -349,7 +349,7 @@ def chunk_records(
         :func:`settings_id` of this run: kept blurbs must have been written under it.
     given : dict
         Chunk index -> the raw blurb a blurb file gives.
-    loaded : assets.blurb_files.BlurbFile or None
+    loaded : situate.contextual.blurb_files.BlurbFile or None
         That blurb file.
     cache : BlurbCache
         The blurb cache (or a Message Batch round's).
@@ -364,7 +364,7 @@ def chunk_records(
     -------
     (list of BlurbRecord, dict)
         A record per chunk, and the summary of what an earlier version of the document kept
-        (:func:`assets.edits.kept_blurbs`).
+        (:func:`situate.contextual.edits.kept_blurbs`).
     """
     doc, texts, doc_sha, plan = doc_in.doc, doc_in.texts, doc_in.doc["sha256"], doc_in.plan
     reasoning, bound = builder.frame.reasoning, generation_bound(llm, builder)
@@ -425,7 +425,7 @@ def blurbs_stage(
 ) -> dict:
     """The ``blurbs`` stage file of one document: what wrote it (model, backend, prompt and its
     version, context mode, :func:`settings_id`), the document's sha256, the chunk texts of the
-    older versions kept blurbs were written against (:mod:`assets.edits`), and a record per chunk
+    older versions kept blurbs were written against (:mod:`situate.contextual.edits`), and a record per chunk
     with its ``chunk_id``."""
     return {
         "model_id": model_id,
@@ -441,7 +441,7 @@ def blurbs_stage(
 
 
 def edit_summary(edit: dict) -> dict:
-    """A document's summary entries for an edit (:func:`assets.edits.kept_blurbs`'s summary; ``{}``
+    """A document's summary entries for an edit (:func:`situate.contextual.edits.kept_blurbs`'s summary; ``{}``
     for none): why blurbs were or were not kept, the share of tokens changed, and the kept blurbs
     that failed the re-check or drifted."""
     if not edit:
@@ -455,7 +455,7 @@ def edit_summary(edit: dict) -> dict:
 
 
 def file_blurbs(loaded, wanted: str, model_sha: str, doc_sha: str, texts: list[str], reasons: list[str]) -> dict:
-    """Chunk index -> the raw blurb a blurb file (``loaded``, :class:`assets.blurb_files.BlurbFile`)
+    """Chunk index -> the raw blurb a blurb file (``loaded``, :class:`situate.contextual.blurb_files.BlurbFile`)
     holds for that chunk's text under this mode (``wanted``), model file and document; chunks with
     a reason for no LLM call get none."""
     given = {}
@@ -512,9 +512,9 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
     wanted = "document" if llm.context == "document" else f"chunk:{llm.prompt}"
     from_file = LazyBlurbFile(llm.blurbs_file, wanted, model_sha, context.log)
     # Anthropic's Message Batches: a first pass gathers the run's requests, then they are answered
-    # from the batches (resources.models.message_batches)
+    # from the batches (situate.resources.models.message_batches)
     batches = llm.batch_round() if llm.context != "structure" else None
-    from resources.models.llm import API_USAGE, api_usage_since
+    from situate.resources.models.llm import API_USAGE, api_usage_since
 
     usage0 = dict(API_USAGE)  # what a paid API bills this step: every answer, failed documents' too
 

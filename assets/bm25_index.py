@@ -1,15 +1,15 @@
 """Asset ``bm25_index``: bm25s indexes over the contextualised text of every row of the table and over
-the same without the blurb (the third ranking of :func:`resources.store.retrieval.hybrid_search`)."""
+the same without the blurb (the third ranking of :func:`situate.resources.store.retrieval.hybrid_search`)."""
 
 import dagster as dg
 
-from assets import table_checks
-from assets.partitions import PARTITIONS
-from assets.per_document import tag_worker
-from resources.models.llm import parse_setting
-from resources.settings import env
-from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
-from resources.store.store import Store
+from situate.assets.partitions import PARTITIONS
+from situate.assets.per_document import tag_worker
+from situate.contextual import table_checks
+from situate.resources.models.llm import parse_setting
+from situate.resources.settings import env
+from situate.resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
+from situate.resources.store.store import Store
 
 CHECKS = {
     "ids_match_table": "The BM25 index's row ids equal the table's chunk ids.",
@@ -42,11 +42,11 @@ class TableCheckConfig(dg.Config):
 
 def max_fallback_share() -> float:
     """``$SITUATE_MAX_FALLBACK_SHARE`` within its bound, else
-    :data:`assets.table_checks.MAX_FALLBACK_SHARE`.
+    :data:`situate.contextual.table_checks.MAX_FALLBACK_SHARE`.
 
     Raises
     ------
-    resources.errors.SettingError
+    situate.resources.errors.SettingError
         The value is not a number or is outside 0 to 1.
     """
     raw = env("SITUATE_MAX_FALLBACK_SHARE")
@@ -107,7 +107,7 @@ def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, stor
 
 
 def table_check_results(store: Store, keys: list[str], max_fallback_share: float) -> list[dg.AssetCheckResult]:
-    """The table checks of :mod:`assets.table_checks` as Dagster check results (a failed check
+    """The table checks of :mod:`situate.contextual.table_checks` as Dagster check results (a failed check
     is an ERROR: the table is not what the documents say)."""
     runs = {
         "rows_match_chunks": lambda: table_checks.rows_match_chunks(store, keys),

@@ -4,12 +4,12 @@ import functools
 
 import dagster as dg
 
-from assets.chunking import make_chunks
-from assets.code_context import document_contexts
-from assets.partitions import BACKFILL, documents
-from assets.per_document import for_each_document, read_ok
-from resources.documents.docs import Chunking
-from resources.store.store import Store
+from situate.assets.partitions import BACKFILL, documents
+from situate.assets.per_document import for_each_document, read_ok
+from situate.contextual.chunking import make_chunks
+from situate.contextual.code_context import document_contexts
+from situate.resources.documents.docs import Chunking
+from situate.resources.store.store import Store
 
 
 @functools.lru_cache(maxsize=1)
@@ -21,7 +21,7 @@ def cl100k():
     RuntimeError
         The cl100k file is not installed (run ``situate models install``).
     """
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     models.use_offline_tiktoken()
     if not models.is_installed(models.CL100K, verify=False):

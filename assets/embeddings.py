@@ -10,23 +10,23 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
-from assets.partitions import BACKFILL, documents
-from assets.per_document import UpstreamError, for_each_document, read_ok
-from assets.prompting import CONTEXT_VERSION, PROMPT_VERSION
-from resources.documents.docs import Chunking
-from resources.models.llm import BlurbLLM, Embedder
-from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
-from resources.store.retrieval import contextualized_text
-from resources.store.store import Store, table_schema
+from situate.assets.partitions import BACKFILL, documents
+from situate.assets.per_document import UpstreamError, for_each_document, read_ok
+from situate.contextual.prompting import CONTEXT_VERSION, PROMPT_VERSION
+from situate.resources.documents.docs import Chunking
+from situate.resources.models.llm import BlurbLLM, Embedder
+from situate.resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
+from situate.resources.store.retrieval import contextualized_text
+from situate.resources.store.store import Store, table_schema
 
 
 def blurb_file_id(path: str) -> str:
-    """sha256 of a blurb file (the same digest :func:`assets.blurb_files.read` records), or
+    """sha256 of a blurb file (the same digest :func:`situate.contextual.blurb_files.read` records), or
     ``"unreadable"`` when it is missing, not a regular file (a FIFO is never opened here) or over
-    :data:`assets.blurb_files.MAX_FILE_BYTES`: the blurbs step then names the reason."""
+    :data:`situate.contextual.blurb_files.MAX_FILE_BYTES`: the blurbs step then names the reason."""
     import stat
 
-    from assets.blurb_files import MAX_FILE_BYTES
+    from situate.contextual.blurb_files import MAX_FILE_BYTES
 
     try:
         st = os.stat(path)
@@ -41,8 +41,8 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     """Hash of every setting that changes a row: a document whose rows carry another fingerprint is
     stale and is ingested again.  A blurb file (``SITUATE_BLURBS_FILE``) counts by its sha256:
     setting, replacing or removing it makes the documents stale, and their blurbs taken from a
-    file no longer set are written by the model (:func:`assets.edits.written_by_model`).  A model
-    server counts by what it says it serves (:meth:`resources.models.llm.BlurbLLM.identity`), so
+    file no longer set are written by the model (:func:`situate.contextual.edits.written_by_model`).  A model
+    server counts by what it says it serves (:meth:`situate.resources.models.llm.BlurbLLM.identity`), so
     another model under the same name re-ingests."""
     settings = {
         "llm": llm.resolved_model_id(),
@@ -77,8 +77,8 @@ def build_rows(
     fp: str,
     llm_backend: str = "",
 ) -> pa.Table:
-    """The document's rows for the ``chunks`` table (schema :func:`resources.store.store.table_schema`);
-    ``llm_backend``: what ran the blurb model (:meth:`resources.models.llm.BlurbLLM.backend_kind`).
+    """The document's rows for the ``chunks`` table (schema :func:`situate.resources.store.store.table_schema`);
+    ``llm_backend``: what ran the blurb model (:meth:`situate.resources.models.llm.BlurbLLM.backend_kind`).
 
     Raises
     ------
@@ -148,14 +148,14 @@ def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -
 
 def indexed_texts(chunk_list: list[dict], blurbs: list[dict]) -> list[str]:
     """The contextualised text of each chunk of a document, what is embedded and BM25-indexed:
-    structural context + blurb + chunk (:func:`resources.store.retrieval.contextualized_text`),
+    structural context + blurb + chunk (:func:`situate.resources.store.retrieval.contextualized_text`),
     from the ``chunks`` and ``blurbs`` stages' entries, in chunk order."""
     return [contextualized_text(b["blurb"], c["text"], c.get("context", "")) for b, c in zip(blurbs, chunk_list)]
 
 
 def migration_message(migration: dict) -> str:
     """The run's warning while the table's vectors change width
-    (:meth:`resources.store.store.Store.migration`)."""
+    (:meth:`situate.resources.store.store.Store.migration`)."""
     return (
         f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
         f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "

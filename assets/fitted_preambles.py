@@ -5,12 +5,12 @@ Counts are exact, in the loaded LLM's own tokens (its vocabulary is loaded in pr
 
 import dagster as dg
 
-from assets import preambles
-from assets.contextualize import PromptBuilder, chat_frame
-from assets.partitions import BACKFILL, documents
-from assets.per_document import for_each_document, read_ok
-from resources.models.llm import BlurbLLM
-from resources.store.store import Store
+from situate.assets.partitions import BACKFILL, documents
+from situate.assets.per_document import for_each_document, read_ok
+from situate.contextual import preambles
+from situate.contextual.contextualize import PromptBuilder, chat_frame
+from situate.resources.models.llm import BlurbLLM
+from situate.resources.store.store import Store
 
 
 def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> PromptBuilder:
@@ -21,20 +21,20 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
     Raises
     ------
     ValueError
-        ``llm.prompt`` names no prompt of :data:`assets.prompting.PROMPTS`.
+        ``llm.prompt`` names no prompt of :data:`situate.contextual.prompting.PROMPTS`.
     """
-    from assets.prompting import PROMPTS
+    from situate.contextual.prompting import PROMPTS
 
     if template is None and llm.prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
-    from assets.contextualize import TemplateRefused
-    from resources.models.registry import ModelFileError
+    from situate.contextual.contextualize import TemplateRefused
+    from situate.resources.models.registry import ModelFileError
 
     tok = llm.tokenizer()
     template = template or PROMPTS[llm.prompt]
     system = template.system_code if source and template.system_code else template.system
     if hasattr(tok, "frame"):  # a chat API: the turns are the API's, not a chat template's
-        from assets.contextualize import ChatFrame
+        from situate.contextual.contextualize import ChatFrame
 
         return PromptBuilder(tok, ChatFrame(*tok.frame(system), bos=False), template)
     bos = (
@@ -52,7 +52,7 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
 def builders_by_kind(llm: BlurbLLM):
     """``doc -> PromptBuilder``: the configured prompt for a loaded document, with the system
     line for source files where the prompt has one (built once per kind)."""
-    from assets.code_context import is_source
+    from situate.contextual.code_context import is_source
 
     made: dict[bool, PromptBuilder] = {}
 
@@ -91,7 +91,7 @@ def fit_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
 def fit_document(
     text: str, spans: list[tuple[int, int]], builder: PromptBuilder, n_ctx: int, max_tokens: int
 ) -> preambles.FitPlan:
-    """:func:`assets.preambles.plan` with the builder's exact counts (by reference: the chunk
+    """:func:`situate.contextual.preambles.plan` with the builder's exact counts (by reference: the chunk
     marks of each window included) and the document's own token boundaries as cut points."""
     tokens = builder.tokenizer.encode(text)
     cuts = (
@@ -111,9 +111,9 @@ def fit_document(
 
 
 def document_builder(llm: BlurbLLM) -> PromptBuilder:
-    """The document mode's prompt (:data:`assets.prompting.DOCUMENT_SUMMARY`) in the model's chat
+    """The document mode's prompt (:data:`situate.contextual.prompting.DOCUMENT_SUMMARY`) in the model's chat
     template."""
-    from assets.prompting import DOCUMENT_SUMMARY
+    from situate.contextual.prompting import DOCUMENT_SUMMARY
 
     return prompt_builder(llm, DOCUMENT_SUMMARY)
 
@@ -121,7 +121,7 @@ def document_builder(llm: BlurbLLM) -> PromptBuilder:
 def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.FitPlan:
     """The document mode's preamble: the document's beginning, at most ``llm.document_tokens``
     LLM tokens of it (and what ``n_ctx`` leaves), for one summary; its window serves one
-    pseudo-chunk of no text at offset 0 (:func:`assets.blurbs.document_records`)."""
+    pseudo-chunk of no text at offset 0 (:func:`situate.assets.blurbs.document_records`)."""
     room = (
         llm.document_tokens
         + llm.max_tokens
@@ -135,7 +135,7 @@ def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.F
 def document_plan(text: str, spans: list[tuple[int, int]], llm: BlurbLLM, builder) -> preambles.FitPlan:
     """The fitted plan of one document: none for ``structure`` mode (no LLM prompt), the summary's
     window for ``document`` mode (:func:`fit_summary`), else the windows of the chunk prompts
-    (:func:`assets.preambles.fit_document`), none for a document of more chunks than
+    (:func:`situate.contextual.preambles.fit_document`), none for a document of more chunks than
     ``llm.max_chunks_per_document``.
 
     Parameters

@@ -1,5 +1,5 @@
 """The ``documents`` dynamic partitions, shared by the per-document assets and the wiring (sync,
-sensor, schedule).  Keys and their path encoding live in :mod:`resources.documents.keys` (the store checks
+sensor, schedule).  Keys and their path encoding live in :mod:`situate.resources.documents.keys` (the store checks
 them too); they are re-exported here."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import warnings
 
 import dagster as dg
 
-from resources.documents.keys import KEY_PATTERN, PartitionKeyError, check_key, decode_key, encode_key  # noqa: F401
-from resources.settings import env
+from situate.resources.documents.keys import KEY_PATTERN, PartitionKeyError, check_key, decode_key, encode_key  # noqa: F401
+from situate.resources.settings import env
 
 # backfill_policy (one run for many documents) is marked beta in Dagster 1.13; it is used on
 # purpose, so its warning is not repeated on every import.
@@ -27,7 +27,7 @@ def backfill_policy() -> dg.BackfillPolicy:
     most N documents (``BackfillPolicy.multi_run(N)``: disjoint documents, each run loading its
     model once, as many in parallel as the instance's run queue and the ``llm`` pool allow);
     unset or 0, one run for the whole backfill (``single_run()``).  A value that is not a whole
-    number is refused by the settings check of every command (:mod:`pipelines.settings`)."""
+    number is refused by the settings check of every command (:mod:`situate.pipelines.settings`)."""
     raw = env("SITUATE_DOCS_PER_RUN")
     n = int(raw) if raw.isdigit() else 0
     return dg.BackfillPolicy.multi_run(n) if n > 0 else dg.BackfillPolicy.single_run()

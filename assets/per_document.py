@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from resources.documents.reading import DocumentError
-from resources.errors import UpstreamError  # noqa: F401  (importable from here as before)
+from situate.resources.documents.reading import DocumentError
+from situate.resources.errors import UpstreamError  # noqa: F401  (importable from here as before)
 
 
 def read_ok(store, key: str, stage: str):
@@ -86,7 +86,7 @@ class StageReport:
 #: Run tags naming the process that works on a run, so a later sync can tell a run whose process
 #: was killed (``kill -9``, out of memory, a power cut) from one still working: Dagster's default
 #: run launcher has no health check, and such a run would stay STARTED, its documents "in flight"
-#: forever.  See :func:`pipelines.automation.reap_dead_runs`.
+#: forever.  See :func:`situate.pipelines.automation.reap_dead_runs`.
 WORKER_TAGS = ("situate/host", "situate/pid", "situate/pid_start")
 
 
@@ -146,7 +146,7 @@ def for_each_document(
     :class:`DocumentError` or any other exception is caught: the error is written as the stage file
     (``{"error": ...}``) so later stages skip the document, and logged.  An :class:`UpstreamError`
     marks the document skipped.  A key that is not a valid document key
-    (:func:`resources.documents.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
+    (:func:`situate.resources.documents.keys.check_key`: registered by hand, e.g. ``../x``) is reported as failed and
     nothing is read, written or deleted for it.
 
     ``in_flight``: documents worked on at once, each in its own thread (a model server's
@@ -161,7 +161,7 @@ def for_each_document(
     except Exception as e:  # a build_asset_context without a run: nothing to tag
         context.log.debug(f"no worker tags: {e}")
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
-    from resources.documents.keys import PartitionKeyError, check_key
+    from situate.resources.documents.keys import PartitionKeyError, check_key
 
     lock = threading.Lock()
     done = [0]

@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from assets.partitions import BACKFILL, documents
-from assets.per_document import for_each_document
-from resources.documents.docs import DocsFolder
-from resources.documents.reading import DocumentError, load
-from resources.store.store import Store
+from situate.assets.partitions import BACKFILL, documents
+from situate.assets.per_document import for_each_document
+from situate.resources.documents.docs import DocsFolder
+from situate.resources.documents.reading import DocumentError, load
+from situate.resources.store.store import Store
 
 
 @dg.asset(

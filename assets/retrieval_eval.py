@@ -1,6 +1,6 @@
 """Asset ``retrieval_eval``: "is my context helping?" answered in the Dagster UI.
 
-Runs ``situate eval`` (:func:`pipelines.evaluate.run_eval`) on a configured dataset in a child
+Runs ``situate eval`` (:func:`situate.pipelines.evaluate.run_eval`) on a configured dataset in a child
 process (the evaluation ingests into its own data folder and Dagster instance, apart from this
 run's), then shows the table (Markdown), a Pass@k chart, and each configuration's figures as
 numeric metadata, which the UI plots across materialisations.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.evaluation import bar_chart
-from resources.settings import data_folder, env
+from situate.evaluation.metrics import bar_chart
+from situate.resources.settings import data_folder, env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,7 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
-        "pipelines.cli",
+        "situate.pipelines.cli",
         "eval",
         "--corpus",
         absolute(corpus),
@@ -88,7 +88,7 @@ def eval_command(config: EvalConfig, out_json: str) -> list[str]:
 
 
 def eval_metadata(report: dict) -> dict:
-    """Materialisation metadata of an evaluation report (:func:`pipelines.evaluate.run_eval`)."""
+    """Materialisation metadata of an evaluation report (:func:`situate.pipelines.evaluate.run_eval`)."""
     md = {
         "table": dg.MetadataValue.md(report["markdown"]),
         "pass@k chart": dg.MetadataValue.md(bar_chart(report["configs"])),

@@ -43,8 +43,8 @@ def _docs(root: Path, files=FILES) -> Path:
 
 
 def _ingest(docs: Path, home: Path, env: dict):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.operations import ingest
+    from situate.pipelines.settings import restored_env
 
     names = (
         "SITUATE_CONTEXT",
@@ -74,14 +74,14 @@ def _ingest(docs: Path, home: Path, env: dict):
 
 
 def _blurbs(home: Path) -> list[str]:
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     rows = Store(home=str(home)).columns(["chunk_id", "blurb"]).to_pylist()
     return [r["blurb"] for r in sorted(rows, key=lambda r: r["chunk_id"])]
 
 
 def _server(port: int, log: Path) -> subprocess.Popen:
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     proc = subprocess.Popen(
         [
@@ -117,7 +117,7 @@ def _server(port: int, log: Path) -> subprocess.Popen:
 
 def _records(home: Path) -> list[dict]:
     """Each model call's blurb record (stage files), in the order the calls were made."""
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     store = Store(home=str(home))
     out = []
@@ -132,7 +132,7 @@ def _prefix_reuse(home: Path, records: list[dict], head: int, evaluated: list[in
     tokens before the user message, plus the window's document block: the preambles stage's
     ``n_tokens``), over the requests after each window's first (``evaluated``: the server's own
     count per request, in the records' order)."""
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     store = Store(home=str(home))
     windows = {}
@@ -154,8 +154,8 @@ def _prefix_reuse(home: Path, records: list[dict], head: int, evaluated: list[in
 def _head_tokens() -> int:
     """Tokens of the default model's chat template before the user message (the start of every
     prompt's document prefix)."""
-    from assets.fitted_preambles import prompt_builder
-    from pipelines.settings import resources_from_env
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.pipelines.settings import resources_from_env
 
     return len(prompt_builder(resources_from_env(plain=True)["llm"])._head)
 

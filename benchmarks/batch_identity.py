@@ -9,10 +9,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from the repository: the imports below need it
-from assets.blurbs import STOP  # noqa: E402
-from assets.fitted_preambles import prompt_builder  # noqa: E402
-from pipelines.settings import resources_from_env  # noqa: E402
-from resources.models.batching import SharedPrefixBatcher  # noqa: E402
+from situate.assets.blurbs import STOP  # noqa: E402
+from situate.assets.fitted_preambles import prompt_builder  # noqa: E402
+from situate.pipelines.settings import resources_from_env  # noqa: E402
+from situate.resources.models.batching import SharedPrefixBatcher  # noqa: E402
 
 text = Path(importlib.util.find_spec("dotenv.main").origin).read_text()[:7200]
 text = text[: text.rfind("\n") + 1]

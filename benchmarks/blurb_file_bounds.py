@@ -1,6 +1,6 @@
 """Memory of reading blurb files (issue 32, findings 3 and 4): a hostile file against a real one.
 
-Each case is read by :func:`assets.blurb_files.read` in a fresh Python process, which reports its
+Each case is read by :func:`situate.contextual.blurb_files.read` in a fresh Python process, which reports its
 peak resident set (``ru_maxrss``, KiB on Linux) before and after the read, so the figure is the
 read's own and not this process's.  Cases:
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _CHILD = r"""
 import json, resource, sys, time
-from assets import blurb_files
+from situate.contextual import blurb_files
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 try:
@@ -80,7 +80,7 @@ def cases(tmp: Path) -> dict[str, Path]:
     with gzip.open(large, "wb", compresslevel=1) as f:
         for i in range(100_000):
             f.write(_line(i))
-    from assets.blurb_files import MAX_DECOMPRESSED_BYTES
+    from situate.contextual.blurb_files import MAX_DECOMPRESSED_BYTES
 
     with gzip.open(full, "wb", compresslevel=1) as f:
         written, i = 0, 0
@@ -119,7 +119,7 @@ def cases(tmp: Path) -> dict[str, Path]:
 
 def measure() -> dict:
     """Each case's figures from a fresh process (see the module docstring)."""
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     out = {
         "bounds": {

@@ -2,7 +2,7 @@
 
 For each variant, the same chunks (the first ``--chunks`` chunks of ``--docs`` documents of the
 cookbook codebase corpus, chosen by a fixed stride) go through the real pipeline code
-(:func:`assets.contextualize.contextualize`, prefix reuse included); the report gives, in percent
+(:func:`situate.contextual.contextualize.contextualize`, prefix reuse included); the report gives, in percent
 of blurbs, those usable and those with each problem found by cleaning (empty, instruction
 restated, tags echoed, chunk echoed, looped, dangling, unfinished, ungrounded names), the mean words of a usable
 blurb and seconds per blurb.
@@ -51,13 +51,13 @@ def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
 
 
 def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_dir) -> dict:
-    from assets.blurbs import STOP, blurb_key
-    from assets.code_context import detect_language
-    from assets.contextualize import contextualize
-    from assets.fitted_preambles import fit_document, prompt_builder
-    from assets.prompting import PROMPTS
-    from pipelines.settings import resources_from_env
-    from resources.store.cache import BlurbCache
+    from situate.assets.blurbs import STOP, blurb_key
+    from situate.assets.fitted_preambles import fit_document, prompt_builder
+    from situate.contextual.code_context import detect_language
+    from situate.contextual.contextualize import contextualize
+    from situate.contextual.prompting import PROMPTS
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.store.cache import BlurbCache
 
     base = resources_from_env(plain=True)["llm"]
     llm = base.model_copy(
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", help="a blurb cache folder to reuse (e.g. an eval data folder's cache/blurbs)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "blurb_quality"))
     args = ap.parse_args(argv)
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     models.use_offline_tiktoken()
     docs = sample(Path(args.corpus), args.docs, args.chunks)
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
         print(f"{name}: {json.dumps({k: v for k, v in results[name].items() if k != 'examples'})}", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     meta = {
         "corpus": args.corpus,

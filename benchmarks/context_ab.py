@@ -3,10 +3,10 @@ indexed (structural context, headings) judged per query, with the spread of its 
 
 Each configuration present in both reports gets Pass@5 and Pass@20 before and after, the gain, the
 standard deviation of the gain over the folds of a seeded k-fold split repeated (the same folds as
-`situate eval --configs fusion-cv`, :data:`assets.fusion_fit.FOLDS` x :data:`REPEATS`), the queries
+`situate eval --configs fusion-cv`, :data:`situate.evaluation.fusion_fit.FOLDS` x :data:`REPEATS`), the queries
 whose Pass@20 rose or fell, and Pass@20 over the queries with two or more golden chunks (the
 multi-chunk answers).  A change "wins" when its gain at Pass@5 or Pass@20 exceeds the fold spread
-with no loss at either (:func:`assets.fusion_fit.wins`' rule).
+with no loss at either (:func:`situate.evaluation.fusion_fit.wins`' rule).
 
     python -m benchmarks.context_ab BEFORE.json AFTER.json --out benchmarks/reports/NAME
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.fusion_fit import FOLDS, REPEATS
+from situate.evaluation.fusion_fit import FOLDS, REPEATS
 
 KS = (5, 20)
 

@@ -2,7 +2,7 @@
 
 For each mode (today's prompt, chunks by reference, the document mode; the structure mode makes no
 LLM call) the same documents go through the same plain functions the ``blurbs`` asset calls
-(:func:`assets.contextualize.contextualize`, :func:`assets.blurbs.document_records`), each
+(:func:`situate.contextual.contextualize.contextualize`, :func:`situate.assets.blurbs.document_records`), each
 document from an empty KV cache, with no blurb cache.  Reported per mode: LLM seconds a chunk,
 prompt tokens evaluated and tokens generated a chunk, and the ratio to the floor.
 
@@ -67,13 +67,13 @@ def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = N
     docs : list of (corpus name, cookbook-form document), optional
         The documents instead (``run.py --tiny``: one short one).
     """
-    from assets.blurbs import document_records, stops
-    from assets.code_context import is_source
-    from assets.contextualize import contextualize
-    from assets.fitted_preambles import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
-    from assets.prompting import PROMPTS
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import BlurbLLM
+    from situate.assets.blurbs import document_records, stops
+    from situate.assets.fitted_preambles import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
+    from situate.contextual.code_context import is_source
+    from situate.contextual.contextualize import contextualize
+    from situate.contextual.prompting import PROMPTS
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import BlurbLLM
 
     base = resources_from_env(plain=True)["llm"]
     L = base.load()

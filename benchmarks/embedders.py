@@ -1,6 +1,6 @@
 """Issue 25's cost figures for each installed embedder of ``situate models`` (``--only embedders``).
 
-For each embedder in :data:`resources.models.registry.EMBED_MODELS` whose files are installed,
+For each embedder in :data:`situate.resources.models.registry.EMBED_MODELS` whose files are installed,
 in one run on the same chunks of the cookbook codebase set (contextualised texts are not needed:
 the cost is the chunk's tokens):
 
@@ -40,7 +40,7 @@ def tokens_read(emb, texts: list[str]) -> int:
 
     Parameters
     ----------
-    emb : resources.models.llm.Embedder
+    emb : situate.resources.models.llm.Embedder
         The embedder, as the pipeline configures it.
     texts : list of str
         Chunks, without the document prefix.
@@ -52,11 +52,11 @@ def tokens_read(emb, texts: list[str]) -> int:
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         The model file (or an ONNX embedder's tokenizer) is missing, corrupt or not loadable.
     """
     if emb.is_onnx():
-        from resources.models import encoder
+        from situate.resources.models import encoder
 
         _, tok, _ = encoder.session(emb.model_path, emb.tokenizer_path, emb.n_ctx, emb.n_threads or 2)
         return sum(len(e.ids) for e in tok.encode_batch([emb.document_prefix + t for t in texts]))
@@ -72,9 +72,9 @@ def embedders_section(corpus: list[dict], quick: bool, work: Path, log=print, ti
     """
     import search_scale
 
-    from pipelines.settings import resources_from_env
-    from resources.models import registry as models
-    from resources.models.llm import Embedder
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models import registry as models
+    from situate.resources.models.llm import Embedder
 
     base = resources_from_env(plain=True)["embedder"]
     texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 24 if quick else 96)]

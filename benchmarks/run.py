@@ -37,7 +37,7 @@ Sections (each a function below, each returning a dict that goes into the report
     to an ONNX embedder (the default, bge-small-en-v1.5): the section says so and measures nothing.
 ``embed``
     Embedding throughput of the configured embedder (ONNX or GGUF, through the pipeline's own
-    :class:`resources.models.llm.Embedder`) at batch sizes 1..64, in its own tokens.
+    :class:`situate.resources.models.llm.Embedder`) at batch sizes 1..64, in its own tokens.
 ``embedders``
     Issue 25: each installed embedder of ``situate models`` on the same chunks (tokens/s, seconds
     a chunk and its ratio to the default's, a query's ms, the width) and search p50/p95 over
@@ -177,9 +177,9 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     ValueError
         The corpus holds no document of the size measured.
     """
-    from assets.blurbs import STOP
-    from assets.fitted_preambles import prompt_builder
-    from pipelines.settings import resources_from_env
+    from situate.assets.blurbs import STOP
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"]
     builder = prompt_builder(llm)
@@ -304,7 +304,7 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     )
 
     # 5. shared-prefix batching against the sequential run of the same document
-    from resources.models.batching import SharedPrefixBatcher
+    from situate.resources.models.batching import SharedPrefixBatcher
 
     n_batch_chunks = 2 if tiny else 8 if quick else len(sufs)  # quick: one batch of 8, the first 8 chunks
     seq = seq_runs[doc_id][:n_batch_chunks]
@@ -344,7 +344,7 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
 def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]], tiny: bool = False) -> dict:
     """Blurbs of ``sufs`` after ``prefix`` back to back (cache reset first), and the model's rates
     at that depth; the first blurb (which reads the prefix) is reported apart."""
-    from assets.blurbs import stops
+    from situate.assets.blurbs import stops
 
     L = llm.load()
     L.reset()
@@ -377,10 +377,10 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     """The ``models`` figures (module docstring).  ``tiny`` (a smoke run): 2 chunks of the shortest
     document with 2+, every model and setting; the window comparison on the shortest document
     that needs 2+ windows of 384 tokens, against 768, one blurb a window."""
-    from assets.fitted_preambles import prompt_builder
-    from pipelines.settings import resources_from_env
-    from resources.models import registry as models
-    from resources.models.llm import _CACHE, BlurbLLM
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models import registry as models
+    from situate.resources.models.llm import _CACHE, BlurbLLM
 
     base = resources_from_env(plain=True)["llm"]
     n = 2 if tiny else 4 if quick else 8
@@ -430,7 +430,7 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     # a long document: windows of 4,096 against 8,192 tokens (each chunk reads less document)
     from cost import corpus_spans
 
-    from assets.fitted_preambles import fit_document, generation_bound
+    from situate.assets.fitted_preambles import fit_document, generation_bound
 
     sizes = (768, 384) if tiny else (8192, 4096)
 
@@ -488,9 +488,9 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = Fal
     """
     import numpy as np
 
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import _CACHE, Embedder
-    from resources.models.registry import sha256_of
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import _CACHE, Embedder
+    from situate.resources.models.registry import sha256_of
 
     base = resources_from_env(plain=True)["embedder"]
     if base.is_onnx():
@@ -536,18 +536,18 @@ def embedq_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = Fal
 # -- embeddings --------------------------------------------------------------------------------
 def embed_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     """Embedding throughput of the configured embedder (ONNX or GGUF, through
-    :class:`resources.models.llm.Embedder` as the pipeline runs it) by batch size; tokens are
+    :class:`situate.resources.models.llm.Embedder` as the pipeline runs it) by batch size; tokens are
     the embedder's own, each text cut to its context (:func:`embedders.tokens_read`).
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         The embedder's files are missing, corrupt or not loadable.
     """
     from embedders import tokens_read
 
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import Embedder
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import Embedder
 
     base = resources_from_env(plain=True)["embedder"]
     texts = [c["content"] for d in corpus for c in d["chunks"]][: (4 if tiny else 16 if quick else 64)]
@@ -607,8 +607,8 @@ def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     (a smoke run): one query over 4 chunks."""
     import random
 
-    from pipelines.settings import reranker_from_env
-    from resources.models.reranker import MAX_PAIR_TOKENS, RERANK_DEPTH
+    from situate.pipelines.settings import reranker_from_env
+    from situate.resources.models.reranker import MAX_PAIR_TOKENS, RERANK_DEPTH
 
     queries_path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS)).with_name("queries_dev.jsonl")
     queries = (
@@ -659,9 +659,9 @@ def rerank_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
 def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = False) -> dict:
     """Two ``situate ingest`` of the ``n`` shortest documents with 2+ chunks (20; quick 6; tiny 2)
     into ``work/reingest-home``, which the ``service`` section of the same run may serve."""
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
-    from resources.models.llm import CALLS
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models.llm import CALLS
 
     n = 2 if tiny else 6 if quick else 20
     small = sorted((d for d in corpus if len(d["chunks"]) >= 2), key=lambda d: len(d["content"]))[:n]
@@ -700,9 +700,9 @@ def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = F
 def partitions_section(work: Path, n: int = 10_000) -> dict:
     import dagster as dg
 
-    from pipelines.automation import documents_sensor
-    from pipelines.settings import resources_from_env
-    from pipelines.sync import ADD_BATCH, PARTITIONS
+    from situate.pipelines.automation import documents_sensor
+    from situate.pipelines.settings import resources_from_env
+    from situate.pipelines.sync import ADD_BATCH, PARTITIONS
 
     docs_dir = work / "many-docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
@@ -1100,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
                 import scale_out
                 from s3server import seaweedfs
 
-                from pipelines.settings import restored_env
+                from situate.pipelines.settings import restored_env
 
                 with seaweedfs(work / "s3") as s3, restored_env((*s3["env"], "SITUATE_CACHE")):
                     os.environ.update(s3["env"])

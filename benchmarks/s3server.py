@@ -99,8 +99,8 @@ def seaweedfs(data_dir: Path, bucket: str = "situate", ports: dict | None = None
         args, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:
-        from pipelines.settings import restored_env
-        from resources.store.objects import ObjectFolder, StoreUnavailable
+        from situate.pipelines.settings import restored_env
+        from situate.resources.store.objects import ObjectFolder, StoreUnavailable
 
         with restored_env(tuple(env)):
             os.environ.update(env)

@@ -1,7 +1,7 @@
 """Scaling out: search on an object store against local disk, and documents per hour with one
 and two parallel ingest runs.
 
-* ``search``: the product's hybrid search (:func:`resources.store.retrieval.hybrid_search`, dense
+* ``search``: the product's hybrid search (:func:`situate.resources.store.retrieval.hybrid_search`, dense
   top-150 + BM25 top-150, RRF, top 10; no rerank) over the same 10,000 synthetic rows
   (:mod:`benchmarks.search_scale`: real-shaped vectors, texts cut from the cookbook corpus) in a
   local data folder and in ``s3://`` on SeaweedFS on this machine (:mod:`benchmarks.s3server`).
@@ -133,7 +133,7 @@ def ingest_through_daemon(
         "PYTHONPATH": str(REPO),
     }
     os.environ.update(s3["env"])
-    from pipelines.preflight import check_data_folder
+    from situate.pipelines.preflight import check_data_folder
 
     check_data_folder(uri)
     with dagster_daemon(home, env, work / "daemon.log") as instance:
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-    from pipelines.operations import prepare_env
+    from situate.pipelines.operations import prepare_env
 
     with tempfile.TemporaryDirectory(prefix="situate-scale-") as tmp:
         work = Path(tmp)

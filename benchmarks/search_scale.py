@@ -7,7 +7,7 @@ centre per 50 rows (a corpus's embeddings cluster by topic and document, not uni
 sphere; the cookbook codebase set has 8 chunks a document), and
 texts cut from the cookbook codebase corpus, so BM25 sees a real vocabulary.  Queries are
 perturbed copies of row vectors and word windows from the same texts.  The search timed is
-:func:`resources.store.retrieval.hybrid_search` (dense top-150 + BM25 top-150, RRF, top 10), no rerank.
+:func:`situate.resources.store.retrieval.hybrid_search` (dense top-150 + BM25 top-150, RRF, top 10), no rerank.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def embedder_width() -> int:
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         ``SITUATE_EMBED_MODEL`` is neither an embedder name nor a path.
     """
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     return models.resolve_embedder(os.environ.get("SITUATE_EMBED_MODEL"))[3].width
 
@@ -59,12 +59,12 @@ def synthetic_rows(n: int, texts: list[str], seed: int = 0, dim: int | None = No
 
 
 def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
-    """A :class:`resources.store.store.Store` at ``root`` (a folder, or an object store URI) whose
+    """A :class:`situate.resources.store.store.Store` at ``root`` (a folder, or an object store URI) whose
     table holds the rows (no model), with the BM25 index published from the same texts."""
     import pyarrow as pa
 
-    from resources.store.retrieval import publish_bm25
-    from resources.store.store import TABLE, Store, table_schema
+    from situate.resources.store.retrieval import publish_bm25
+    from situate.resources.store.store import TABLE, Store, table_schema
 
     store = Store(home=str(root))
     n = len(texts)
@@ -89,7 +89,7 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
 
 def measure(store, queries: list[tuple[np.ndarray, str]], k: int = 10) -> dict:
     """p50/p95/mean ms of ``hybrid_search`` over ``queries`` (after one warm-up query)."""
-    from resources.store.retrieval import hybrid_search
+    from situate.resources.store.retrieval import hybrid_search
 
     hybrid_search(store, queries[0][0], queries[0][1], k=k)
     times = []
@@ -106,7 +106,7 @@ def measure(store, queries: list[tuple[np.ndarray, str]], k: int = 10) -> dict:
 
 
 def dense_top(store, vec: np.ndarray, k: int, indexed: bool) -> list[str]:
-    from resources.store.store import NPROBES
+    from situate.resources.store.store import NPROBES
 
     q = store.table().search(vec, vector_column_name="vector").distance_type("cosine").limit(k)
     if indexed:
@@ -122,7 +122,7 @@ def run(
     """Figures for each size: exact and (where built) indexed latency, index build time, recall@10,
     and the data folder's bytes on disk (table, vector index, BM25); vectors ``dim`` wide
     (default :func:`embedder_width`)."""
-    from resources.store.store import VECTOR_INDEX_MIN_ROWS
+    from situate.resources.store.store import VECTOR_INDEX_MIN_ROWS
 
     dim = dim or embedder_width()
     out: dict = {}

@@ -42,7 +42,7 @@ def serve(home: Path) -> tuple[subprocess.Popen, str]:
     """Start ``situate serve`` over ``home``; returns the process and its base URL once /health answers."""
     port = _free_port()
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
+        [sys.executable, "-m", "situate.pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""What the no-model tests (:mod:`assets.skipping`) spare on real folders (issue 23, item 5).
+"""What the no-model tests (:mod:`situate.contextual.skipping`) spare on real folders (issue 23, item 5).
 
 Each folder goes through the pipeline's own discovery, reading and chunking (800 cl100k_base
 tokens, 80 overlap: the defaults); every chunk is tested, and the chunks flagged are counted by
@@ -34,10 +34,10 @@ def real_folders() -> dict[str, Path]:
 def folder_counts(root: Path, max_bytes: int = 60_000_000) -> dict:
     """Chunks and flagged chunks of the documents discovery finds under ``root`` (files read in
     discovery order until ``max_bytes`` of text)."""
-    from assets.chunking import make_chunks
-    from assets.chunks import count_cl100k
-    from assets.skipping import chunk_reasons
-    from resources.documents.reading import DocumentError, discover, load
+    from situate.assets.chunks import count_cl100k
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.skipping import chunk_reasons
+    from situate.resources.documents.reading import DocumentError, discover, load
 
     reasons: collections.Counter = collections.Counter()
     flagged_files: collections.Counter = collections.Counter()
@@ -73,7 +73,7 @@ def folder_counts(root: Path, max_bytes: int = 60_000_000) -> dict:
 
 
 def corpus_counts(path: Path) -> dict:
-    from assets.skipping import no_model_reason
+    from situate.contextual.skipping import no_model_reason
 
     corpus = json.loads(path.read_text())
     texts = [c["content"] for d in corpus for c in d["chunks"]]
@@ -107,7 +107,7 @@ def skipping_section(s_per_chunk: float | None = None, log=print, max_bytes: int
 def markdown(s: dict) -> list[str]:
     lines = [
         "",
-        "## Chunks that get no LLM call (assets/skipping.py)",
+        "## Chunks that get no LLM call (situate/contextual/skipping.py)",
         "",
         "| folder | documents | chunks | flagged | share | by reason | LLM s spared |",
         "|---|---|---|---|---|---|---|",

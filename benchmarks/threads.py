@@ -11,7 +11,7 @@ mode and for today's prompt.
 
 Settings: ``SITUATE_N_THREADS`` 2 and 1 (fixed), 2 with ``OMP_WAIT_POLICY=PASSIVE`` (threads
 waiting at llama.cpp's barriers sleep instead of spinning), and 0 (situate's default: threads
-follow the free cores, :mod:`resources.models.threads`).  llama-cpp-python exposes no threadpool
+follow the free cores, :mod:`situate.resources.models.threads`).  llama-cpp-python exposes no threadpool
 setting beyond ``n_threads`` / ``n_threads_batch``.
 """
 
@@ -39,8 +39,8 @@ def worker(prefill_tokens: int = PREFILL_TOKENS, generate_tokens: int = GENERATE
     """In a fresh process: the rates with this process's settings (see the module docstring),
     over ``prefill_tokens`` prompt tokens and ``generate_tokens`` generated ones."""
     sys.path.insert(0, str(ROOT))
-    from pipelines.settings import resources_from_env
-    from resources.models.threads import meter
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.threads import meter
 
     llm = resources_from_env(plain=True)["llm"]
     L = llm.load()

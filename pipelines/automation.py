@@ -5,12 +5,12 @@ import json
 
 import dagster as dg
 
-from assets.embeddings import fingerprint
-from assets.partitions import documents
-from assets.table_checks import record_removal_hold, record_stuck
-from pipelines.jobs import index_job, ingest_job
-from pipelines.settings import int_from_env
-from pipelines.sync import (
+from situate.assets.embeddings import fingerprint
+from situate.assets.partitions import documents
+from situate.contextual.table_checks import record_removal_hold, record_stuck
+from situate.pipelines.jobs import index_job, ingest_job
+from situate.pipelines.settings import int_from_env
+from situate.pipelines.sync import (
     ADD_BATCH,
     ALLOW_REMOVAL_ENV,
     PARTITIONS,
@@ -20,15 +20,15 @@ from pipelines.sync import (
     run_key,
     run_ranges,
 )
-from resources.documents.docs import Chunking, DocsFolder
-from resources.models.llm import BlurbLLM, Embedder
-from resources.settings import env
-from resources.store.retrieval import rebuild_bm25_from_table
-from resources.store.store import Store
+from situate.resources.documents.docs import Chunking, DocsFolder
+from situate.resources.models.llm import BlurbLLM, Embedder
+from situate.resources.settings import env
+from situate.resources.store.retrieval import rebuild_bm25_from_table
+from situate.resources.store.store import Store
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
-#: Run tag naming the work a run was asked for (:func:`pipelines.sync.run_key`: its documents'
+#: Run tag naming the work a run was asked for (:func:`situate.pipelines.sync.run_key`: its documents'
 #: keys and content hashes and the settings): failed runs are counted per this, so an edited
 #: document (a new hash) starts its attempts again.
 RUN_BASE = "situate/run_base"
@@ -44,7 +44,7 @@ def plan_for(
     allow_removal: bool = False,
 ) -> tuple[SyncPlan, str]:
     """Plan a sync of ``docs`` against the instance's partitions and the store's table.  A mass
-    removal (:func:`pipelines.sync.removal_held`) is held unless ``allow_removal`` or
+    removal (:func:`situate.pipelines.sync.removal_held`) is held unless ``allow_removal`` or
     ``SITUATE_ALLOW_MASS_REMOVAL=1``; the data folder records the hold (the ``no_removal_held``
     check of ``bm25_index`` fails while it lasts)."""
     fp = fingerprint(llm, embedder, chunking)
@@ -100,13 +100,13 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
     no longer "in flight", so the next sync asks for them again; the blurbs it finished are in the
     blurb cache and are not written again.  Returns the run ids marked.
 
-    A run is judged by the tags :func:`assets.per_document.tag_worker` wrote (host, pid, and the
+    A run is judged by the tags :func:`situate.assets.per_document.tag_worker` wrote (host, pid, and the
     pid's start time, so a reused pid does not pass for the dead worker); runs without them
     (queued, or still starting) are left alone.
     """
     import socket
 
-    from assets.per_document import process_start
+    from situate.assets.per_document import process_start
 
     host = socket.gethostname()
     reaped = []

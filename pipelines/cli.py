@@ -18,9 +18,9 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.operations import MAX_K, IngestSummary, QueryError, ingest, prepare_env, search  # noqa: F401
-from pipelines.output import EscapingStream, escape_controls, print_hits  # noqa: F401
-from resources.settings import DEFAULT_HOME, env
+from situate.pipelines.operations import MAX_K, IngestSummary, QueryError, ingest, prepare_env, search  # noqa: F401
+from situate.pipelines.output import EscapingStream, escape_controls, print_hits  # noqa: F401
+from situate.resources.settings import DEFAULT_HOME, env
 
 
 class _Parser(argparse.ArgumentParser):
@@ -186,9 +186,9 @@ def _main(argv: list[str] | None = None) -> int:
     p_mcp.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
     args = parser.parse_args(argv)
-    from pipelines.preflight import StartupError
-    from resources.models.registry import ModelFileError
-    from resources.store.objects import DataFolderURIError
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.models.registry import ModelFileError
+    from situate.resources.store.objects import DataFolderURIError
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
@@ -205,7 +205,7 @@ def _run(args) -> int:
     """Carry out a parsed ``situate`` command; returns the exit status."""
 
     if args.command == "models":
-        from resources.models import registry as models
+        from situate.resources.models import registry as models
 
         if args.action == "install":
             try:
@@ -228,10 +228,10 @@ def _run(args) -> int:
         print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
         return 1 if bad else 0
     if args.command == "ingest" and args.estimate:
-        from pipelines.estimate import estimate
-        from pipelines.preflight import StartupError, check_docs, preflight_models
-        from pipelines.settings import resources_from_env
-        from resources.models.server import ServerError
+        from situate.pipelines.estimate import estimate
+        from situate.pipelines.preflight import StartupError, check_docs, preflight_models
+        from situate.pipelines.settings import resources_from_env
+        from situate.resources.models.server import ServerError
 
         try:
             res = resources_from_env(docs_path=str(check_docs(args.path)), plain=True)
@@ -264,7 +264,7 @@ def _run(args) -> int:
         print_hits(hits, args.json)
         return 0
     if args.command == "eval":
-        from pipelines.evaluate import RERANK_DEPTH, run_eval
+        from situate.pipelines.evaluate import RERANK_DEPTH, run_eval
 
         try:
             report = run_eval(
@@ -297,7 +297,7 @@ def _run(args) -> int:
             Path(args.markdown).write_text(report["markdown"] + "\n")
         return 0
     if args.command == "demo":
-        from pipelines.demo import run_demo
+        from situate.pipelines.demo import run_demo
 
         return run_demo(args.home, args.replace)
     if args.command == "serve":
@@ -308,7 +308,7 @@ def _run(args) -> int:
         prepare_env(args.home)
         return mcp_main(args.home)
     if args.command == "dev":
-        from pipelines.settings import check_environment
+        from situate.pipelines.settings import check_environment
 
         check_environment()  # the code location would refuse to load: say it here, in one line
         prepare_env(None)

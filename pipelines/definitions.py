@@ -1,20 +1,20 @@
-"""The code location: ``dagster dev -w workspace.yaml`` or ``dagster ... -m pipelines.definitions``."""
+"""The code location: ``dagster dev -w workspace.yaml`` or ``dagster ... -m situate.pipelines.definitions``."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from assets.blurbs import blurbs
-from assets.bm25_index import bm25_index
-from assets.chunks import chunks
-from assets.embeddings import embeddings
-from assets.fitted_preambles import fitted_preambles
-from assets.raw_documents import raw_documents
-from assets.retrieval_eval import retrieval_eval
-from pipelines.automation import documents_sensor, nightly_reingest
-from pipelines.jobs import index_job, ingest_job
-from pipelines.settings import resources_from_env
-from resources.models import registry as models
+from situate.assets.blurbs import blurbs
+from situate.assets.bm25_index import bm25_index
+from situate.assets.chunks import chunks
+from situate.assets.embeddings import embeddings
+from situate.assets.fitted_preambles import fitted_preambles
+from situate.assets.raw_documents import raw_documents
+from situate.assets.retrieval_eval import retrieval_eval
+from situate.pipelines.automation import documents_sensor, nightly_reingest
+from situate.pipelines.jobs import index_job, ingest_job
+from situate.pipelines.settings import resources_from_env
+from situate.resources.models import registry as models
 
 models.use_offline_tiktoken()
 
@@ -36,9 +36,9 @@ def build_definitions(docs_path: str | None = None, home: str | None = None, pla
 
     Raises
     ------
-    pipelines.preflight.StartupError
-        A numeric setting outside its bound (:func:`pipelines.settings.check_environment`): the
-        code location refuses to load, so ``dagster … -m pipelines.definitions`` and ``situate dev``
+    situate.pipelines.preflight.StartupError
+        A numeric setting outside its bound (:func:`situate.pipelines.settings.check_environment`): the
+        code location refuses to load, so ``dagster … -m situate.pipelines.definitions`` and ``situate dev``
         start no run with it (a run's own resources check again at its start).
     """
     return dg.Definitions(

@@ -14,7 +14,7 @@ import importlib.util
 import time
 from pathlib import Path
 
-from resources.settings import data_folder
+from situate.resources.settings import data_folder
 
 #: (distribution, file name in the demo folder) for READMEs taken from wheel metadata.
 READMES = [("tiktoken", "tiktoken-README.md"), ("lancedb", "lancedb-README.md")]
@@ -64,13 +64,13 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         The data folder is a folder of the user's, or holds another docs folder's documents and
         ``replace`` is false.
     """
-    from pipelines.operations import ingest, search
-    from pipelines.output import print_hits
-    from pipelines.preflight import check_data_folder, check_same_docs
+    from situate.pipelines.operations import ingest, search
+    from situate.pipelines.output import print_hits
+    from situate.pipelines.preflight import check_data_folder, check_same_docs
 
     home_path = check_data_folder(data_folder(home))
     folder = home_path / "demo-docs"

@@ -11,7 +11,7 @@ in ``document`` mode, one request a document.  Generated tokens are counted at t
 minimum cacheable length is not cached, and caching inside a Message Batch is best-effort.
 
 Counts are in the blurb model's own tokens for a local GGUF (exact).  Through Anthropic's API the
-windows are fitted in UTF-8 bytes (:mod:`resources.models.anthropic_api`); the estimate then gives
+windows are fitted in UTF-8 bytes (:mod:`situate.resources.models.anthropic_api`); the estimate then gives
 the bytes (a bound on Claude's tokens) and an estimate in ``cl100k_base`` tokens, scaled per
 document by its cl100k tokens a byte (Claude's tokenizer is not published).
 """
@@ -106,12 +106,12 @@ def _requests(text: str, spans: list[tuple[int, int]], reasons: list, plan, buil
 
 
 def estimate(res: dict, echo=print) -> Estimate:
-    """Count what ingesting ``res["docs"]`` would send to ``res["llm"]`` (:mod:`pipelines.estimate`).
+    """Count what ingesting ``res["docs"]`` would send to ``res["llm"]`` (:mod:`situate.pipelines.estimate`).
 
     Parameters
     ----------
     res : dict
-        :func:`pipelines.settings.resources_from_env` (``docs``, ``llm``, ``chunking``).
+        :func:`situate.pipelines.settings.resources_from_env` (``docs``, ``llm``, ``chunking``).
     echo : callable
         Called with one progress line every 100 documents.
 
@@ -121,13 +121,11 @@ def estimate(res: dict, echo=print) -> Estimate:
 
     Raises
     ------
-    resources.models.server.ServerError
+    situate.resources.models.server.ServerError
         Through Anthropic's API: the model check failed (the rates are the model's).
     """
-    from assets.chunking import make_chunks
-    from assets.chunks import count_cl100k
-    from assets.code_context import is_source
-    from assets.fitted_preambles import (
+    from situate.assets.chunks import count_cl100k
+    from situate.assets.fitted_preambles import (
         document_builder,
         fit_bound,
         fit_document,
@@ -135,8 +133,10 @@ def estimate(res: dict, echo=print) -> Estimate:
         generation_bound,
         prompt_builder,
     )
-    from assets.skipping import chunk_reasons
-    from resources.documents.reading import DocumentError, load
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.code_context import is_source
+    from situate.contextual.skipping import chunk_reasons
+    from situate.resources.documents.reading import DocumentError, load
 
     docs, llm, chunking = res["docs"], res["llm"], res["chunking"]
     api = llm.api == "anthropic"
@@ -189,8 +189,8 @@ def estimate(res: dict, echo=print) -> Estimate:
             approx["evaluated"] += (prefix + rest if first else rest) * ratio
     if api:
         est.approx_tokens = {k: round(v) for k, v in approx.items()}
-        from pipelines.settings import llm_price
-        from resources.models.anthropic_api import cost_usd
+        from situate.pipelines.settings import llm_price
+        from situate.resources.models.anthropic_api import cost_usd
 
         price = llm_price(llm.resolved_model_id())
         if price is None:

@@ -1,11 +1,11 @@
 """``situate eval``: ingest an evaluation corpus through the pipeline, then score every
-configuration on its queries (see :mod:`assets.evaluation` for the metric).
+configuration on its queries (see :mod:`situate.evaluation.metrics` for the metric).
 
 The corpus goes through the same assets as any folder (``situate ingest``), into its own data
 folder (default ``$SITUATE_HOME/eval/<corpus name>``).  Blurbs, embeddings and reranker scores are
 cached there by content, so a second run makes no model call and takes minutes.
 
-Configurations (:data:`assets.evaluation.CONFIGS`):
+Configurations (:data:`situate.evaluation.metrics.CONFIGS`):
 
 ==================  ==============================================================================
 chunk               dense over the chunk alone
@@ -31,7 +31,7 @@ fusion-cv           a weighted RRF over up to seven rankings (``contextual``'s t
                     chunk alone and over the structural context + chunk, and with ``--questions``
                     BM25 over a chunk's predicted questions and dense over structural context +
                     questions + chunk), chosen by k-fold cross-validation over the queries
-                    (:mod:`assets.fusion_fit`); reported as the out-of-fold figure
+                    (:mod:`situate.evaluation.fusion_fit`); reported as the out-of-fold figure
 ==================  ==============================================================================
 """
 
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
-from assets import evaluation as ev
-from resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
-from resources.settings import env
+from situate.evaluation import metrics as ev
+from situate.resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
+from situate.resources.settings import env
 
 #: The configurations that rerank ``contextual``'s top ``rerank_depth``.
 RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank-blurb")
@@ -54,7 +54,7 @@ RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank
 
 def default_home(corpus: str | Path) -> Path:
     """``$SITUATE_HOME/eval/<corpus file or folder name without extension>``."""
-    from pipelines.settings import situate_home
+    from situate.pipelines.settings import situate_home
 
     return situate_home() / "eval" / Path(corpus).name.split(".")[0]
 
@@ -64,7 +64,7 @@ def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
 
 
 def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, str], int]:
-    """One LLM summary per document in ``store`` (prompt :data:`assets.prompting.DOCUMENT_SUMMARY`,
+    """One LLM summary per document in ``store`` (prompt :data:`situate.contextual.prompting.DOCUMENT_SUMMARY`,
     the first window of a long document), through the blurb cache.
 
     Returns
@@ -72,11 +72,11 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
     (blurbs, model_calls)
         ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
     """
-    from assets.blurbs import STOP, blurb_key
-    from assets.contextualize import contextualize
-    from assets.fitted_preambles import fit_document, prompt_builder
-    from assets.prompting import DOCUMENT_SUMMARY
-    from resources.store.cache import blurb_cache_for
+    from situate.assets.blurbs import STOP, blurb_key
+    from situate.assets.fitted_preambles import fit_document, prompt_builder
+    from situate.contextual.contextualize import contextualize
+    from situate.contextual.prompting import DOCUMENT_SUMMARY
+    from situate.resources.store.cache import blurb_cache_for
 
     builder = prompt_builder(llm, DOCUMENT_SUMMARY)
     cache = blurb_cache_for(store)
@@ -98,9 +98,9 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
 
 
 def write_blurb_file(store, llm, path: str) -> int:
-    """Every document's blurbs in ``store`` as a blurb file (:func:`assets.blurb_files.write`);
+    """Every document's blurbs in ``store`` as a blurb file (:func:`situate.contextual.blurb_files.write`);
     returns the number of lines."""
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     keys = sorted({r["document_key"] for r in store.columns(["document_key"]).to_pylist()})
     sha = llm.identity()
@@ -136,11 +136,11 @@ def blurb_quality(store, keys: list[str]) -> dict:
 
 def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str, str], dict]:
     """Blurbs of another mode or prompt for the table's chunks, from a blurb file (untrusted:
-    read within :mod:`assets.blurb_files`' bounds), cleaned and grounded as any model answer.
+    read within :mod:`situate.contextual.blurb_files`' bounds), cleaned and grounded as any model answer.
 
     Parameters
     ----------
-    store : resources.store.store.Store
+    store : situate.resources.store.store.Store
     rows : list of dict
         The table's rows (``chunk_id``, ``document_key``, ``text``).
     path : str
@@ -156,13 +156,13 @@ def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str
 
     Raises
     ------
-    assets.blurb_files.BlurbFileError
+    situate.contextual.blurb_files.BlurbFileError
         The file cannot be read (the message names it).
     """
-    from assets import blurb_files
-    from assets.contextualize import record_from_raw
-    from assets.edits import text_sha256
-    from assets.prompting import PROMPTS
+    from situate.contextual import blurb_files
+    from situate.contextual.contextualize import record_from_raw
+    from situate.contextual.edits import text_sha256
+    from situate.contextual.prompting import PROMPTS
 
     f = blurb_files.read(path, mode=mode)
     prompt = PROMPTS.get(mode.split(":", 1)[1]) if mode.startswith("chunk:") else None
@@ -188,7 +188,7 @@ def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str
 
 def embedder_spans(embedder):
     """``spans(text)``: the token offsets of ``text`` in an ONNX embedder's own WordPiece
-    tokenizer (no special tokens, no truncation), for :mod:`assets.embed_windows`; ``None`` for
+    tokenizer (no special tokens, no truncation), for :mod:`situate.contextual.embed_windows`; ``None`` for
     a GGUF or served embedder (not measured)."""
     if embedder.server_url or not embedder.is_onnx():
         return None
@@ -201,7 +201,7 @@ def embedder_spans(embedder):
 
 
 def late_chunked_rankings(store, rows: list[dict], qs: list, echo=print) -> list[list[str]]:
-    """Dense top-150 chunk ids per query from late-chunked vectors (:mod:`assets.late_chunking`)
+    """Dense top-150 chunk ids per query from late-chunked vectors (:mod:`situate.contextual.late_chunking`)
     of nomic-embed-text-v1.5 (2,048-token windows), the query embedded by the same model.
 
     Vectors are cached in the data folder (``cache/late-chunking.npz``) by the model file's
@@ -209,13 +209,13 @@ def late_chunked_rankings(store, rows: list[dict], qs: list, echo=print) -> list
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         nomic-embed-text-v1.5 is not installed (``situate models install nomic-embed-text-v1.5``).
     """
-    from assets import late_chunking
-    from resources.models.registry import resolve_embedder
-    from resources.models.token_embedder import TokenEmbedder
-    from resources.store.cache import digest, file_sha256
+    from situate.contextual import late_chunking
+    from situate.resources.models.registry import resolve_embedder
+    from situate.resources.models.token_embedder import TokenEmbedder
+    from situate.resources.store.cache import digest, file_sha256
 
     path, _, _, spec = resolve_embedder("nomic-embed-text-v1.5")
     te = TokenEmbedder(path, n_ctx=2048)
@@ -265,7 +265,7 @@ def cv_rankings(
     ``structure-bm25``: over structural context + chunk (today's third ranking); ``chunk-dense``,
     ``structure-dense``: dense over the chunk alone, over structural context + chunk;
     ``windows-dense``: the chunk in pieces that fit the embedder, scored by its best piece (an ONNX
-    embedder only, :mod:`assets.embed_windows`); ``late-dense`` with ``late``
+    embedder only, :mod:`situate.contextual.embed_windows`); ``late-dense`` with ``late``
     (:func:`late_chunked_rankings`); with ``questions`` (:func:`side_blurbs`), ``questions-bm25``
     over the questions alone and ``questions-dense`` over structural context + questions + chunk.
 
@@ -273,8 +273,8 @@ def cv_rankings(
     -------
     (lists, questions_counts)
     """
-    from resources.store.cache import embed_with_cache
-    from resources.store.retrieval import contextualized_text
+    from situate.resources.store.cache import embed_with_cache
+    from situate.resources.store.retrieval import contextualized_text
 
     ids = [r["chunk_id"] for r in rows]
     qtexts = [q.query for q in qs]
@@ -285,7 +285,7 @@ def cv_rankings(
     lists: dict[str, list[list[str]]] = {}
     spans = embedder_spans(embedder)
     if spans is not None:
-        from assets.embed_windows import max_sim_rankings, piece_texts
+        from situate.contextual.embed_windows import max_sim_rankings, piece_texts
 
         window = embedder.n_ctx - 2 - len(spans(embedder.document_prefix))
         ptexts, owner = piece_texts(rows, contextualized_text, spans, window)
@@ -315,9 +315,9 @@ def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list
     """The cross-encoder's order of today's search's top ``depth`` (``dense``, ``bm25`` and
     ``structure-bm25`` fused by RRF), per query: a ranking for ``fusion-cv`` to blend with the
     others (issue 34, item 5), scores cached as ``contextual+rerank``'s."""
-    from pipelines.settings import reranker_from_env
-    from resources.models.reranker import rerank_passage
-    from resources.store.retrieval import fuse
+    from situate.pipelines.settings import reranker_from_env
+    from situate.resources.models.reranker import rerank_passage
+    from situate.resources.store.retrieval import fuse
 
     by_id = {r["chunk_id"]: r for r in rows}
     cache = RerankCache(store.root / "cache" / "rerank.json", reranker_from_env())
@@ -330,7 +330,7 @@ def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list
     return out
 
 
-#: The rankings of today's search (:func:`resources.store.retrieval.hybrid_search`): the baseline
+#: The rankings of today's search (:func:`situate.resources.store.retrieval.hybrid_search`): the baseline
 #: every fitted fusion is measured against.
 TODAY = ("dense", "bm25", "structure-bm25")
 
@@ -352,14 +352,14 @@ def fusion_cv(
 ) -> dict:
     """The ``fusion-cv`` configuration: the rankings of :func:`cv_rankings` (and, with
     ``rerank_depth``, :func:`rerank_ranking` as ``rerank``), then
-    :func:`assets.fusion_fit.fit_report` against today's search (:data:`TODAY`, equal weights,
+    :func:`situate.evaluation.fusion_fit.fit_report` against today's search (:data:`TODAY`, equal weights,
     RRF k = 60), once for each set of rankings in ``sets`` (each with :data:`TODAY`'s three;
     default one set: every ranking of the run).
 
     Returns
     -------
     dict
-        The first set's :func:`assets.fusion_fit.fit_report`, plus ``"sets"`` (``{label:
+        The first set's :func:`situate.evaluation.fusion_fit.fit_report`, plus ``"sets"`` (``{label:
         report}`` for every set, the label naming the rankings added to today's) and
         ``"questions"`` (the counts of :func:`side_blurbs`) when ``questions`` is given.
 
@@ -368,7 +368,7 @@ def fusion_cv(
     ValueError
         A name in ``sets`` that is not a ranking of this run.
     """
-    from assets.fusion_fit import fit_report
+    from situate.evaluation.fusion_fit import fit_report
 
     lists, extra = cv_rankings(store, rows, qs, qv, embedder, dcache, questions, late, echo)
     if rerank_depth:
@@ -396,7 +396,7 @@ def fusion_cv(
 def run_eval(*args, **kwargs) -> dict:
     """:func:`evaluate` with the caller's environment restored afterwards (the evaluation points
     ``SITUATE_HOME``, ``SITUATE_DOCS`` and ``DAGSTER_HOME`` at its own data folder while it runs)."""
-    from pipelines.settings import DATA_ENV, restored_env
+    from situate.pipelines.settings import DATA_ENV, restored_env
 
     with restored_env(DATA_ENV + ("SITUATE_BLURBS_FILE",)):
         return evaluate(*args, **kwargs)
@@ -426,9 +426,9 @@ def evaluate(
     corpus : str
         A cookbook-form corpus file (``codebase_chunks.json``) or a BEIR folder.
     queries : str, optional
-        Query lines (:func:`assets.evaluation.load_queries`); a BEIR folder brings its own.
+        Query lines (:func:`situate.evaluation.metrics.load_queries`); a BEIR folder brings its own.
     configs : list of str, optional
-        Default :data:`assets.evaluation.CONFIGS`.
+        Default :data:`situate.evaluation.metrics.CONFIGS`.
     home : str, optional
         Data folder (default :func:`default_home`).
     fusions : list of str, optional
@@ -437,7 +437,7 @@ def evaluate(
     rerank_depth : int
         Candidates the cross-encoder reorders for ``contextual+rerank``.
     blurbs : str, optional
-        A blurb file (:mod:`assets.blurb_files`): chunks it has blurbs for (same model file, same
+        A blurb file (:mod:`situate.contextual.blurb_files`): chunks it has blurbs for (same model file, same
         mode and prompt) take them from it with no LLM call; the model makes the rest.
     save_blurbs : str, optional
         Write the corpus's blurbs to this blurb file after the ingest.
@@ -445,7 +445,7 @@ def evaluate(
         A blurb file of the ``questions`` prompt (mode ``chunk:questions``): ``fusion-cv`` adds
         its rankings (BM25 over the questions, dense over structural context + questions + chunk).
     cv_folds, cv_repeats : int
-        ``fusion-cv``'s folds and shuffles (:func:`assets.fusion_fit.cross_validate`).
+        ``fusion-cv``'s folds and shuffles (:func:`situate.evaluation.fusion_fit.cross_validate`).
     late_chunking : bool
         ``fusion-cv`` adds a late-chunked dense ranking (:func:`late_chunked_rankings`).
     cv_rerank : bool
@@ -469,10 +469,10 @@ def evaluate(
         An unknown configuration or fusion, a malformed query line, or queries missing for a
         cookbook-form corpus.
     """
-    from pipelines.operations import ingest, prepare_env
-    from pipelines.settings import resources_from_env
-    from resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
-    from resources.store.retrieval import FUSIONS, contextualized_text, fuse, hybrid_search
+    from situate.pipelines.operations import ingest, prepare_env
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
+    from situate.resources.store.retrieval import FUSIONS, contextualized_text, fuse, hybrid_search
 
     t_all = time.perf_counter()
     configs = list(configs or ev.CONFIGS)
@@ -486,8 +486,8 @@ def evaluate(
     corpus_path = Path(corpus).expanduser()
     if not corpus_path.exists():
         raise FileNotFoundError(f"{corpus} does not exist")
-    from pipelines.preflight import check_data_folder
-    from resources.store.objects import is_uri
+    from situate.pipelines.preflight import check_data_folder
+    from situate.resources.store.objects import is_uri
 
     if is_uri(home) or (not home and is_uri(env("SITUATE_HOME"))):
         raise ValueError(
@@ -576,7 +576,7 @@ def evaluate(
 
     ungrounded: dict[str, str] = {}
     if "blurb-ungrounded" in configs or "contextual-ungrounded" in configs:
-        from assets.prompting import clean_blurb
+        from situate.contextual.prompting import clean_blurb
 
         for key in {r["document_key"] for r in rows}:
             chunk_list = store.read_stage(key, "chunks")["chunks"]
@@ -660,8 +660,8 @@ def evaluate(
                 name = "contextual" if f == fusions[0] else f"contextual ({f})"
                 record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
     if reranked:
-        from pipelines.settings import reranker_from_env
-        from resources.models.reranker import rerank_order, rerank_passage
+        from situate.pipelines.settings import reranker_from_env
+        from situate.resources.models.reranker import rerank_order, rerank_passage
 
         reranker = reranker_from_env()
         score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
@@ -688,8 +688,8 @@ def evaluate(
 
     cv = None
     if "fusion-cv" in configs:
-        from assets.fusion_fit import markdown as cv_markdown
-        from assets.fusion_fit import sets_markdown
+        from situate.evaluation.fusion_fit import markdown as cv_markdown
+        from situate.evaluation.fusion_fit import sets_markdown
 
         t0 = time.perf_counter()
         cv = fusion_cv(
@@ -757,8 +757,8 @@ class RerankCache:
     model quantises activations per batch: a pair's logit moves slightly with its batch-mates."""
 
     def __init__(self, path: Path, reranker):
-        from resources.models.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
-        from resources.store.cache import file_sha256
+        from situate.resources.models.reranker import MAX_PAIR_TOKENS, MAX_QUERY_TOKENS
+        from situate.resources.store.cache import file_sha256
 
         self.path = Path(path)
         self.reranker = reranker
@@ -776,7 +776,7 @@ class RerankCache:
         self.computed = 0
 
     def scores(self, query: str, passages: list[str]) -> list[float]:
-        from resources.store.cache import digest
+        from situate.resources.store.cache import digest
 
         keys = [digest(self.model, query, p) for p in passages]
         todo = [j for j, k in enumerate(keys) if k not in self.data]
@@ -788,6 +788,6 @@ class RerankCache:
         return [self.data[k] for k in keys]
 
     def save(self) -> None:
-        from resources.store.store import write_json_atomic
+        from situate.resources.store.store import write_json_atomic
 
         write_json_atomic(self.path, self.data)

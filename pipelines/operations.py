@@ -10,21 +10,21 @@ import threading
 import time
 from pathlib import Path
 
-from resources.errors import QueryError  # noqa: F401  (importable from here as before)
-from resources.settings import data_folder
+from situate.resources.errors import QueryError  # noqa: F401  (importable from here as before)
+from situate.resources.settings import data_folder
 
 
 def prepare_env(home: str | None, docs: str | None = None) -> None:
     """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
     ``SITUATE_DOCS``), a Dagster instance and the offline cl100k_base tokenizer."""
     if home:
-        from resources.store.objects import normalize_home
+        from situate.resources.store.objects import normalize_home
 
         os.environ["SITUATE_HOME"] = normalize_home(home)
     if docs:
         os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
-    from pipelines.settings import ensure_dagster_home
-    from resources.models import registry as models
+    from situate.pipelines.settings import ensure_dagster_home
+    from situate.resources.models import registry as models
 
     ensure_dagster_home()
     models.use_offline_tiktoken()
@@ -36,13 +36,13 @@ def check_readable_home(home: str) -> None:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         One line: the folder does not exist / holds no situate data, or the object store is
         unreachable, refuses the credentials or lacks the bucket.
     """
-    from pipelines.preflight import StartupError
-    from resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
-    from resources.store.store import DATA_MARKER
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
+    from situate.resources.store.store import DATA_MARKER
 
     if is_uri(home):
         uri = normalize_home(home)
@@ -72,9 +72,9 @@ def check_readable_home(home: str) -> None:
 
 def is_data_folder(root: Path) -> bool:
     """Whether local folder ``root`` is a situate data folder: its mark (``.situate-data``), or an
-    earlier situate's ``docs-root`` file or table (as :func:`pipelines.preflight.check_data_folder`
+    earlier situate's ``docs-root`` file or table (as :func:`situate.pipelines.preflight.check_data_folder`
     accepts them).  Reading never creates one."""
-    from resources.store.store import DATA_MARKER
+    from situate.resources.store.store import DATA_MARKER
 
     return (root / DATA_MARKER).is_file() or (root / "docs-root").is_file() or (root / "lancedb").is_dir()
 
@@ -104,7 +104,7 @@ class IngestSummary:
     #: of the evaluated prompt tokens, those an API wrote to its prompt cache (Anthropic)
     prompt_tokens_cache_written: int = 0
     generated_tokens: int = 0
-    #: what a paid API billed this run (:data:`resources.models.llm.API_USAGE`): every answer,
+    #: what a paid API billed this run (:data:`situate.resources.models.llm.API_USAGE`): every answer,
     #: those of documents that then failed included
     api_usage: dict = dataclasses.field(default_factory=dict)
     #: USD of ``api_usage`` at ``cost_rates``, None where no rate is known
@@ -113,8 +113,27 @@ class IngestSummary:
     llm_seconds: float = 0.0
     seconds: float = 0.0
     per_document: dict = dataclasses.field(default_factory=dict)
-    #: why a mass removal was held (:func:`pipelines.sync.removal_held`), else empty
+    #: why a mass removal was held (:func:`situate.pipelines.sync.removal_held`), else empty
     removal_held: str = ""
+
+    def add_document(self, key: str, s: dict) -> None:
+        """Count one ingested document's blurb summary ``s`` (:func:`situate.assets.blurbs.blurb_summary`)."""
+        self.per_document[key] = s
+        self.ingested += 1
+        self.chunks += s["chunks"]
+        self.blurbs_from_model += s["blurbs_from_model"]
+        self.model_calls += s["model_calls"]
+        self.blurbs_from_cache += s["cached"]
+        self.blurb_fallbacks += s["fallbacks"]
+        self.blurbs_skipped += s.get("skipped", 0)
+        self.blurbs_kept += s.get("kept_from_earlier_version", 0)
+        for why, n in s.get("skipped_reasons", {}).items():
+            self.skipped_reasons[why] = self.skipped_reasons.get(why, 0) + n
+        self.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
+        self.prompt_tokens_reused += s["prompt_tokens_reused"]
+        self.prompt_tokens_cache_written += s.get("prompt_tokens_cache_written", 0)
+        self.generated_tokens += s.get("generated_tokens_called", 0)
+        self.llm_seconds += s["llm_seconds"]
 
     def lines(self) -> list[str]:
         out = [
@@ -177,12 +196,12 @@ def ingest(
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         ``path`` does not exist, the data folder is not writable or is a folder of the user's, it
         holds another docs folder's documents and ``replace`` is false, a model file is missing or
-        corrupt (one line each; see :mod:`pipelines.preflight`).
+        corrupt (one line each; see :mod:`situate.pipelines.preflight`).
     """
-    from pipelines.settings import restored_env
+    from situate.pipelines.settings import restored_env
 
     # Dagster's in-process runs read the data folder from the environment (its resources are
     # EnvVars): the variables are set for this call only and put back after, and ingests in one
@@ -200,29 +219,19 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg
 
-    from assets.blurbs import blurb_summary
-    from assets.bm25_index import ids_match
-    from assets.contextualize import BlurbRecord
-    from pipelines.automation import RANGE_END, RANGE_START, apply_to_instance, docs_per_run, plan_for, reap_dead_runs
-    from pipelines.definitions import build_definitions
-    from pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
-    from pipelines.settings import resources_from_env
-    from pipelines.sync import run_ranges
-    from resources.store.retrieval import STRUCTURAL
+    from situate.pipelines.automation import apply_to_instance, plan_for, reap_dead_runs
+    from situate.pipelines.definitions import build_definitions
+    from situate.pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
+    from situate.pipelines.settings import record_docs_root, resources_from_env
+    from situate.resources.models.llm import API_USAGE, forget_servers
 
     t0 = time.perf_counter()
     docs_path = check_docs(path)
     home_path = check_data_folder(data_folder(home))
     check_same_docs(home_path, docs_path, replace)
     prepare_env(home, path)
-    from pipelines.settings import record_docs_root
-
     record_docs_root(path)
-    from resources.models.llm import forget_servers
-
     forget_servers()  # a model server is checked again at each ingest: it may serve another model now
-    from resources.models.llm import API_USAGE, api_usage_since
-
     usage0 = dict(API_USAGE)
     res = resources_from_env(plain=True)
     store = res["store"]
@@ -249,123 +258,149 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
-    job = defs.resolve_job_def("ingest")
-    run_config = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-    for first, last in run_ranges(order, plan.stale, docs_per_run()):
-        keys = order[order.index(first) : order.index(last) + 1]
-        echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
-        if first == last:
-            result = job.execute_in_process(
-                instance=instance, partition_key=first, run_config=run_config, raise_on_error=False
-            )
-        else:
-            result = job.execute_in_process(
-                instance=instance,
-                run_config=run_config,
-                raise_on_error=False,
-                tags={RANGE_START: first, RANGE_END: last},
-            )
-        if not result.success:
-            reason = next(
-                (
-                    str(ev.event_specific_data.error.message).strip().splitlines()[-1]
-                    for ev in result.all_events
-                    if ev.is_step_failure
-                ),
-                "see the run's log",
-            )
-            echo(f"situate: run {result.run_id} failed: {reason}")
-            for key in keys:
-                summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
-            if was_interrupted(result):
-                # Ctrl-C or SIGTERM: Dagster turned the signal into a failed run; stop here rather
-                # than go on with the next documents (finished blurbs are in the cache: rerun resumes)
-                echo(
-                    f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
-                    "the same command resumes (finished blurbs are cached)"
-                )
-                raise KeyboardInterrupt
-    if (
-        plan.stale or plan.removed or not ids_match(store)[0] or not (store.bm25_dir / STRUCTURAL).exists()
-    ):  # an index of an older version
-        index = defs.resolve_job_def("bm25").execute_in_process(
-            instance=instance, run_config=run_config, raise_on_error=False
-        )
-        if not index.success:  # the search index is behind the table: a failure, not a footnote
-            reason = next(
-                (
-                    str(ev.event_specific_data.error.message).strip().splitlines()[-1]
-                    for ev in index.all_events
-                    if ev.is_step_failure
-                ),
-                "see the run's log",
-            )
-            summary.failed["(bm25 index)"] = f"run {index.run_id} failed: {reason}"
-            echo(f"situate: the BM25 index was not rebuilt: run {index.run_id} failed: {reason}")
-    for key in plan.stale:
-        err = None
-        for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):
-            d = store.read_stage_if_any(key, stage)
-            if d is not None:
-                if isinstance(d, dict) and d.get("error") and not d.get("upstream"):
-                    err = f"{stage}: {d['error']}"
-                    break
-        if err:
-            summary.failed[key] = err
-            continue
-        if key in summary.failed:  # its run failed as a whole
-            continue
-        stored = store.read_stage_if_any(key, "blurbs")
-        if stored is None:
-            continue
-        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"}) for b in stored["blurbs"]]
-        s = blurb_summary(recs)
-        summary.per_document[key] = s
-        summary.ingested += 1
-        summary.chunks += s["chunks"]
-        summary.blurbs_from_model += s["blurbs_from_model"]
-        summary.model_calls += s["model_calls"]
-        summary.blurbs_from_cache += s["cached"]
-        summary.blurb_fallbacks += s["fallbacks"]
-        summary.blurbs_skipped += s.get("skipped", 0)
-        summary.blurbs_kept += s.get("kept_from_earlier_version", 0)
-        for why, n in s.get("skipped_reasons", {}).items():
-            summary.skipped_reasons[why] = summary.skipped_reasons.get(why, 0) + n
-        summary.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
-        summary.prompt_tokens_reused += s["prompt_tokens_reused"]
-        summary.prompt_tokens_cache_written += s.get("prompt_tokens_cache_written", 0)
-        summary.generated_tokens += s.get("generated_tokens_called", 0)
-        summary.llm_seconds += s["llm_seconds"]
-    # documents the sensor gave up on (MAX_RUN_ATTEMPTS failed runs): named with their last error
-    # while they still fail; cleared once ingested
-    from assets.table_checks import record_stuck, stuck_documents
-
-    stuck = stuck_documents(store)
-    if stuck:
-        left = {}
-        for key, why in stuck.items():
-            if key in plan.refs and key not in summary.failed and key not in plan.known_bad:
-                continue  # ingested now (or unchanged and whole)
-            left[key] = why
-            if key in summary.failed:
-                summary.failed[key] += f" (the sensor stopped asking for it after {why})"
-        record_stuck(store, left)
+    _run_ingest_ranges(defs, instance, order, plan.stale, summary, echo)
+    _rebuild_index_if_behind(defs, instance, store, plan, summary, echo)
+    _add_document_summaries(store, plan.stale, summary)
+    _name_stuck_documents(store, plan, summary)
     summary.table_rows = store.count_rows()
     summary.seconds = time.perf_counter() - t0
     if res["llm"].api == "anthropic" and res["llm"].context != "structure":
-        from pipelines.settings import llm_price
-        from resources.models.anthropic_api import usage_cost_usd
-
-        summary.api_usage = api_usage_since(usage0)
-        price = llm_price(res["llm"].resolved_model_id())
-        if price is not None:
-            summary.cost_usd = usage_cost_usd(price, summary.api_usage)
-            summary.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
-                ", Message Batches answers at half" if res["llm"].api_batch else ""
-            )
-        else:
-            summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
+        _add_api_cost(res["llm"], usage0, summary)
     return summary
+
+
+#: The run config of the in-process ingest and index runs: Dagster's console log at INFO.
+_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+
+
+def _failure_reason(result) -> str:
+    """The last line of the first failed step's error in an in-process run's ``result``."""
+    return next(
+        (
+            str(ev.event_specific_data.error.message).strip().splitlines()[-1]
+            for ev in result.all_events
+            if ev.is_step_failure
+        ),
+        "see the run's log",
+    )
+
+
+def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestSummary, echo) -> None:
+    """Run the ingest job in process over the ``stale`` partitions, in runs of at most
+    ``SITUATE_DOCS_PER_RUN`` consecutive keys of ``order``; a failed run's documents go to
+    ``summary.failed``.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        When a run was interrupted (Ctrl-C or SIGTERM): the documents left are not started.
+    """
+    from situate.pipelines.automation import RANGE_END, RANGE_START, docs_per_run
+    from situate.pipelines.sync import run_ranges
+
+    job = defs.resolve_job_def("ingest")
+    for first, last in run_ranges(order, stale, docs_per_run()):
+        keys = order[order.index(first) : order.index(last) + 1]
+        echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
+        if first == last:
+            where = {"partition_key": first}
+        else:
+            where = {"tags": {RANGE_START: first, RANGE_END: last}}
+        result = job.execute_in_process(instance=instance, run_config=_RUN_CONFIG, raise_on_error=False, **where)
+        if result.success:
+            continue
+        reason = _failure_reason(result)
+        echo(f"situate: run {result.run_id} failed: {reason}")
+        for key in keys:
+            summary.failed.setdefault(key, f"run {result.run_id} failed: {reason}")
+        if was_interrupted(result):
+            # Ctrl-C or SIGTERM: Dagster turned the signal into a failed run; stop here rather
+            # than go on with the next documents (finished blurbs are in the cache: rerun resumes)
+            echo(
+                f"situate: interrupted: {len(keys)} document(s) of run {result.run_id} not finished; "
+                "the same command resumes (finished blurbs are cached)"
+            )
+            raise KeyboardInterrupt
+
+
+def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary, echo) -> None:
+    """Run the BM25 index job when documents changed or the index is of an older version; a failed
+    index run is a failure of the ingest (``summary.failed["(bm25 index)"]``), not a footnote."""
+    from situate.assets.bm25_index import ids_match
+    from situate.resources.store.retrieval import STRUCTURAL
+
+    behind = not ids_match(store)[0] or not (store.bm25_dir / STRUCTURAL).exists()
+    if not (plan.stale or plan.removed or behind):
+        return
+    index = defs.resolve_job_def("bm25").execute_in_process(
+        instance=instance, run_config=_RUN_CONFIG, raise_on_error=False
+    )
+    if not index.success:
+        reason = _failure_reason(index)
+        summary.failed["(bm25 index)"] = f"run {index.run_id} failed: {reason}"
+        echo(f"situate: the BM25 index was not rebuilt: run {index.run_id} failed: {reason}")
+
+
+def _stage_error(store, key: str) -> str | None:
+    """The first stage error stored for document ``key`` (not one passed on from upstream)."""
+    for stage in ("document", "chunks", "preambles", "blurbs", "embeddings"):
+        d = store.read_stage_if_any(key, stage)
+        if isinstance(d, dict) and d.get("error") and not d.get("upstream"):
+            return f"{stage}: {d['error']}"
+    return None
+
+
+def _add_document_summaries(store, stale, summary: IngestSummary) -> None:
+    """Add each ingested document's blurb summary to ``summary``; a document with a stage error
+    goes to ``summary.failed`` with it."""
+    from situate.assets.blurbs import blurb_summary
+    from situate.contextual.contextualize import BlurbRecord
+
+    for key in stale:
+        err = _stage_error(store, key)
+        if err:
+            summary.failed[key] = err
+            continue
+        stored = None if key in summary.failed else store.read_stage_if_any(key, "blurbs")
+        if stored is None:  # its run failed as a whole, or it wrote no blurbs
+            continue
+        recs = [BlurbRecord(**{k: v for k, v in b.items() if k != "chunk_id"}) for b in stored["blurbs"]]
+        summary.add_document(key, blurb_summary(recs))
+
+
+def _name_stuck_documents(store, plan, summary: IngestSummary) -> None:
+    """Documents the sensor gave up on (``MAX_RUN_ATTEMPTS`` failed runs): named with their last
+    error while they still fail, cleared once ingested."""
+    from situate.contextual.table_checks import record_stuck, stuck_documents
+
+    stuck = stuck_documents(store)
+    if not stuck:
+        return
+    left = {}
+    for key, why in stuck.items():
+        if key in plan.refs and key not in summary.failed and key not in plan.known_bad:
+            continue  # ingested now (or unchanged and whole)
+        left[key] = why
+        if key in summary.failed:
+            summary.failed[key] += f" (the sensor stopped asking for it after {why})"
+    record_stuck(store, left)
+
+
+def _add_api_cost(llm, usage0: dict, summary: IngestSummary) -> None:
+    """The Anthropic API's usage since ``usage0`` and, where the model's rate is known, its cost."""
+    from situate.pipelines.settings import llm_price
+    from situate.resources.models.anthropic_api import usage_cost_usd
+    from situate.resources.models.llm import api_usage_since
+
+    summary.api_usage = api_usage_since(usage0)
+    price = llm_price(llm.resolved_model_id())
+    if price is None:
+        summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
+        return
+    summary.cost_usd = usage_cost_usd(price, summary.api_usage)
+    summary.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
+        ", Message Batches answers at half" if llm.api_batch else ""
+    )
 
 
 #: Largest ``-k`` (and ``--rerank``) a search takes: LanceDB limits are 64-bit, and a larger
@@ -404,11 +439,11 @@ def check_vector_width(store, embedder, width: int) -> None:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         The table holds vectors of another width (an ingest with another embedder is under way,
-        :meth:`resources.store.store.Store.migration`, or the embedder setting changed).
+        :meth:`situate.resources.store.store.Store.migration`, or the embedder setting changed).
     """
-    from pipelines.preflight import StartupError
+    from situate.pipelines.preflight import StartupError
 
     table_dim = store.table().schema.field("vector").type.list_size
     if width == table_dim:
@@ -427,15 +462,15 @@ def check_vector_width(store, embedder, width: int) -> None:
 
 
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
-    """Hybrid search of the data folder (see :func:`resources.store.retrieval.hybrid_search`), then the
+    """Hybrid search of the data folder (see :func:`situate.resources.store.retrieval.hybrid_search`), then the
     first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
-    first stage's (:func:`resources.models.reranker.rerank_hits`).
+    first stage's (:func:`situate.resources.models.reranker.rerank_hits`).
 
     Parameters
     ----------
     rerank : int or None
         Candidates reranked; ``None`` means ``SITUATE_RERANK_DEPTH`` or 0
-        (:data:`resources.models.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
+        (:data:`situate.resources.models.reranker.SEARCH_RERANK_DEPTH`: no rerank).  About 0.06-0.08 s a candidate on 2
         CPU cores (``benchmarks/run.py --only rerank``).
 
     Returns
@@ -449,20 +484,20 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     ------
     QueryError
         The query is empty or whitespace, ``k`` < 1 or ``rerank`` < 0.
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         The data folder does not exist or is not a folder; ``SITUATE_RERANK_DEPTH`` is not a
         whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
-        another embedder is under way, :meth:`resources.store.store.Store.migration`).
+        another embedder is under way, :meth:`situate.resources.store.store.Store.migration`).
     """
-    from pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
-    from resources.models.reranker import rerank_hits
-    from resources.store.retrieval import hybrid_search
+    from situate.pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
+    from situate.resources.models.reranker import rerank_hits
+    from situate.resources.store.retrieval import hybrid_search
 
     check_query(query, k, rerank)
     if rerank is None:
         rerank = rerank_depth_from_env()
 
-    from resources.store.objects import normalize_home
+    from situate.resources.store.objects import normalize_home
 
     # this call's data folder, passed down: a search never changes the process environment, so
     # threads searching different folders never see each other's (issue 24)

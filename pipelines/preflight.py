@@ -14,7 +14,7 @@ model file missing                     ``model file … not found: run `situate 
 default model corrupt (size, sha256)   ``model file … is corrupt: sha256 … is not the pinned …``
 another file that is not a GGUF        ``model file … is not a GGUF file``
 a numeric setting out of its bounds    ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to 131072)``
-                                       (:func:`pipelines.settings.check_environment`, on every path)
+                                       (:func:`situate.pipelines.settings.check_environment`, on every path)
 LLM context too small for a preamble   a warning, once: every chunk is indexed without a blurb
 =====================================  ==========================================================
 
@@ -34,7 +34,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from resources.errors import StartupError  # noqa: F401  (importable from here as before)
+from situate.resources.errors import StartupError  # noqa: F401  (importable from here as before)
 
 
 def check_docs(path: str | os.PathLike) -> Path:
@@ -54,8 +54,8 @@ def check_docs(path: str | os.PathLike) -> Path:
 def check_data_folder(home: str | os.PathLike) -> Path | str:
     """Create the data folder if needed and prove it is writable (a file is created and removed).
 
-    The folder gets the marker file :data:`resources.store.store.DATA_MARKER`.  An object store URI
-    (``s3://bucket/prefix``: :mod:`resources.store.objects`) is probed the same way, with one try per
+    The folder gets the marker file :data:`situate.resources.store.store.DATA_MARKER`.  An object store URI
+    (``s3://bucket/prefix``: :mod:`situate.resources.store.objects`) is probed the same way, with one try per
     request, so a wrong endpoint, refused credentials or a missing bucket are named within
     seconds, before any work.
 
@@ -72,8 +72,8 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
         folder that is not a situate data folder (a folder of the user's: its files must not be
         touched).
     """
-    from resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
-    from resources.store.store import DATA_MARKER
+    from situate.resources.store.objects import ObjectFolder, StoreUnavailable, is_uri, normalize_home
+    from situate.resources.store.store import DATA_MARKER
 
     if is_uri(home):
         uri = normalize_home(home)
@@ -130,7 +130,7 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
     StartupError
         The data folder's recorded docs folder is another one and ``replace`` is false.
     """
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     if replace:
         return
@@ -145,14 +145,14 @@ def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
 
 def check_models(llm_path: str | None, embed_path: str | None, embed_tokenizer: str = "") -> None:
     """The LLM (when given: not with Anthropic's API) and the embedder (with an ONNX embedder's
-    tokenizer, when given) exist and are sound (:func:`resources.models.registry.check_model_file`).
+    tokenizer, when given) exist and are sound (:func:`situate.resources.models.registry.check_model_file`).
 
     Raises
     ------
     StartupError
         The first model file that is missing, corrupt or not a GGUF.
     """
-    from resources.models.registry import ModelFileError, check_model_file
+    from situate.resources.models.registry import ModelFileError, check_model_file
 
     try:
         if llm_path:
@@ -168,7 +168,7 @@ def check_models(llm_path: str | None, embed_path: str | None, embed_tokenizer: 
 def context_warning(llm) -> str | None:
     """One line when ``llm.n_ctx`` leaves no room for any document preamble (so every chunk will be
     indexed alone, without a blurb), else None.  Loads the LLM's vocabulary only."""
-    from assets.fitted_preambles import fit_document, generation_bound, prompt_builder
+    from situate.assets.fitted_preambles import fit_document, generation_bound, prompt_builder
 
     builder = prompt_builder(llm)
     plan = fit_document("x", [(0, 1)], builder, llm.n_ctx, generation_bound(llm, builder))
@@ -221,10 +221,10 @@ def check_server(llm) -> None:
     Raises
     ------
     StartupError
-        Each :class:`resources.models.server.ServerError`, with its message (it names the setting);
+        Each :class:`situate.resources.models.server.ServerError`, with its message (it names the setting);
         ``SITUATE_BATCH`` over 1 with a server.
     """
-    from resources.models.server import ServerError, check_url
+    from situate.resources.models.server import ServerError, check_url
 
     if llm.batch > 1:
         raise StartupError(
@@ -252,7 +252,7 @@ def check_chat_api_prompt(llm) -> None:
     StartupError
         Naming ``SITUATE_PROMPT`` and the prompts that work.
     """
-    from assets.prompting import PROMPTS
+    from situate.contextual.prompting import PROMPTS
 
     if llm.context != "chunk" or llm.prompt not in PROMPTS:
         return
@@ -274,7 +274,7 @@ def preflight(docs_path: str | None, res: dict, home: str | os.PathLike) -> list
     docs_path : str or None
         The folder or corpus file to ingest (None: not checked).
     res : dict
-        :func:`pipelines.settings.resources_from_env` (``llm`` and ``embedder`` are checked).
+        :func:`situate.pipelines.settings.resources_from_env` (``llm`` and ``embedder`` are checked).
     home : path
         The data folder.
 
@@ -300,7 +300,7 @@ def preflight_models(res: dict) -> list[str]:
         As :func:`check_models`, :func:`check_server`, :func:`check_chat_api_prompt`; an unknown
         ``SITUATE_CONTEXT``; ``SITUATE_LLM_BATCH=1`` without Anthropic's API.
     """
-    from assets.blurbs import CONTEXT_MODES
+    from situate.assets.blurbs import CONTEXT_MODES
 
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
@@ -311,7 +311,7 @@ def preflight_models(res: dict) -> list[str]:
         res["embedder"].tokenizer_path,
     )
     if res["embedder"].server_url:
-        from resources.models.server import ServerError, check_url
+        from situate.resources.models.server import ServerError, check_url
 
         try:
             check_url(res["embedder"].server_url, "SITUATE_EMBED")

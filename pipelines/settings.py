@@ -1,13 +1,13 @@
 """Resources built from the environment, with the defaults a fresh clone needs.
 
 Every variable, its default, its allowed values and one line of help are in one table,
-:data:`resources.settings.SETTINGS` (the configuration page, ``docs/configuration.md``, is generated
+:data:`situate.resources.settings.SETTINGS` (the configuration page, ``docs/configuration.md``, is generated
 from it).
 
-Every numeric setting has a range, in one table (:data:`resources.models.llm.SETTING_BOUNDS`, each
+Every numeric setting has a range, in one table (:data:`situate.resources.models.llm.SETTING_BOUNDS`, each
 end with its reason), checked wherever settings are read: :func:`check_environment` (every
 ``situate`` command, ``situate dev`` before Dagster starts, the code location of ``dagster … -m
-pipelines.definitions``) and the blurb LLM and embedder resources themselves (when built, and when a
+situate.pipelines.definitions``) and the blurb LLM and embedder resources themselves (when built, and when a
 Dagster run resolves their ``dg.EnvVar`` values at its start).  A value outside is one line naming
 the variable, the value and the bound: ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to
 131072)``.
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.documents.docs import Chunking, DocsFolder
-from resources.models import registry as models
-from resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
-from resources.models.reranker import Reranker
-from resources.settings import PREFIX, data_folder, default_of, env, unknown_settings
-from resources.store.store import Store
+from situate.resources.documents.docs import Chunking, DocsFolder
+from situate.resources.models import registry as models
+from situate.resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
+from situate.resources.models.reranker import Reranker
+from situate.resources.settings import PREFIX, data_folder, default_of, env, unknown_settings
+from situate.resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
 #: several copies of the models (each run loads its own).
@@ -47,7 +47,7 @@ DOCS_ROOT_FILE = "docs-root"
 
 
 def _raw(name: str) -> str:
-    """A variable's text: a ``SITUATE_*`` setting through :func:`resources.settings.env`, another
+    """A variable's text: a ``SITUATE_*`` setting through :func:`situate.resources.settings.env`, another
     (``ANTHROPIC_API_KEY``) as the environment holds it."""
     return env(name) if name.startswith(PREFIX) else os.environ.get(name, "")
 
@@ -84,7 +84,7 @@ def restored_env(names=DATA_ENV) -> Iterator[None]:
 
 def situate_home() -> Path | str:
     """``$SITUATE_HOME`` (default ``./.situate``): an absolute path, or an object store URI."""
-    from resources.store.objects import is_uri, normalize_home
+    from situate.resources.store.objects import is_uri, normalize_home
 
     home = data_folder()
     return normalize_home(home) if is_uri(home) else Path(normalize_home(home))
@@ -94,7 +94,7 @@ def ensure_dagster_home() -> Path:
     """Set ``DAGSTER_HOME`` to ``$SITUATE_HOME/dagster`` when unset, creating it with a
     ``dagster.yaml``; with the data folder on an object store the instance is local:
     ``~/.cache/situate/instance/<hash of the URI>`` (``SITUATE_CACHE``).  Returns the folder."""
-    from resources.store.objects import cache_dir_for
+    from situate.resources.store.objects import cache_dir_for
 
     home = os.environ.get("DAGSTER_HOME")
     data = situate_home()
@@ -117,7 +117,7 @@ def recorded_docs_root(home: str | None = None) -> str | None:
     ``situate ingest``, if any; never for a data folder on an object store, whose ``docs-root``
     anyone with write access to the bucket could point at a local folder of this machine (the
     docs folder is then ``SITUATE_DOCS``, a local setting)."""
-    from resources.store.objects import is_uri
+    from situate.resources.store.objects import is_uri
 
     home = home or str(situate_home())
     if is_uri(home):
@@ -132,12 +132,12 @@ def record_docs_root(path: str) -> None:
 
 
 def setting_from_env(name: str, default: int | float) -> int | float:
-    """The numeric setting ``name`` (a variable of :data:`resources.models.llm.SETTING_BOUNDS`), or
+    """The numeric setting ``name`` (a variable of :data:`situate.resources.models.llm.SETTING_BOUNDS`), or
     ``default`` when unset or empty.
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         Not a number of its kind (a whole number for an ``int`` setting), or outside its bound:
         ``SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0``.
     """
@@ -147,7 +147,7 @@ def setting_from_env(name: str, default: int | float) -> int | float:
     try:
         return parse_setting(name, raw)
     except SettingError as e:
-        from pipelines.preflight import StartupError
+        from situate.pipelines.preflight import StartupError
 
         raise StartupError(str(e)) from None
 
@@ -158,19 +158,19 @@ def int_from_env(name: str, default: int) -> int:
 
     Raises
     ------
-    pipelines.preflight.StartupError
-        Not a whole number, or outside its bound (:data:`resources.models.llm.SETTING_BOUNDS`).
+    situate.pipelines.preflight.StartupError
+        Not a whole number, or outside its bound (:data:`situate.resources.models.llm.SETTING_BOUNDS`).
     """
     return int(setting_from_env(name, default))
 
 
 def check_environment() -> dict[str, int | float]:
-    """Hold every set variable of :data:`resources.models.llm.SETTING_BOUNDS` to its bound, and
+    """Hold every set variable of :data:`situate.resources.models.llm.SETTING_BOUNDS` to its bound, and
     each pair rule (``SITUATE_OVERLAP_TOKENS`` under ``SITUATE_CHUNK_TOKENS``): the one check of
     the settings, made wherever they are read (:func:`resources_from_env`, so every command and the
     code location; ``situate dev`` before Dagster starts).
 
-    A set ``SITUATE_*`` variable that :data:`resources.settings.SETTINGS` does not list (a typo,
+    A set ``SITUATE_*`` variable that :data:`situate.resources.settings.SETTINGS` does not list (a typo,
     which would otherwise be ignored in silence) gets a :class:`UserWarning` naming the closest
     setting.
 
@@ -181,11 +181,11 @@ def check_environment() -> dict[str, int | float]:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         The first variable that is not a number of its kind or is outside its bound, or a pair
         out of order: ``SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100``.
     """
-    from pipelines.preflight import StartupError
+    from situate.pipelines.preflight import StartupError
 
     for name, close in unknown_settings(os.environ):
         hint = f" (did you mean {close}?)" if close else ""
@@ -209,12 +209,12 @@ def _switch(name: str) -> bool:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         Any other value (``false``, ``no``: read as on by a looser test, so refused here).
     """
     raw = env(name)
     if raw not in ("", "0", "1"):
-        from pipelines.preflight import StartupError
+        from situate.pipelines.preflight import StartupError
 
         raise StartupError(f"{name}={raw!r}: set 1 (on) or 0 (off)")
     return raw == "1"
@@ -231,10 +231,10 @@ def llm_price(model: str):
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         A rate that is not a number or is outside its bound.
     """
-    from resources.models.anthropic_api import price_of
+    from situate.resources.models.anthropic_api import price_of
 
     given = [setting_from_env(n, -1.0) for n in ("SITUATE_LLM_PRICE_INPUT", "SITUATE_LLM_PRICE_OUTPUT")]
     return price_of(model, *(None if g < 0 else float(g) for g in given))
@@ -242,7 +242,7 @@ def llm_price(model: str):
 
 def _reader(plain: bool):
     """``val(name, default=None, cast=str)``: a setting's value (``plain``) or its ``dg.EnvVar``
-    when set; unset, ``default`` or :data:`resources.settings.DEFAULTS`'s."""
+    when set; unset, ``default`` or :data:`situate.resources.settings.DEFAULTS`'s."""
 
     def val(name, default=None, cast=str):
         default = default_of(name) if default is None else default
@@ -262,13 +262,13 @@ def blurb_llm_from_env(val) -> BlurbLLM:
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         ``SITUATE_LLM_API`` is not ``openai`` or ``anthropic``; a setting outside its bound.
     """
     llm_path, llm_id, llm_spec = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)
     llm_api = env("SITUATE_LLM_API")
     if llm_api not in LLM_APIS:
-        from pipelines.preflight import StartupError
+        from situate.pipelines.preflight import StartupError
 
         raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
     llm_api = "" if llm_api == "openai" else llm_api
@@ -335,7 +335,7 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         A numeric setting that is not a number or is outside its bound (:func:`check_environment`),
         on both paths.
     """
@@ -359,19 +359,19 @@ def resources_from_env(docs_path: str | None = None, home: str | None = None, pl
 
 def reranker_from_env() -> Reranker:
     """The local cross-encoder: ``SITUATE_RERANK_MODEL`` (an ONNX file with ``tokenizer.json``
-    in its folder) or the installed default (:data:`resources.models.registry.RERANKER`), loaded
-    (:meth:`resources.models.reranker.Reranker.load`: once a process) when both files exist, so a
+    in its folder) or the installed default (:data:`situate.resources.models.registry.RERANKER`), loaded
+    (:meth:`situate.resources.models.reranker.Reranker.load`: once a process) when both files exist, so a
     corrupt or unreadable one is refused here, before any search uses it.
 
     Raises
     ------
-    pipelines.preflight.StartupError
+    situate.pipelines.preflight.StartupError
         A reranker file is corrupt (a pinned file whose size or sha256 is not the pinned one) or
         unreadable by onnxruntime or tokenizers: one line naming the file and the reason.  A
         missing file is not an error here: scoring raises ``FileNotFoundError``, and search
         answers from the first stage.
     """
-    from pipelines.preflight import StartupError
+    from situate.pipelines.preflight import StartupError
 
     path = env("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
@@ -386,13 +386,13 @@ def reranker_from_env() -> Reranker:
 
 def rerank_depth_from_env() -> int:
     """Search candidates the cross-encoder reranks: ``SITUATE_RERANK_DEPTH``, default
-    :data:`resources.models.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
+    :data:`situate.resources.models.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
 
     Raises
     ------
-    pipelines.preflight.StartupError
-        Not a whole number, or outside 0 to 1,000,000 (:data:`resources.models.llm.SETTING_BOUNDS`).
+    situate.pipelines.preflight.StartupError
+        Not a whole number, or outside 0 to 1,000,000 (:data:`situate.resources.models.llm.SETTING_BOUNDS`).
     """
-    from resources.models.reranker import SEARCH_RERANK_DEPTH
+    from situate.resources.models.reranker import SEARCH_RERANK_DEPTH
 
     return int_from_env("SITUATE_RERANK_DEPTH", SEARCH_RERANK_DEPTH)

@@ -10,8 +10,8 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 
-from assets.partitions import PARTITIONS  # noqa: F401  (re-exported for the wiring)
-from resources.documents.reading import SourceRef
+from situate.assets.partitions import PARTITIONS  # noqa: F401  (re-exported for the wiring)
+from situate.resources.documents.reading import SourceRef
 
 #: Keys are added to the instance in batches of at most this many (one unbatched SQL ``IN (...)``
 #: on SQLite otherwise: shared/DAGSTER.md).
@@ -49,7 +49,7 @@ class SyncPlan:
     known_bad : dict of key → reason
         Unchanged documents that failed as bad input last time (not retried until they change).
     invalid : dict of key → reason
-        Registered keys that are not valid document keys (:func:`resources.documents.keys.check_key`:
+        Registered keys that are not valid document keys (:func:`situate.resources.documents.keys.check_key`:
         added by hand, e.g. ``../x`` in the UI): reported, never deleted through, never run.
     held : str
         Why removals were held (:func:`removal_held`; ``removed`` is then empty and ``held_keys``
@@ -108,13 +108,13 @@ def plan_sync(
     Parameters
     ----------
     refs : iterable of SourceRef
-        From :func:`resources.documents.reading.discover`.
+        From :func:`situate.resources.documents.reading.discover`.
     registered : sequence of str
         Partition keys on the instance, in insertion order.
     states : dict
-        :meth:`resources.store.store.Store.document_states`.
+        :meth:`situate.resources.store.store.Store.document_states`.
     fingerprint : str
-        Current settings fingerprint (:func:`assets.embeddings.fingerprint`).
+        Current settings fingerprint (:func:`situate.assets.embeddings.fingerprint`).
     bad_inputs : dict of key → (sha256, reason), optional
         Documents whose last read failed as bad input.
     allow_mass_removal : bool
@@ -124,7 +124,7 @@ def plan_sync(
     -------
     SyncPlan
     """
-    from resources.documents.keys import PartitionKeyError, check_key
+    from situate.resources.documents.keys import PartitionKeyError, check_key
 
     refs = {r.key: r for r in refs}
     bad_inputs = bad_inputs or {}

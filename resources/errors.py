@@ -44,19 +44,19 @@ class DocumentError(SituateError, ValueError):
 
 
 class PartitionKeyError(SituateError, ValueError):
-    """A string is not a key produced by ``resources.documents.keys.encode_key`` of a relative
+    """A string is not a key produced by ``situate.resources.documents.keys.encode_key`` of a relative
     path inside a folder."""
 
 
 class SettingError(SituateError, ValueError):
     """A setting that is not a number or is outside its bounds
-    (``resources.models.llm.SETTING_BOUNDS``); ``str()`` is one line naming the variable, the
+    (``situate.resources.models.llm.SETTING_BOUNDS``); ``str()`` is one line naming the variable, the
     value and the bound."""
 
 
 class DataFolderURIError(SituateError, ValueError):
     """A data-folder URI the object store layers would read differently
-    (``resources.store.objects.normalize_home``)."""
+    (``situate.resources.store.objects.normalize_home``)."""
 
 
 class BlurbFileError(SituateError, ValueError):
@@ -81,7 +81,7 @@ class LinkRefused(SituateError, OSError):
 
 
 class TooLarge(SituateError, OSError):
-    """The file is larger than the limit given to ``resources.documents.files.read_under``.
+    """The file is larger than the limit given to ``situate.resources.documents.files.read_under``.
 
     Attributes
     ----------

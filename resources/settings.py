@@ -2,14 +2,14 @@
 values and one line of help.
 
 The configuration reference (``docs/configuration.md``, between its ``settings`` markers) is
-generated from :data:`SETTINGS` by :func:`reference_markdown` (``python -m resources.settings``
+generated from :data:`SETTINGS` by :func:`reference_markdown` (``python -m situate.resources.settings``
 prints it; ``tests/test_settings_table.py`` fails when the page and the table differ, or when the
 code reads a ``SITUATE_*`` variable the table does not list).  Numeric bounds come from
-:data:`resources.models.llm.SETTING_BOUNDS`, where each end has its source.
+:data:`situate.resources.models.llm.SETTING_BOUNDS`, where each end has its source.
 
 Examples
 --------
->>> from resources.settings import SETTINGS_BY_NAME, unknown_settings
+>>> from situate.resources.settings import SETTINGS_BY_NAME, unknown_settings
 >>> SETTINGS_BY_NAME["SITUATE_N_CTX"].default
 '8192'
 >>> unknown_settings({"SITUATE_N_CTXX": "4096", "HOME": "/root"})
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from resources.models.llm import Bound
+    from situate.resources.models.llm import Bound
 
 #: The data folder when neither an argument nor ``SITUATE_HOME`` names one.
 DEFAULT_HOME = ".situate"
@@ -61,8 +61,8 @@ class Setting:
 
     @property
     def bound(self) -> Bound | None:
-        """Its numeric range (:data:`resources.models.llm.SETTING_BOUNDS`), or None."""
-        from resources.models.llm import SETTING_BOUNDS  # local: this module is imported by the
+        """Its numeric range (:data:`situate.resources.models.llm.SETTING_BOUNDS`), or None."""
+        from situate.resources.models.llm import SETTING_BOUNDS  # local: this module is imported by the
         # modules llm.py's own imports reach (the registry, the store), and needs no model code
 
         return SETTING_BOUNDS.get(self.name)
@@ -88,7 +88,7 @@ class Setting:
         return text + (f", below `{b.below}`" if b.below else "")
 
 
-#: The values of an on/off setting (``pipelines.settings._switch``: anything else is refused).
+#: The values of an on/off setting (``situate.pipelines.settings._switch``: anything else is refused).
 SWITCH = "`0`, `1`"
 
 
@@ -97,7 +97,7 @@ def _s(name: str, group: str, default: str, help: str, choices: str = "") -> Set
 
 
 #: Every variable, by group; the order of the reference.  Defaults are the ones the code applies
-#: (``pipelines.settings.resources_from_env`` and the modules named in each line).
+#: (``situate.pipelines.settings.resources_from_env`` and the modules named in each line).
 SETTINGS: tuple[Setting, ...] = (
     # data
     _s("SITUATE_DOCS", "data", "the last folder ingested here, else `docs`", "docs folder, or a corpus file"),
@@ -231,9 +231,9 @@ SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 #: The value each setting with a fixed default takes when unset: the one place those defaults are
 #: written (the settings build the resources from it; ``tests/test_settings_table.py`` holds the
 #: reference's ``default`` column, the resources' own field defaults and the modules' constants to
-#: it).  Sources: chunk size and overlap, ``resources.documents.docs.CHUNK_TOKENS``; the blurb
-#: bound, shared/eval/README.md's measured setting; the lease, ``resources.store.leases.STALE_S``;
-#: the fallback-share threshold, ``assets.table_checks.MAX_FALLBACK_SHARE``; the prompt and the
+#: it).  Sources: chunk size and overlap, ``situate.resources.documents.docs.CHUNK_TOKENS``; the blurb
+#: bound, shared/eval/README.md's measured setting; the lease, ``situate.resources.store.leases.STALE_S``;
+#: the fallback-share threshold, ``situate.contextual.table_checks.MAX_FALLBACK_SHARE``; the prompt and the
 #: context mode, docs/quality.md.
 DEFAULTS: dict[str, int | float | str] = {
     "SITUATE_HOME": DEFAULT_HOME,
@@ -288,7 +288,7 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str:
     Returns
     -------
     str
-        The raw text; the caller parses and bounds it (:func:`resources.models.llm.parse_setting`).
+        The raw text; the caller parses and bounds it (:func:`situate.resources.models.llm.parse_setting`).
 
     Raises
     ------
@@ -296,7 +296,7 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str:
         ``name`` is not in :data:`SETTINGS` (a misspelt name in the code).
     """
     if name not in SETTINGS_BY_NAME:
-        raise KeyError(f"{name} is not a situate setting (resources.settings.SETTINGS)")
+        raise KeyError(f"{name} is not a situate setting (situate.resources.settings.SETTINGS)")
     return (os.environ if environ is None else environ).get(name, "").strip()
 
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import warnings as _warnings
 from collections.abc import Callable
 
-from pipelines.operations import MAX_K, IngestSummary, QueryError
-from pipelines.operations import ingest as _ingest
-from pipelines.operations import search as _search
-from pipelines.preflight import StartupError
-from resources.errors import SituateError
-from resources.store.retrieval import Hit
+from situate.pipelines.operations import MAX_K, IngestSummary, QueryError
+from situate.pipelines.operations import ingest as _ingest
+from situate.pipelines.operations import search as _search
+from situate.pipelines.preflight import StartupError
+from situate.resources.errors import SituateError
+from situate.resources.store.retrieval import Hit
 
 __all__ = [
     "MAX_K",

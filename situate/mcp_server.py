@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resources.settings import data_folder
+from situate.resources.settings import data_folder
 
 #: Most hits one tool call returns (an agent's context is the budget, not the table).
 MAX_TOOL_K = 50
@@ -26,10 +26,10 @@ def create_server(home: str | None = None):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from pipelines.operations import MAX_QUERY_CHARS, QueryError
-    from pipelines.operations import search as run_search
-    from pipelines.preflight import StartupError
-    from resources.store.objects import normalize_home
+    from situate.pipelines.operations import MAX_QUERY_CHARS, QueryError
+    from situate.pipelines.operations import search as run_search
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.store.objects import normalize_home
 
     home = normalize_home(data_folder(home))
     server = MCPServer(

@@ -62,8 +62,8 @@ from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
-from resources.settings import data_folder, env
+from situate.pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
+from situate.resources.settings import data_folder, env
 
 #: Most hits one request may ask for (a page of results, not the table: ``situate search -k``
 #: takes up to 1,000,000 for a dump).
@@ -135,7 +135,7 @@ def _known_roots() -> tuple[str, ...]:
     """Absolute folders a message may name, as whole prefixes (a user's home folder such as
     ``/Users/Alice Smith`` holds a space the unquoted pattern would stop at): the models folder,
     the user's home, the working folder, the temporary folder and this Python's prefix."""
-    from resources.models.registry import models_dir
+    from situate.resources.models.registry import models_dir
 
     roots = set()
     for where in (models_dir, Path.home, Path.cwd, tempfile.gettempdir, lambda: sys.prefix):
@@ -305,9 +305,9 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         ``Host`` names answered besides the loopback ones (default ``SITUATE_ALLOWED_HOSTS``);
         others get 400 (:func:`allowed_hosts`).
     """
-    from pipelines.operations import QueryError, search
-    from pipelines.preflight import StartupError
-    from resources.store.objects import is_uri, normalize_home
+    from situate.pipelines.operations import QueryError, search
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.store.objects import is_uri, normalize_home
 
     home = normalize_home(data_folder(home))
     # anonymous callers see the data folder's name, not where it is
@@ -431,10 +431,10 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
 def health_report(home: str) -> dict:
     """``GET /health``: ``{"status", "home", "table_rows", "table_version", "bm25_rows",
     "bm25_version", "embed_model", "llm_model"}`` (status ``"empty"`` before the first ingest)."""
-    from pipelines.operations import is_data_folder
-    from resources.store.objects import is_uri
-    from resources.store.retrieval import bm25_ids, bm25_version
-    from resources.store.store import Store
+    from situate.pipelines.operations import is_data_folder
+    from situate.resources.store.objects import is_uri
+    from situate.resources.store.retrieval import bm25_ids, bm25_version
+    from situate.resources.store.store import Store
 
     # reading never creates a data folder: a folder without situate's mark is not opened (opening
     # it would create lancedb/ there, which would then pass for a data folder)

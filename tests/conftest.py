@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.models import registry as models
+from situate.resources.models import registry as models
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = REPO.parent / "shared" / "eval" / "codebase"
@@ -89,8 +89,8 @@ INGEST_SETTINGS = (
 def ingest_with(docs, home, **env):
     """A real in-process ingest of ``docs`` into ``home`` with :func:`small_settings` and ``env``
     (the process environment restored afterwards); returns its ``IngestSummary``."""
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.operations import ingest
+    from situate.pipelines.settings import restored_env
 
     settings = small_settings(docs, home) | env
     names = tuple(settings) + INGEST_SETTINGS
@@ -116,7 +116,7 @@ def s3_server(tmp_path_factory):
         s3 = server.__enter__()
     except (FileNotFoundError, RuntimeError) as e:
         pytest.fail(str(e))
-    from pipelines.settings import restored_env
+    from situate.pipelines.settings import restored_env
 
     try:
         with restored_env(tuple(s3["env"])):

@@ -48,7 +48,7 @@ def _api(fake, **extra) -> dict:
 
 
 def _rows(home):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     cols = ["chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model", "llm_backend"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: r["chunk_index"])
@@ -63,7 +63,7 @@ def _files_text(home: Path) -> str:
 
 
 def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp_path, fake):
-    from assets.prompting import ANTHROPIC_2024
+    from situate.contextual.prompting import ANTHROPIC_2024
 
     docs, home = _docs(tmp_path), tmp_path / "home"
     # 2,500 bytes: the 3.9 kB guide needs two or more windows, each shared by several chunks
@@ -102,7 +102,7 @@ def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp
 
 
 def test_the_cost_of_a_run_is_counted_from_the_tokens_the_api_reports(tmp_path, fake):
-    from resources.models.anthropic_api import CACHE_READ, CACHE_WRITE
+    from situate.resources.models.anthropic_api import CACHE_READ, CACHE_WRITE
 
     docs, home = _docs(tmp_path), tmp_path / "home"
     s = ingest_with(
@@ -160,7 +160,7 @@ def test_429_and_529_are_retried_and_a_chunk_that_still_fails_is_left_to_the_nex
     ((key, why),) = s.failed.items()
     assert "HTTP 429" in why and "after its retries" in why, why
     assert KEY not in why
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     assert Store(home=str(home2)).table() is None or not _rows(home2)
     s = ingest_with(docs2, home2, **_api(fake))  # the next run finishes it
@@ -176,8 +176,8 @@ def test_a_prompt_the_api_calls_too_long_is_a_named_error(tmp_path, fake):
 
 
 def _preflight(tmp_path, env: dict) -> str:
-    from pipelines.preflight import StartupError, preflight
-    from pipelines.settings import resources_from_env, restored_env
+    from situate.pipelines.preflight import StartupError, preflight
+    from situate.pipelines.settings import resources_from_env, restored_env
 
     docs = _docs(tmp_path)
     with restored_env(tuple(env) + ("SITUATE_PROMPT", "SITUATE_CONTEXT")):
@@ -190,7 +190,7 @@ def _preflight(tmp_path, env: dict) -> str:
 
 
 def test_start_up_errors_name_the_setting_to_fix(tmp_path, fake):
-    from resources.models.llm import forget_servers
+    from situate.resources.models.llm import forget_servers
 
     def check(**env):
         forget_servers()
@@ -235,8 +235,8 @@ def test_live_api(tmp_path):
 
 
 def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
-    from pipelines.estimate import estimate
-    from pipelines.settings import resources_from_env, restored_env
+    from situate.pipelines.estimate import estimate
+    from situate.pipelines.settings import resources_from_env, restored_env
 
     docs, home = _docs(tmp_path), tmp_path / "home"
     env = {
@@ -283,7 +283,7 @@ def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
     env |= small_settings(docs, home, context="document") | {"PYTHONPATH": str(REPO)}
     out = tmp_path / "estimate.json"
     p = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate", "--json", str(out)],
+        [sys.executable, "-m", "situate.pipelines.cli", "ingest", str(docs), "--estimate", "--json", str(out)],
         env=env,
         capture_output=True,
         text=True,
@@ -445,7 +445,7 @@ def test_the_estimate_refuses_what_an_ingest_refuses_in_one_line(tmp_path, fake)
         ({"SITUATE_LLM_BATCH": "false"}, "SITUATE_LLM_BATCH"),
     ):
         p = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--estimate"],
+            [sys.executable, "-m", "situate.pipelines.cli", "ingest", str(docs), "--estimate"],
             env=base | extra,
             capture_output=True,
             text=True,

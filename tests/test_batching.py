@@ -24,9 +24,9 @@ def _real_document() -> tuple[str, list[str]]:
 @needs_models
 @pytest.mark.models
 def test_batched_greedy_output_equals_sequential_token_for_token():
-    from assets.blurbs import STOP
-    from assets.fitted_preambles import prompt_builder
-    from pipelines.settings import resources_from_env
+    from situate.assets.blurbs import STOP
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"batch": 3})
     b = prompt_builder(llm)
@@ -61,7 +61,7 @@ class FakeBatch:
         self.calls: list[int] = []
 
     def __call__(self, prefix, suffixes):
-        from resources.models.llm import Generation
+        from situate.resources.models.llm import Generation
 
         self.calls.append(len(suffixes))
         return [
@@ -73,9 +73,9 @@ class FakeBatch:
 
 
 def test_contextualize_batches_only_uncached_chunks_in_order(fake_tokenizer, tmp_path):
-    from assets.contextualize import contextualize
-    from assets.fitted_preambles import fit_document
-    from resources.store.cache import BlurbCache, digest
+    from situate.assets.fitted_preambles import fit_document
+    from situate.contextual.contextualize import contextualize
+    from situate.resources.store.cache import BlurbCache, digest
 
     text, spans = doc_and_spans(5)
     b = builder(fake_tokenizer)

@@ -42,7 +42,7 @@ def test_every_section_runs_on_a_tiny_input_with_the_default_models(tmp_path):
     sys.path.insert(0, str(REPO / "benchmarks"))
     import run
 
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     env = {k: v for k, v in os.environ.items() if k not in NOT_DEFAULT} | {"SITUATE_MAX_TOKENS": "16"}
     out_json = tmp_path / "tiny.json"

@@ -1,6 +1,6 @@
 """Issue 32, findings 3 and 4: a blurb file is untrusted input.  Real gzip files on disk, hostile in
 each way the review tried (a bomb, wrong types, bad encodings, instruction text), read by
-:func:`assets.blurb_files.read` and by a real ingest with the default model.
+:func:`situate.contextual.blurb_files.read` and by a real ingest with the default model.
 """
 
 import gzip
@@ -38,7 +38,7 @@ def gz(path, data: bytes):
 
 
 def test_a_gzip_bomb_is_refused_with_memory_bounded(tmp_path):
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     bomb = tmp_path / "bomb.jsonl.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as f:  # one 400 MB line, about 0.4 MB compressed
@@ -63,7 +63,7 @@ def test_kept_text_costs_what_it_takes_in_the_file_whatever_its_characters(tmp_p
     """Review of finding 3: one character outside the BMP makes a Python str of a line's raw text
     take 4 bytes a character, so a file of such lines at the decompressed bound kept about 1 GiB.
     What is kept is the UTF-8 text, in one buffer: its memory is the text's size in the file."""
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     raw = "\U0001f600" + "the key rotation guide and its grace period " * 680  # 29,921 characters
     lines = b"".join(json.dumps(line(text_sha256=f"{i:064x}", raw=raw)).encode() + b"\n" for i in range(200))
@@ -83,7 +83,7 @@ def test_kept_text_costs_what_it_takes_in_the_file_whatever_its_characters(tmp_p
 def test_a_directory_or_a_fifo_is_refused_without_waiting(tmp_path):
     """Review of finding 4: SITUATE_BLURBS_FILE naming a folder raised a bare IsADirectoryError,
     and naming a FIFO hung the run on its open."""
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     with pytest.raises(blurb_files.BlurbFileError, match=r"blurb file .*: a directory, not a regular file"):
         blurb_files.read(tmp_path)
@@ -94,7 +94,7 @@ def test_a_directory_or_a_fifo_is_refused_without_waiting(tmp_path):
 
 
 def test_size_bounds_and_a_long_line(tmp_path):
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     big = tmp_path / "big.jsonl.gz"
     with open(big, "wb") as f:  # over the compressed bound: refused before anything is read
@@ -109,7 +109,7 @@ def test_size_bounds_and_a_long_line(tmp_path):
 
 
 def test_bad_encodings_name_the_file_and_line(tmp_path):
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     good = (json.dumps(line()) + "\n").encode()
     plain = tmp_path / "plain.jsonl"
@@ -131,7 +131,7 @@ def test_bad_encodings_name_the_file_and_line(tmp_path):
 
 
 def test_lines_of_the_wrong_shape_are_rejected_one_by_one(tmp_path):
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     bad = [
         line(raw=123),
@@ -168,7 +168,7 @@ def test_lines_of_the_wrong_shape_are_rejected_one_by_one(tmp_path):
 
 
 def test_instruction_text_is_cleaned_like_a_model_answer():
-    from assets.contextualize import record_from_raw
+    from situate.contextual.contextualize import record_from_raw
 
     doc = "## Grace period\n\nDuring the grace period both keys verify signatures."
     rec = record_from_raw(
@@ -185,7 +185,7 @@ def test_instruction_text_is_cleaned_like_a_model_answer():
 
 # -- a real ingest with a hostile file -------------------------------------------------------------
 def _rows(home):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     cols = ["source", "chunk_index", "text", "blurb", "blurb_status", "doc_sha256"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
@@ -196,9 +196,9 @@ def _rows(home):
 def test_a_hostile_file_in_an_ingest_costs_only_its_own_lines(tmp_path):
     import dagster as dg
 
-    from assets.edits import text_sha256
-    from resources.models import registry as models
-    from resources.store.cache import file_sha256
+    from situate.contextual.edits import text_sha256
+    from situate.resources.models import registry as models
+    from situate.resources.store.cache import file_sha256
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()

@@ -2,9 +2,9 @@ import re
 
 import pytest
 
-from assets.chunking import chunk_id, chunk_text, heading_path_at, locate, make_chunks
-from assets.chunks import count_cl100k
-from resources.documents.reading import markdown_headings
+from situate.assets.chunks import count_cl100k
+from situate.contextual.chunking import chunk_id, chunk_text, heading_path_at, locate, make_chunks
+from situate.resources.documents.reading import markdown_headings
 
 
 def words(text: str) -> int:
@@ -107,7 +107,7 @@ def test_longest_fitting_prefix_is_exact_with_few_counts(fake_tokenizer):
     found in a handful of counts, for any limit and any mix of 1- to 4-byte characters."""
     import random
 
-    from assets.chunking import _longest_fitting
+    from situate.contextual.chunking import _longest_fitting
 
     rng = random.Random(5)
     alphabet = "aé東🚀"

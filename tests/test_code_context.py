@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED_EVAL
 
-from assets.code_context import (
+from situate.contextual.code_context import (
     chunk_contexts,
     definitions,
     detect_language,

@@ -29,8 +29,8 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def homes(tmp_path_factory):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.operations import ingest
+    from situate.pipelines.settings import restored_env
 
     out = {}
     for name in FOLDERS:
@@ -83,7 +83,7 @@ def test_threads_searching_two_folders_never_mix_and_leave_the_environment(homes
 
 
 def test_threads_in_one_embedder_get_what_each_gets_alone(homes):
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     embedder = resources_from_env(plain=True)["embedder"]
     texts = [f"{q} ({i})" for i in range(6) for q in QUERIES]

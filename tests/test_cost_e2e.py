@@ -21,8 +21,8 @@ DOTENV = Path(importlib.util.find_spec("dotenv.main").origin)
 
 
 def _ingest(docs, home, **env):
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.operations import ingest
+    from situate.pipelines.settings import restored_env
 
     settings = small_settings(docs, home) | env
     with restored_env(tuple(settings) + ("SITUATE_CONTEXT", "SITUATE_PROMPT")):
@@ -31,7 +31,7 @@ def _ingest(docs, home, **env):
 
 
 def _rows(home):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     cols = [
         "source",
@@ -180,13 +180,13 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     """A window's blurbs in one generation by the real model; then the same answer garbled (a
     line dropped, one repeated, one emptied): those chunks fall back to their own calls, whose
     blurbs are exactly what chunks by reference give them, and no chunk is left without one."""
-    from assets.blurbs import stops
-    from assets.chunking import make_chunks
-    from assets.chunks import count_cl100k
-    from assets.contextualize import contextualize
-    from assets.fitted_preambles import fit_bound, fit_document, prompt_builder
-    from assets.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
-    from pipelines.settings import resources_from_env
+    from situate.assets.blurbs import stops
+    from situate.assets.chunks import count_cl100k
+    from situate.assets.fitted_preambles import fit_bound, fit_document, prompt_builder
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.contextualize import contextualize
+    from situate.contextual.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
+    from situate.pipelines.settings import resources_from_env
 
     text = "".join(DOTENV.read_text().splitlines(keepends=True)[:140])
     chunks = make_chunks("k", text, [], count_cl100k, 160, 0)
@@ -243,8 +243,8 @@ def test_one_generation_lines_stop_where_the_context_ends():
     fit: fewer lines than asked come back (their chunks get their own calls), and llama.cpp's
     "Requested tokens exceed context window" is never raised (the codebase set's doc 52 asked
     for 8,203 tokens of an 8,192 context before this bound)."""
-    from assets.blurbs import stops
-    from pipelines.settings import resources_from_env
+    from situate.assets.blurbs import stops
+    from situate.pipelines.settings import resources_from_env
 
     base = resources_from_env(plain=True)["llm"]
     llm = type(base)(**(base.model_dump() | {"n_ctx": 512, "max_tokens": 24}))

@@ -6,10 +6,10 @@ import gzip
 import json
 import zlib
 
-from assets.contextualize import ChatFrame, PromptBuilder, contextualize
-from assets.fitted_preambles import fit_document
-from assets.prompting import BY_REFERENCE, chunk_mark, first_line
-from resources.models.llm import Generation
+from situate.assets.fitted_preambles import fit_document
+from situate.contextual.contextualize import ChatFrame, PromptBuilder, contextualize
+from situate.contextual.prompting import BY_REFERENCE, chunk_mark, first_line
+from situate.resources.models.llm import Generation
 
 FRAME = ChatFrame("<|user|>\n", "<|end|>\n<|assistant|>\n", True)
 
@@ -65,7 +65,7 @@ def test_by_reference_prompt_reads_each_chunk_once(fake_tokenizer):
     )
     assert suffix.endswith("<|end|>\n<|assistant|>\nThis chunk is about")
     # the chunk is quoted by its first line only, at most QUOTE_CHARS characters
-    from assets.prompting import QUOTE_CHARS
+    from situate.contextual.prompting import QUOTE_CHARS
 
     quote = suffix.split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
     assert len(quote) <= QUOTE_CHARS + 1 and text[slice(*spans[1])] not in suffix
@@ -120,7 +120,7 @@ def test_first_line_is_bounded():
 
 
 def test_kept_chunks_are_not_prompted(fake_tokenizer):
-    from assets.contextualize import BlurbRecord
+    from situate.contextual.contextualize import BlurbRecord
 
     text, spans = doc_and_spans(4)
     b = PromptBuilder(fake_tokenizer, FRAME, BY_REFERENCE)
@@ -137,7 +137,7 @@ def test_no_model_reasons_on_made_up_blobs_and_real_text():
     import importlib.util
     from pathlib import Path
 
-    from assets.skipping import chunk_reasons, no_model_reason
+    from situate.contextual.skipping import chunk_reasons, no_model_reason
 
     assert no_model_reason("[" * 5000) == "degenerate"
     assert no_model_reason("ab" * 3000) == "degenerate"
@@ -168,7 +168,7 @@ def test_no_chunk_of_either_labelled_corpus_is_skipped():
     import pytest
     from conftest import SHARED_EVAL
 
-    from assets.skipping import MIN_COMPRESSION, no_model_reason
+    from situate.contextual.skipping import MIN_COMPRESSION, no_model_reason
 
     if not SHARED_EVAL.exists():
         pytest.skip("../shared/eval is not here (it is in CI)")
@@ -186,7 +186,7 @@ def test_no_chunk_of_either_labelled_corpus_is_skipped():
 
 # -- edits -------------------------------------------------------------------------------------
 def test_edit_keeps_unchanged_blurbs_within_the_bound():
-    from assets.edits import MAX_CHANGED_SHARE, kept_blurbs
+    from situate.contextual.edits import MAX_CHANGED_SHARE, kept_blurbs
 
     prev = {
         "doc_sha256": "v1",
@@ -239,9 +239,9 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
 
 # -- document mode -----------------------------------------------------------------------------
 def test_document_mode_makes_one_call_for_the_whole_document(fake_tokenizer):
-    from assets.blurbs import blurb_summary, document_records
-    from assets.fitted_preambles import fit_document as fit
-    from assets.prompting import DOCUMENT_SUMMARY
+    from situate.assets.blurbs import blurb_summary, document_records
+    from situate.assets.fitted_preambles import fit_document as fit
+    from situate.contextual.prompting import DOCUMENT_SUMMARY
 
     text, spans = doc_and_spans(6)
     b = PromptBuilder(fake_tokenizer, FRAME, DOCUMENT_SUMMARY)
@@ -265,7 +265,7 @@ def test_document_mode_makes_one_call_for_the_whole_document(fake_tokenizer):
 
 # -- blurb files -------------------------------------------------------------------------------
 def test_blurb_file_round_trip_is_byte_stable(tmp_path):
-    from assets import blurb_files
+    from situate.contextual import blurb_files
 
     t0, t1, t2, v1, v2, m = ("0" * 64, "1" * 64, "2" * 64, "a" * 64, "b" * 64, "c" * 64)
     stage = {
@@ -321,7 +321,7 @@ def test_blurb_file_round_trip_is_byte_stable(tmp_path):
 
 # -- a window's blurbs in one generation ----------------------------------------------------------
 def test_window_lines_are_parsed_back_to_their_chunks():
-    from assets.contextualize import parse_window_lines
+    from situate.contextual.contextualize import parse_window_lines
 
     text = (
         "[chunk 3] This chunk is about C.\n[chunk 4]: This chunk is about D,\ncontinued here.\n"
@@ -387,8 +387,8 @@ class FakeWindowGenerate:
 
 
 def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fake_tokenizer):
-    from assets.blurbs import blurb_summary
-    from assets.prompting import BY_REFERENCE_WINDOW
+    from situate.assets.blurbs import blurb_summary
+    from situate.contextual.prompting import BY_REFERENCE_WINDOW
 
     text, spans = doc_and_spans(6)
     chunks = [text[a:z] for a, z in spans]
@@ -420,21 +420,26 @@ def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fa
 def test_the_examples_in_the_new_modules_hold():
     import doctest
 
-    import assets.blurb_files
-    import assets.contextualize
-    import assets.edits
-    import assets.skipping
+    import situate.contextual.blurb_files
+    import situate.contextual.contextualize
+    import situate.contextual.edits
+    import situate.contextual.skipping
 
-    for m in (assets.skipping, assets.edits, assets.contextualize, assets.blurb_files):
+    for m in (
+        situate.contextual.skipping,
+        situate.contextual.edits,
+        situate.contextual.contextualize,
+        situate.contextual.blurb_files,
+    ):
         assert doctest.testmod(m).failed == 0, m.__name__
 
 
 def test_the_default_mode_is_the_document_mode(monkeypatch):
     """Issue 23's choice: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; ``chunk`` (a blurb
     a chunk, today's prompt) stays one setting away."""
-    from assets.prompting import DEFAULT_PROMPT
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import BlurbLLM
+    from situate.contextual.prompting import DEFAULT_PROMPT
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import BlurbLLM
 
     monkeypatch.delenv("SITUATE_CONTEXT", raising=False)
     monkeypatch.delenv("SITUATE_PROMPT", raising=False)
@@ -448,7 +453,7 @@ def test_the_default_mode_is_the_document_mode(monkeypatch):
 def test_a_line_that_is_only_the_answer_prefix_falls_back(fake_tokenizer):
     """A one-generation line with nothing after "This chunk is about" (the codebase set's one
     generation wrote two) is no blurb: that chunk gets its own call, and keeps its own section."""
-    from assets.prompting import BY_REFERENCE_WINDOW
+    from situate.contextual.prompting import BY_REFERENCE_WINDOW
 
     text, spans = doc_and_spans(4)
     chunks = [text[a:z] for a, z in spans]

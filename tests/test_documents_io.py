@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from assets.partitions import decode_key
-from resources.documents.reading import DocumentError, discover, load, rst_headings
+from situate.assets.partitions import decode_key
+from situate.resources.documents.reading import DocumentError, discover, load, rst_headings
 
 
 def make_pdf(text_lines: list[str]) -> bytes:
@@ -148,7 +148,7 @@ def test_real_cookbook_corpus_has_90_documents_and_737_chunks():
 
 
 def test_huge_file_gets_a_named_error(tmp_path, monkeypatch):
-    import resources.documents.reading as dio
+    import situate.resources.documents.reading as dio
 
     monkeypatch.setattr(dio, "MAX_FILE_BYTES", 1000)
     (tmp_path / "big.txt").write_text("x" * 1001)
@@ -194,7 +194,7 @@ def test_unreadable_and_vanishing_files_do_not_stop_discovery(tmp_path, monkeypa
 
     for name in ("good.md", "locked.md", "gone.md"):
         (tmp_path / name).write_text(f"# {name}\n\nSome text.\n")
-    from resources.documents import reading as documents_io
+    from situate.resources.documents import reading as documents_io
 
     real_read, real_stat = documents_io.read_under, Path.stat
 

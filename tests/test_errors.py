@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 import situate
-from resources import errors
+from situate.resources import errors
 
 PACKAGES = ("assets", "resources", "pipelines", "situate")
 
@@ -32,7 +32,7 @@ def test_every_error_has_the_common_base():
     # warnings are not errors; everything else situate raises on purpose has the base
     errs = {k: c for k, c in classes.items() if not issubclass(c, Warning)}
     assert len(errs) >= 19, sorted(errs)  # the base and 18 errors
-    assert all(k.startswith("resources.errors.") for k in errs), sorted(errs)
+    assert all(k.startswith("situate.resources.errors.") for k in errs), sorted(errs)
     missing = [k for k, c in errs.items() if not issubclass(c, situate.SituateError)]
     assert missing == []
 
@@ -46,15 +46,15 @@ def test_built_in_bases_kept_and_one_clause_catches():
         raise errors.TooLarge(10, 5)
     assert str(info.value) == "too large (10 bytes > 5)" and info.value.size == 10
     # the raising modules still export their classes: the same objects
-    from pipelines.operations import QueryError
-    from resources.documents.reading import DocumentError
+    from situate.pipelines.operations import QueryError
+    from situate.resources.documents.reading import DocumentError
 
     assert DocumentError is errors.DocumentError and QueryError is situate.QueryError
 
 
 def test_a_real_refusal_is_caught_by_the_base(tmp_path):
     """A real error raised by situate's code, not constructed here: a blurb file that is not gzip."""
-    from assets.blurb_files import read
+    from situate.contextual.blurb_files import read
 
     bad = tmp_path / "blurbs.jsonl.gz"
     bad.write_bytes(b"not gzip at all")

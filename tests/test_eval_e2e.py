@@ -24,8 +24,8 @@ def report(tmp_path_factory):
         },
     ]
     (tmp / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    from assets.evaluation import CONFIGS
-    from pipelines.evaluate import run_eval
+    from situate.evaluation.metrics import CONFIGS
+    from situate.pipelines.evaluate import run_eval
 
     kwargs = dict(
         corpus=str(tmp / "tiny_chunks.json"),
@@ -48,7 +48,7 @@ def report(tmp_path_factory):
 
 
 def test_every_configuration_is_scored(report):
-    from assets.evaluation import CONFIGS
+    from situate.evaluation.metrics import CONFIGS
 
     first, _ = report
     assert first["n_queries"] == 2 and first["n_chunks"] == 6

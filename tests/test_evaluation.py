@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from assets import evaluation as ev
-from resources.store.retrieval import fuse, rrf, weighted_fusion
+from situate.evaluation import metrics as ev
+from situate.resources.store.retrieval import fuse, rrf, weighted_fusion
 
 
 def test_pass_at_k_by_hand():
@@ -115,7 +115,7 @@ def test_markdown_table_and_chart():
 def test_retrieval_eval_metadata_and_command():
     import dagster as dg
 
-    from assets.retrieval_eval import EvalConfig, eval_command, eval_metadata
+    from situate.assets.retrieval_eval import EvalConfig, eval_command, eval_metadata
 
     with pytest.raises(dg.Failure, match="SITUATE_EVAL_CORPUS"):
         eval_command(EvalConfig(corpus="", queries=""), "/tmp/x.json")

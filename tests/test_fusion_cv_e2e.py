@@ -14,8 +14,8 @@ pytestmark = [needs_models, pytest.mark.models]
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from pipelines.cli import main
-    from pipelines.evaluate import run_eval
+    from situate.pipelines.cli import main
+    from situate.pipelines.evaluate import run_eval
 
     assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # for late chunking; sha256 checked
     tmp = tmp_path_factory.mktemp("fusion")

@@ -1,4 +1,4 @@
-"""The fusion fitted by cross-validation (assets/fusion_fit.py): its Pass@k equals fusing the
+"""The fusion fitted by cross-validation (situate/evaluation/fusion_fit.py): its Pass@k equals fusing the
 lists for real, and its out-of-fold figure does not flatter a fusion found by searching noise."""
 
 import random
@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from assets import fusion_fit as ff
-from assets.evaluation import pass_at_k
+from situate.evaluation import fusion_fit as ff
+from situate.evaluation.metrics import pass_at_k
 
 
 def _random_case(n_queries=40, seed=1):
@@ -19,7 +19,7 @@ def _random_case(n_queries=40, seed=1):
 
 
 def _fused(rankings, q, fusion):
-    """Weighted RRF the plain way, ties in first-seen order (as resources.store.retrieval.rrf)."""
+    """Weighted RRF the plain way, ties in first-seen order (as situate.resources.store.retrieval.rrf)."""
     scores, seen = {}, {}
     for name, w in zip(rankings, fusion.weights):
         for rank, key in enumerate(rankings[name][q], start=1):
@@ -41,7 +41,7 @@ def test_pass_at_k_equals_fusing_the_lists(fusion):
 
 
 def test_equal_weights_k60_is_todays_rrf():
-    from resources.store.retrieval import rrf
+    from situate.resources.store.retrieval import rrf
 
     rankings, golden = _random_case(n_queries=10, seed=3)
     got = ff.per_query_pass([ff.Fusion((1.0, 1.0, 1.0), 60)], ff.prepare(rankings, golden))[0]

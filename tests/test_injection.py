@@ -1,7 +1,7 @@
 """Issue 32 (review of finding 4): instruction-like blurb text is dropped however it is disguised,
 and a blurb that only *describes* a chat template, install steps or CPU instructions is kept.
 
-Pure logic (:mod:`assets.injection`, :func:`assets.contextualize.record_from_raw`), plus every
+Pure logic (:mod:`situate.contextual.injection`, :func:`situate.contextual.contextualize.record_from_raw`), plus every
 raw answer of the twelve committed blurb files (real model output: none may be dropped)."""
 
 import gzip
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.injection import fold, is_instruction
+from situate.contextual.injection import fold, is_instruction
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +74,7 @@ def test_fold_removes_invisible_characters_and_look_alikes():
 
 
 def test_a_disguised_order_in_an_answer_is_dropped_and_the_rest_kept():
-    from assets.contextualize import record_from_raw
+    from situate.contextual.contextualize import record_from_raw
 
     doc = "## Grace period\n\nDuring the grace period both keys verify signatures."
     rec = record_from_raw(
@@ -91,7 +91,7 @@ def test_a_disguised_order_in_an_answer_is_dropped_and_the_rest_kept():
 
 
 def test_no_committed_blurb_is_taken_for_an_instruction():
-    from assets.prompting import _sentences
+    from situate.contextual.prompting import _sentences
 
     files = sorted((REPO / "benchmarks" / "blurbs").glob("*.jsonl.gz"))
     assert len(files) == 14

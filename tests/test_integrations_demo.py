@@ -16,9 +16,9 @@ pytestmark = [needs_models, pytest.mark.models]
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
-    from pipelines.demo import build_demo_corpus
-    from pipelines.operations import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.demo import build_demo_corpus
+    from situate.pipelines.operations import ingest
+    from situate.pipelines.settings import restored_env
 
     docs, home = tmp_path_factory.mktemp("demo-docs"), tmp_path_factory.mktemp("demo-home")
     build_demo_corpus(docs)
@@ -34,11 +34,11 @@ def test_both_retrievers_put_the_right_demo_file_first(demo_home):
     from langchain_core.documents import Document
     from llama_index.core.schema import NodeWithScore
 
-    from pipelines.demo import QUERIES
     from situate.integrations.langchain import SituateRetriever as LangChainRetriever
     from situate.integrations.llamaindex import SituateRetriever as LlamaIndexRetriever
+    from situate.pipelines.demo import QUERIES
 
-    expected = ["tiktoken-README.md", "lancedb-README.md", "dotenv-main.py"]  # QUERIES' order (pipelines.demo)
+    expected = ["tiktoken-README.md", "lancedb-README.md", "dotenv-main.py"]  # QUERIES' order (situate.pipelines.demo)
     for query, source in zip(QUERIES, expected):
         docs = LangChainRetriever(home=demo_home, k=3).invoke(query)
         assert isinstance(docs[0], Document) and docs[0].metadata["source"] == source, (query, docs[0].metadata)

@@ -2,7 +2,7 @@
 checked again against the new document, and is exported under the version it now serves.
 
 Real parts: the real ingest (Dagster runs in process), the default LLM where a blurb must be
-written, real files.  A blurb file (:mod:`assets.blurb_files`) plants blurbs that name a function
+written, real files.  A blurb file (:mod:`situate.contextual.blurb_files`) plants blurbs that name a function
 of the guide, so the test does not depend on what the 0.5B model chooses to write; the model then
 writes the chunks whose planted blurb an edit made wrong.
 """
@@ -102,7 +102,7 @@ def guide(name: str = "rotate_keys") -> str:
 
 
 def _rows(home):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     cols = ["source", "chunk_index", "text", "blurb", "blurb_status", "doc_sha256", "blurb_doc_sha256"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
@@ -110,7 +110,7 @@ def _rows(home):
 
 def _llm_for(docs, home):
     """The blurb LLM resource an ingest with :func:`small_settings` uses."""
-    from pipelines.settings import resources_from_env, restored_env
+    from situate.pipelines.settings import resources_from_env, restored_env
 
     settings = small_settings(docs, home)
     with restored_env(tuple(settings)):
@@ -119,8 +119,8 @@ def _llm_for(docs, home):
 
 
 def _llm_sha() -> str:
-    from resources.models import registry as models
-    from resources.store.cache import file_sha256
+    from situate.resources.models import registry as models
+    from situate.resources.store.cache import file_sha256
 
     return file_sha256(str(models.path_of(models.LLM)))
 
@@ -128,8 +128,8 @@ def _llm_sha() -> str:
 def _plant(rows, path, naming: bool):
     """A blurb file (real, gzip) with a blurb for every row's chunk, as the default model's lines in
     the default chunk mode; with ``naming``, every other blurb names ``rotate_keys``."""
-    from assets import blurb_files
-    from assets.edits import text_sha256
+    from situate.contextual import blurb_files
+    from situate.contextual.edits import text_sha256
 
     lines = []
     for r in rows:
@@ -194,7 +194,7 @@ def test_a_raised_chunk_limit_situates_only_the_skipped_document(tmp_path):
 def test_an_edit_keeps_no_blurb_naming_what_it_removed(tmp_path):
     """Finding 2: a kept blurb is cleaned and grounded again against the new version; those that
     name what the edit removed are written again by the model, the others are kept."""
-    from assets.prompting import absent_names
+    from situate.contextual.prompting import absent_names
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()
@@ -229,8 +229,8 @@ def test_an_edit_keeps_no_blurb_naming_what_it_removed(tmp_path):
 def test_a_blurb_file_saved_after_an_edit_finds_every_chunk_again(tmp_path):
     """Finding 5: blurbs kept across an edit are exported under the version they now serve, so the
     file re-loads with no LLM call; the file is written under another name and renamed into place."""
-    from pipelines.evaluate import write_blurb_file
-    from resources.store.store import Store
+    from situate.pipelines.evaluate import write_blurb_file
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()
@@ -259,8 +259,8 @@ def test_a_removed_blurb_file_supplies_no_more_blurbs(tmp_path):
     """Review of finding 4: blurbs taken from a file were stored as the model's, so they were kept
     by every later ingest after the file was removed, and exported as the model's.  They carry
     the file they came from: kept only while that file is set, exported with status ``file``."""
-    from pipelines.evaluate import write_blurb_file
-    from resources.store.store import Store
+    from situate.pipelines.evaluate import write_blurb_file
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()

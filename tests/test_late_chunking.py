@@ -1,4 +1,4 @@
-"""Late chunking's pooling (assets/late_chunking.py): each chunk pools exactly its own tokens,
+"""Late chunking's pooling (situate/contextual/late_chunking.py): each chunk pools exactly its own tokens,
 each token is read in the window where it is most central, and the special tokens and document
 prefix go around every window.  The per-token model is a fake (one-hot vectors), named as such:
 what is tested is the bookkeeping; the real model runs in tests/test_fusion_cv_e2e.py."""
@@ -6,7 +6,7 @@ what is tested is the bookkeeping; the real model runs in tests/test_fusion_cv_e
 import numpy as np
 import pytest
 
-from assets.late_chunking import chunk_vectors, owner_window, windows
+from situate.contextual.late_chunking import chunk_vectors, owner_window, windows
 
 
 def test_windows_cover_every_position_with_the_overlap():

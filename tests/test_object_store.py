@@ -32,7 +32,7 @@ def _uri(s3_server, name: str) -> str:
 
 def _cli(args, env, cwd, timeout=900):
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "situate.pipelines.cli", *args],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -45,7 +45,7 @@ def _cli(args, env, cwd, timeout=900):
 
 
 def test_store_options_come_from_the_usual_variables(monkeypatch):
-    from resources.store.objects import ObjectFolder, is_uri, normalize_home, store_config
+    from situate.resources.store.objects import ObjectFolder, is_uri, normalize_home, store_config
 
     for k in list(os.environ):
         if k.startswith(("AWS_", "GOOGLE_", "AZURE_")):
@@ -72,7 +72,7 @@ def test_store_options_come_from_the_usual_variables(monkeypatch):
 
 
 def test_a_credentials_file_that_does_not_parse_gets_one_line(tmp_path, monkeypatch):
-    from resources.store.objects import ObjectFolder, StoreUnavailable
+    from situate.resources.store.objects import ObjectFolder, StoreUnavailable
 
     (tmp_path / "sa.json").write_text("{}")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "sa.json"))
@@ -83,7 +83,7 @@ def test_a_credentials_file_that_does_not_parse_gets_one_line(tmp_path, monkeypa
 
 
 def test_objects_round_trip_and_conditional_create(s3_server):
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "objects"))
     assert folder.get("a/b.json") is None
@@ -104,8 +104,8 @@ def test_a_lease_is_held_by_one_process_at_a_time(s3_server, tmp_path):
     code = f"""
 import sys, time
 sys.path.insert(0, {str(REPO)!r})
-from resources.store.objects import ObjectFolder
-from resources.store.leases import object_lease
+from situate.resources.store.objects import ObjectFolder
+from situate.resources.store.leases import object_lease
 f = ObjectFolder({uri!r})
 for i in range(4):
     with object_lease(f, "locks/doc.lease", poll_s=0.05):
@@ -125,8 +125,8 @@ for i in range(4):
 
 
 def test_a_dead_holders_lease_is_taken_over(s3_server, monkeypatch):
-    from resources.store import leases
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store import leases
+    from situate.resources.store.objects import ObjectFolder
 
     monkeypatch.setenv("SITUATE_LEASE_STALE_S", "2")
     folder = ObjectFolder(_uri(s3_server, "stale"))
@@ -148,8 +148,8 @@ def test_a_dead_holders_lease_is_taken_over(s3_server, monkeypatch):
 
 
 def test_a_live_lease_makes_the_second_holder_wait(s3_server):
-    from resources.store.leases import object_lease
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.leases import object_lease
+    from situate.resources.store.objects import ObjectFolder
 
     folder = ObjectFolder(_uri(s3_server, "wait"))
     waited = threading.Event()
@@ -227,7 +227,7 @@ def s3_env(s3_server, tmp_path_factory):
 
 
 def _store(s3_env):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     os.environ.update({k: v for k, v in s3_env["env"].items() if k.startswith("AWS_") or k == "SITUATE_CACHE"})
     return Store(home=s3_env["uri"])
@@ -239,7 +239,7 @@ def test_ingest_lands_everything_on_the_object_store(s3_env):
     out = s3_env["first"].stdout
     assert "3 ingested" in out and "0 failed" in out, out
     store = _store(s3_env)
-    from resources.store.retrieval import bm25_ids
+    from situate.resources.store.retrieval import bm25_ids
 
     rows = store.columns(["chunk_id", "source", "blurb_status"]).to_pylist()
     ids = sorted(r["chunk_id"] for r in rows)
@@ -277,7 +277,7 @@ def test_reingest_calls_no_model_and_a_deleted_document_goes(s3_env):
     gone = _cli(["ingest", str(s3_env["docs"])], s3_env["env"], s3_env["work"])
     assert gone.returncode == 0 and "1 removed" in gone.stdout, gone.stdout + gone.stderr
     store = _store(s3_env)
-    from resources.store.retrieval import bm25_ids
+    from situate.resources.store.retrieval import bm25_ids
 
     rows = store.columns(["chunk_id", "source"]).to_pylist()
     assert rows and "notes.md" not in {r["source"] for r in rows}
@@ -313,14 +313,14 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
         }
         env.pop("DAGSTER_HOME")
         run = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs)],
+            [sys.executable, "-m", "situate.pipelines.cli", "ingest", str(docs)],
             env=env,
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        from resources.store.objects import ObjectFolder
+        from situate.resources.store.objects import ObjectFolder
 
         os.environ.update(s3["env"])
         folder = ObjectFolder(uri)
@@ -334,7 +334,7 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
     with seaweedfs(tmp_path / "s3", ports=ports) as s3:
         os.environ.update(s3["env"])
         again = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "ingest", str(docs)],
+            [sys.executable, "-m", "situate.pipelines.cli", "ingest", str(docs)],
             env=env,
             cwd=tmp_path,
             capture_output=True,
@@ -343,8 +343,8 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
         )
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
         assert "0 failed" in again.stdout, again.stdout
-        from resources.store.retrieval import bm25_ids
-        from resources.store.store import Store
+        from situate.resources.store.retrieval import bm25_ids
+        from situate.resources.store.store import Store
 
         store = Store(home=uri)
         rows = store.columns(["chunk_id", "source"]).to_pylist()

@@ -59,7 +59,7 @@ def _kill9(proc: subprocess.Popen) -> None:
 
 WRITER = """
     import sys, numpy as np, pyarrow as pa
-    from resources.store.store import Store, table_schema
+    from situate.resources.store.store import Store, table_schema
     store, passes, n_docs = Store(home=sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     prefix = sys.argv[4] if len(sys.argv) > 4 else "doc"
     schema = table_schema(768)
@@ -82,7 +82,7 @@ WRITER = """
             key = f"{prefix}{d}"
             store.replace_document(key, rows(key, n))
             if len(sys.argv) > 5:                # a concurrent run: rebuild BM25 after each document
-                from resources.store.retrieval import rebuild_bm25_from_table
+                from situate.resources.store.retrieval import rebuild_bm25_from_table
                 rebuild_bm25_from_table(store)
     print("done", flush=True)
 """
@@ -98,7 +98,7 @@ def _doc_rows(store) -> dict[str, list[str]]:
 
 
 def test_kill_9_during_table_writes_leaves_every_document_whole(tmp_path):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     home = tmp_path / "home"
     rng = random.Random(7)
@@ -127,9 +127,9 @@ def test_kill_9_during_table_writes_leaves_every_document_whole(tmp_path):
 
 def test_concurrent_runs_land_all_their_rows_and_bm25_follows(tmp_path):
     """Three writers on different documents at once, each rebuilding BM25 after every document."""
-    from assets.table_checks import unique_chunk_ids
-    from resources.store.retrieval import bm25_ids
-    from resources.store.store import Store
+    from situate.contextual.table_checks import unique_chunk_ids
+    from situate.resources.store.retrieval import bm25_ids
+    from situate.resources.store.store import Store
 
     home = tmp_path / "home"
     procs = [_spawn(tmp_path, WRITER, str(home), "1", "6", prefix, "bm25") for prefix in ("a", "b", "c")]
@@ -146,7 +146,7 @@ def test_concurrent_runs_land_all_their_rows_and_bm25_follows(tmp_path):
 
 FIRST_WRITER = """
     import os, sys, time, numpy as np, pyarrow as pa
-    from resources.store.store import Store, table_schema
+    from situate.resources.store.store import Store, table_schema
     store, key, go = Store(home=sys.argv[1]), sys.argv[2], sys.argv[3]
     schema = table_schema(768)
     cols = {f.name: [f"{key}-{f.name}"] * 300 for f in schema if f.name not in ("chunk_index", "vector")}
@@ -165,7 +165,7 @@ def test_writers_racing_to_create_the_table_keep_every_document(tmp_path):
     """Four runs released at once on an empty data folder all create the table: none may replace
     another's rows (Lance commits a racing create as an overwrite; before the create was
     serialised, 3 rounds in 6 of this lost a document)."""
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     for round_ in range(3):
         home, go = tmp_path / f"home{round_}", tmp_path / f"go{round_}"
@@ -185,7 +185,7 @@ def test_writers_racing_to_create_the_table_keep_every_document(tmp_path):
 
 BM25_BUILDER = """
     import sys
-    from resources.store.retrieval import build_bm25
+    from situate.resources.store.retrieval import build_bm25
     out = sys.argv[1]
     corpora = {n: ([f"r{n}-{i:05d}" for i in range(n)], [f"term{i % 97} common words {i}" for i in range(n)])
                for n in (4000, 3000)}
@@ -198,7 +198,7 @@ BM25_BUILDER = """
 
 
 def test_kill_9_during_bm25_builds_leaves_a_whole_index(tmp_path):
-    from resources.store import retrieval
+    from situate.resources.store import retrieval
 
     out = tmp_path / "bm25"
     rng = random.Random(11)
@@ -219,14 +219,14 @@ def test_kill_9_during_bm25_builds_leaves_a_whole_index(tmp_path):
 
 
 def test_a_corpus_without_bm25_terms_still_gets_an_index(tmp_path):
-    from resources.store.retrieval import bm25_ids, bm25_search, build_bm25
+    from situate.resources.store.retrieval import bm25_ids, bm25_search, build_bm25
 
     build_bm25(["a", "b"], ["x", "the of"], tmp_path / "bm25")  # stopwords and single letters only
     assert bm25_ids(tmp_path / "bm25") == ["a", "b"] and bm25_search(tmp_path / "bm25", "x the") == []
 
 
 def test_commit_conflicts_are_retried_and_other_errors_are_not():
-    from resources.store.store import is_commit_conflict, retry_commit
+    from situate.resources.store.store import is_commit_conflict, retry_commit
 
     calls = []
 
@@ -258,8 +258,8 @@ def test_commit_conflicts_are_retried_and_other_errors_are_not():
 
 
 def _situate(args: list[str], capsys, monkeypatch, **env) -> tuple[int, list[str]]:
-    from pipelines.cli import main
-    from pipelines.settings import restored_env
+    from situate.pipelines.cli import main
+    from situate.pipelines.settings import restored_env
 
     with monkeypatch.context() as m, restored_env():
         for k, v in env.items():
@@ -285,7 +285,7 @@ def test_missing_docs_and_unwritable_data_folder_get_one_line(tmp_path, capsys, 
 
 
 def test_missing_corrupt_and_foreign_model_files_get_one_line(tmp_path, capsys, monkeypatch):
-    from resources.models import registry as models
+    from situate.resources.models import registry as models
 
     src = models.path_of(models.LLM)  # the installed default, before any variable points elsewhere
     docs = tmp_path / "docs"
@@ -321,9 +321,9 @@ def test_missing_corrupt_and_foreign_model_files_get_one_line(tmp_path, capsys, 
 
 @needs_models
 def test_a_context_too_small_for_any_preamble_is_said_once(tmp_path):
-    from pipelines.preflight import context_warning
-    from resources.models import registry as models
-    from resources.models.llm import BlurbLLM
+    from situate.pipelines.preflight import context_warning
+    from situate.resources.models import registry as models
+    from situate.resources.models.llm import BlurbLLM
 
     llm = BlurbLLM(model_path=str(models.path_of(models.LLM)), n_ctx=64, max_tokens=80)
     line = context_warning(llm)
@@ -335,10 +335,10 @@ def test_a_context_too_small_for_any_preamble_is_said_once(tmp_path):
 
 
 def test_a_5_mb_line_and_a_20_mb_file_are_chunked_within_bounds(tmp_path):
-    from assets.chunking import make_chunks
-    from assets.chunks import count_cl100k
-    from resources.documents.reading import discover, load
-    from resources.models import registry as models
+    from situate.assets.chunks import count_cl100k
+    from situate.contextual.chunking import make_chunks
+    from situate.resources.documents.reading import discover, load
+    from situate.resources.models import registry as models
 
     models.use_offline_tiktoken()
     rng = random.Random(3)
@@ -393,7 +393,7 @@ def _ingest_until_blurbs(docs: Path, home: Path, settings: dict, n: int, capture
     folder, once ``n`` blurbs are in the cache (the child still running)."""
     pipe = subprocess.PIPE if capture else subprocess.DEVNULL
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "ingest", str(docs), "--home", str(home)],
+        [sys.executable, "-m", "situate.pipelines.cli", "ingest", str(docs), "--home", str(home)],
         env={**CHILD_ENV, **settings},
         stdout=pipe,
         stderr=pipe,
@@ -415,11 +415,11 @@ def _ingest_until_blurbs(docs: Path, home: Path, settings: dict, n: int, capture
 def test_kill_9_during_blurbs_then_resume_without_repeating_a_blurb(tmp_path):
     import dagster as dg
 
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
-    from resources.models.llm import CALLS
-    from resources.store.retrieval import bm25_ids
-    from resources.store.store import Store
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models.llm import CALLS
+    from situate.resources.store.retrieval import bm25_ids
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
@@ -461,10 +461,10 @@ def test_sigterm_stops_the_ingest_with_one_line_and_the_same_command_resumes(tmp
     blurbs finished before the signal from the cache."""
     import signal
 
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
-    from resources.models.llm import CALLS
-    from resources.store.store import Store
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models.llm import CALLS
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
@@ -493,11 +493,11 @@ def test_sigterm_stops_the_ingest_with_one_line_and_the_same_command_resumes(tmp
 @needs_models
 @pytest.mark.models
 def test_a_document_over_the_blurb_limit_is_indexed_without_llm_calls(tmp_path):
-    from assets.table_checks import fallback_share
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
-    from resources.models.llm import CALLS
-    from resources.store.store import Store
+    from situate.contextual.table_checks import fallback_share
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models.llm import CALLS
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
@@ -519,9 +519,9 @@ def test_a_document_over_the_blurb_limit_is_indexed_without_llm_calls(tmp_path):
 
 
 def _ingest_with(settings: dict, docs: Path, home: Path):
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
-    from resources.models.llm import CALLS
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models.llm import CALLS
 
     names = tuple(set(settings) | {"SITUATE_CHUNK_TOKENS", "SITUATE_EMBED_MODEL"})
     with restored_env(names):
@@ -536,7 +536,7 @@ def _ingest_with(settings: dict, docs: Path, home: Path):
 @needs_models
 @pytest.mark.models
 def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tmp_path):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()
@@ -567,8 +567,8 @@ def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
     """The second embedder is the blurb LLM's GGUF itself (Qwen2.5-Coder-0.5B, mean-pooled, 896
     wide): the only other model that installs with the defaults.  Every row is embedded again, no
     blurb is written again."""
-    from resources.models import registry as models
-    from resources.store.store import Store
+    from situate.resources.models import registry as models
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _small_docs(docs)
@@ -590,10 +590,10 @@ def test_switching_between_named_embedders_re_embeds_without_an_llm_call_and_sea
     then with ``SITUATE_EMBED_MODEL=nomic-embed-text-v1.5`` (the previous default, a GGUF, 768
     wide, installed by name): every row embedded again from the blurb cache, no LLM call, and a
     search with each embedder finds the right file."""
-    from pipelines.operations import search
-    from pipelines.settings import restored_env
-    from resources.models import registry as models
-    from resources.store.store import Store
+    from situate.pipelines.operations import search
+    from situate.pipelines.settings import restored_env
+    from situate.resources.models import registry as models
+    from situate.resources.store.store import Store
 
     models.install(names=["nomic-embed-text-v1.5"], log=lambda *_: None)
     docs, home = tmp_path / "docs", tmp_path / "home"
@@ -640,8 +640,8 @@ def test_bad_settings_and_a_search_without_a_data_folder_get_one_line(tmp_path, 
 
 
 def test_a_damaged_bm25_index_reads_as_none_and_is_rebuilt(tmp_path):
-    from resources.store import retrieval
-    from resources.store.store import Store
+    from situate.resources.store import retrieval
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path))
     retrieval.build_bm25(["a", "b"], ["rotate the keys", "bake the bread"], store.bm25_dir)

@@ -42,7 +42,7 @@ def _wait(predicate, timeout: float, what: str, step: float = 2.0):
 
 def _range_keys(instance, run) -> list[str]:
     """The documents of an ingest run (its partition range, in the registered order)."""
-    from assets.partitions import PARTITIONS
+    from situate.assets.partitions import PARTITIONS
 
     order = instance.get_dynamic_partitions(PARTITIONS)
     first, last = run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]
@@ -84,7 +84,7 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         "SITUATE_LEASE_STALE_S": "20",
         "PYTHONPATH": str(REPO),
     }
-    from pipelines.preflight import check_data_folder
+    from situate.pipelines.preflight import check_data_folder
 
     os.environ.update(s3_server["env"])
     check_data_folder(uri)  # the marker, as `situate ingest` writes it
@@ -143,8 +143,8 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         _wait(resumed, 600, "the killed run's documents to be ingested again")
         assert instance.get_run_by_id(victim.run_id).status == dg.DagsterRunStatus.FAILURE
 
-        from resources.store.retrieval import bm25_ids
-        from resources.store.store import Store
+        from situate.resources.store.retrieval import bm25_ids
+        from situate.resources.store.store import Store
 
         store = Store(home=uri)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from assets.partitions import KEY_PATTERN, PartitionKeyError, decode_key, encode_key
+from situate.assets.partitions import KEY_PATTERN, PartitionKeyError, decode_key, encode_key
 
 SOURCES = [
     "README.md",

@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 from conftest import REPO, needs_models, small_settings
 
-from assets.partitions import encode_key
+from situate.assets.partitions import encode_key
 
 pytestmark = [needs_models, pytest.mark.models]
 
@@ -40,8 +40,8 @@ def env(tmp_path_factory):
     (docs / "numpy-ma-README.rst").write_text(_head(numpy_ma.read_text(), 1500))
     (docs / "broken.txt").write_bytes(b"\x00\x01binary")
     settings = small_settings(docs, home)
-    from pipelines.cli import ingest
-    from pipelines.settings import restored_env
+    from situate.pipelines.cli import ingest
+    from situate.pipelines.settings import restored_env
 
     with restored_env(tuple(settings)):
         os.environ.update(settings)
@@ -50,7 +50,7 @@ def env(tmp_path_factory):
 
 
 def _store(env):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     return Store(home=str(env["home"]))
 
@@ -114,7 +114,7 @@ def test_long_document_gets_several_windows_and_every_chunk_a_prompt(env):
 
 
 def test_bm25_ids_equal_the_table(env):
-    from assets.bm25_index import ids_match
+    from situate.assets.bm25_index import ids_match
 
     ok, figures = ids_match(_store(env))
     assert ok, figures
@@ -132,7 +132,7 @@ def test_asset_checks_pass_after_a_real_ingest(env):
         evaluation = rec.event.dagster_event.event_specific_data
         if ck.name != "fallback_share":  # the tiny test settings (24-token blurbs) may fall back a lot
             assert evaluation.passed, (ck.name, evaluation.metadata)
-    from assets import table_checks
+    from situate.contextual import table_checks
 
     ok, md = table_checks.vectors_sound(_store(env), dim=384)
     assert ok and md["rows"] == _store(env).count_rows() > 0
@@ -154,7 +154,7 @@ def test_run_metadata_names_the_bad_document(env):
 
 
 def test_search_finds_the_right_document(env):
-    from pipelines.cli import search
+    from situate.pipelines.cli import search
 
     hits, warnings = search("How do I parse a .env file into a dictionary of variables?", 5, str(env["home"]))
     assert warnings == [] and len(hits) == 5
@@ -182,7 +182,7 @@ def test_search_cli_json(env):
         [
             sys.executable,
             "-m",
-            "pipelines.cli",
+            "situate.pipelines.cli",
             "search",
             "BM25 sparse index",
             "-k",
@@ -219,7 +219,7 @@ def test_search_cli_json(env):
 def test_search_reranks_with_rerank_30_and_not_by_default(env, monkeypatch):
     """--rerank 30 fuses the real cross-encoder's order with the first stage's; the default (no
     rerank), --rerank 0 and a missing reranker (with a warning) keep the first stage's order."""
-    from pipelines.cli import search
+    from situate.pipelines.cli import search
 
     query = "How do I parse a .env file into a dictionary of variables?"
     plain, w0 = search(query, 8, str(env["home"]), rerank=0)
@@ -247,7 +247,7 @@ def test_search_reranks_with_rerank_30_and_not_by_default(env, monkeypatch):
     ],
 )
 def test_bad_rerank_depth_gets_one_line(env, capsys, monkeypatch, args, setting, message):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     if setting is not None:
         monkeypatch.setenv("SITUATE_RERANK_DEPTH", setting)
@@ -257,7 +257,7 @@ def test_bad_rerank_depth_gets_one_line(env, capsys, monkeypatch, args, setting,
 
 
 def test_long_query_and_large_k_are_answered_with_warnings(env):
-    from pipelines.cli import search
+    from situate.pipelines.cli import search
 
     rows = _store(env).count_rows()
     hits, warnings = search("load the dotenv file " * 1500, k=rows + 50, home=str(env["home"]))
@@ -268,8 +268,8 @@ def test_long_query_and_large_k_are_answered_with_warnings(env):
 
 
 def test_second_ingest_does_no_model_work(env):
-    from pipelines.cli import ingest
-    from resources.models.llm import CALLS
+    from situate.pipelines.cli import ingest
+    from situate.resources.models.llm import CALLS
 
     before = _store(env).count_rows()
     CALLS.clear()
@@ -299,7 +299,7 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
             "asset",
             "materialize",
             "-m",
-            "pipelines.definitions",
+            "situate.pipelines.definitions",
             "--select",
             "raw_documents,chunks,fitted_preambles,blurbs,embeddings",
             "--partition",
@@ -326,7 +326,7 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
             "asset",
             "materialize",
             "-m",
-            "pipelines.definitions",
+            "situate.pipelines.definitions",
             "--select",
             "raw_documents,chunks",
             "--partition-range",
@@ -346,15 +346,15 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
 
 
 def test_sensor_removes_a_deleted_document(env):
-    from assets.bm25_index import ids_match
-    from pipelines.automation import documents_sensor
-    from pipelines.definitions import build_definitions
+    from situate.assets.bm25_index import ids_match
+    from situate.pipelines.automation import documents_sensor
+    from situate.pipelines.definitions import build_definitions
 
     store = _store(env)
     gone = encode_key("numpy-ma-README.rst")
     assert store.document_states().get(gone)
     (env["docs"] / "numpy-ma-README.rst").unlink()
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     defs = build_definitions(plain=True)
     instance = dg.DagsterInstance.get()
@@ -365,7 +365,7 @@ def test_sensor_removes_a_deleted_document(env):
     assert gone not in store.document_states()
     ok, figures = ids_match(store)
     assert ok and figures["table_rows"] == store.count_rows()
-    from resources.store.retrieval import bm25_ids
+    from situate.resources.store.retrieval import bm25_ids
 
     assert not any(i.startswith(gone + ":") for i in bm25_ids(store.bm25_dir))
 
@@ -373,7 +373,7 @@ def test_sensor_removes_a_deleted_document(env):
 def test_embedder_cuts_long_text_on_purpose_and_normalises(env):
     import numpy as np
 
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     embedder = resources_from_env(plain=True)["embedder"]
     long_text = " ".join(f"token{i}" for i in range(3000))  # far over the default's 512 tokens
@@ -387,8 +387,8 @@ def test_a_copy_under_another_name_costs_no_model_call(env):
     new rows, and every blurb and vector comes from the content-keyed caches."""
     import shutil
 
-    from pipelines.cli import ingest
-    from resources.models.llm import CALLS
+    from situate.pipelines.cli import ingest
+    from situate.resources.models.llm import CALLS
 
     src = env["docs"] / "bm25s-README.md"
     copy = env["docs"] / "copy of bm25s, réadme.md"
@@ -421,7 +421,17 @@ def _serve(env, port: int, *extra: str, token: str | None = None) -> subprocess.
 
     child_env = os.environ | env["settings"] | ({"SITUATE_API_TOKEN": token} if token else {})
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(env["home"]), *extra],
+        [
+            sys.executable,
+            "-m",
+            "situate.pipelines.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--home",
+            str(env["home"]),
+            *extra,
+        ],
         cwd=REPO,
         env=child_env,
         stdout=subprocess.PIPE,
@@ -461,7 +471,7 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
     """`situate serve` as a process: the JSON of `situate search --json`, /health, the page, 4xx
     with a message for each bad input (and it keeps serving), and a document ingested while it
     runs in its next answer."""
-    from pipelines.cli import ingest
+    from situate.pipelines.cli import ingest
 
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -590,7 +600,7 @@ def test_the_service_wants_a_token_off_loopback_and_checks_it(env):
         [
             sys.executable,
             "-m",
-            "pipelines.cli",
+            "situate.pipelines.cli",
             "serve",
             "--host",
             "0.0.0.0",
@@ -632,7 +642,7 @@ def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+        args=["-m", "situate.pipelines.cli", "mcp", "--home", str(env["home"])],
         env={k: v for k, v in (os.environ | env["settings"]).items()},
         cwd=str(REPO),
     )
@@ -666,7 +676,7 @@ def test_concurrent_mcp_tool_calls_through_the_client_each_get_their_own_hits(en
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pipelines.cli", "mcp", "--home", str(env["home"])],
+        args=["-m", "situate.pipelines.cli", "mcp", "--home", str(env["home"])],
         env={k: v for k, v in (os.environ | env["settings"]).items()},
         cwd=str(REPO),
     )

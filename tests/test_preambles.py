@@ -3,9 +3,9 @@
 import pytest
 from conftest import needs_models
 
-from assets.contextualize import ChatFrame, PromptBuilder, chat_frame
-from assets.fitted_preambles import fit_document
-from assets.preambles import FitPlan, cut_to_tokens, token_cuts
+from situate.assets.fitted_preambles import fit_document
+from situate.contextual.contextualize import ChatFrame, PromptBuilder, chat_frame
+from situate.contextual.preambles import FitPlan, cut_to_tokens, token_cuts
 
 FRAME = ChatFrame("<|user|>\n", "<|end|>\n<|assistant|>\n", True)
 
@@ -146,15 +146,15 @@ class FakeGenerate:
         self.calls = 0
 
     def __call__(self, tokens):
-        from resources.models.llm import Generation
+        from situate.resources.models.llm import Generation
 
         self.calls += 1
         return Generation("This part lists the wörd items of the document.", len(tokens), len(tokens), 0, 9, 0.0)
 
 
 def test_blurb_cache_makes_no_second_model_call(fake_tokenizer, tmp_path):
-    from assets.contextualize import contextualize
-    from resources.store.cache import BlurbCache, digest
+    from situate.contextual.contextualize import contextualize
+    from situate.resources.store.cache import BlurbCache, digest
 
     text, spans = doc_and_spans(4)
     b = builder(fake_tokenizer)
@@ -173,8 +173,8 @@ def test_blurb_cache_makes_no_second_model_call(fake_tokenizer, tmp_path):
 
 
 def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
-    from assets.contextualize import contextualize
-    from resources.models.llm import Generation
+    from situate.contextual.contextualize import contextualize
+    from situate.resources.models.llm import Generation
 
     text, spans = doc_and_spans(2)
     b = builder(fake_tokenizer)
@@ -199,7 +199,7 @@ def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
 
 
 def test_primed_prompt_starts_the_answer(fake_tokenizer):
-    from assets.prompting import ANTHROPIC_2024_PRIMED
+    from situate.contextual.prompting import ANTHROPIC_2024_PRIMED
 
     b = PromptBuilder(fake_tokenizer, FRAME, ANTHROPIC_2024_PRIMED)
     prompt = bytes(t for t in b.prefix("DOC") + b.suffix("CHUNK") if t < 256).decode()
@@ -208,8 +208,8 @@ def test_primed_prompt_starts_the_answer(fake_tokenizer):
 
 
 def test_unknown_prompt_is_a_clear_error():
-    from assets.fitted_preambles import prompt_builder
-    from resources.models.llm import BlurbLLM
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.resources.models.llm import BlurbLLM
 
     with pytest.raises(ValueError, match="unknown prompt 'mine'.*anthropic-2024"):
         prompt_builder(BlurbLLM(model_path="/nonexistent.gguf", prompt="mine"))
@@ -220,8 +220,8 @@ def test_unknown_prompt_is_a_clear_error():
 def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
     """A document quoting the chat template's special tokens and the prompt's own tags: with the
     real SmolLM2 tokenizer, none becomes a control token, so it cannot end the turn."""
-    from assets.fitted_preambles import prompt_builder
-    from pipelines.settings import resources_from_env
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"]
     b = prompt_builder(llm)
@@ -243,8 +243,8 @@ def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
 def test_structure_mode_plans_no_prompt():
     """``SITUATE_CONTEXT=structure``: no window, each chunk's allowance its length in characters,
     and the run's metadata says nothing fits (no LLM prompt is built)."""
-    from assets.fitted_preambles import document_plan, plan_summary
-    from resources.models.llm import BlurbLLM
+    from situate.assets.fitted_preambles import document_plan, plan_summary
+    from situate.resources.models.llm import BlurbLLM
 
     llm = BlurbLLM(model_path="/nonexistent.gguf", context="structure")
     plan = document_plan("alpha beta\ngamma", [(0, 10), (11, 16)], llm, None)

@@ -13,7 +13,7 @@ from test_batching import _real_document
 
 
 def test_every_option_keeps_the_published_prompt_verbatim():
-    from assets.prompting import ANTHROPIC_2024, PROMPTS
+    from situate.contextual.prompting import ANTHROPIC_2024, PROMPTS
 
     for name, p in PROMPTS.items():
         if name == "questions":  # doc2query, not a situating context: the document tags only
@@ -34,7 +34,7 @@ def test_every_option_keeps_the_published_prompt_verbatim():
 
 
 def test_a_system_line_goes_before_the_user_turn():
-    from assets.contextualize import chat_frame
+    from situate.contextual.contextualize import chat_frame
 
     chatml = (
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -49,10 +49,10 @@ def test_a_system_line_goes_before_the_user_turn():
 @needs_models
 @pytest.mark.models
 def test_options_with_the_real_default_model():
-    from assets.blurbs import STOP
-    from assets.fitted_preambles import prompt_builder
-    from assets.prompting import PROMPTS, SITUATING_SYSTEM, SITUATING_SYSTEM_CODE, clean_blurb
-    from pipelines.settings import resources_from_env
+    from situate.assets.blurbs import STOP
+    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.prompting import PROMPTS, SITUATING_SYSTEM, SITUATING_SYSTEM_CODE, clean_blurb
+    from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"n_ctx": 2048, "max_tokens": 60})
     text, chunks = _real_document()

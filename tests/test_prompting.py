@@ -1,4 +1,4 @@
-from assets.prompting import MAX_BLURB_CHARS, clean_blurb, contextualized_text, cut_loops
+from situate.contextual.prompting import MAX_BLURB_CHARS, clean_blurb, contextualized_text, cut_loops
 
 CHUNK = 'def load_dotenv(path):\n    """Parse a .env file and set the variables in os.environ."""\n'
 GOOD = "This chunk defines load_dotenv, the entry point of python-dotenv that reads a .env file."
@@ -35,8 +35,8 @@ def test_reasoning_model_outputs_keep_their_answer():
 
 
 def test_reasoning_models_do_not_stop_at_a_blank_line():
-    from assets.blurbs import STOP, stops
-    from assets.contextualize import chat_frame
+    from situate.assets.blurbs import STOP, stops
+    from situate.contextual.contextualize import chat_frame
 
     r1 = (
         "{% for m in messages %}<｜User｜>{{ m['content'] }}{% endfor %}"
@@ -110,7 +110,7 @@ def test_instruction_sentences_and_dangling_colons_are_dropped():
 
 
 def test_grounding_drops_sentences_with_invented_names():
-    from assets.prompting import absent_names, ground_blurb
+    from situate.contextual.prompting import absent_names, ground_blurb
 
     doc = "class Store:\n    def put_row(self, key): ...\n# uses LanceDB"
     assert absent_names("It defines put_row of the Store class.", doc) == []
@@ -127,7 +127,7 @@ def test_contextualized_text_with_structural_context():
 
 
 def test_grounding_keeps_abbreviations_calls_and_paths():
-    from assets.prompting import ground_blurb
+    from situate.contextual.prompting import ground_blurb
 
     doc = "struct Config;\nimpl Config { fn new() -> Self { .. } }\nfn read_file(p: &str) {}"
     for good in (
@@ -146,7 +146,7 @@ def test_prompt_texts_are_pinned_to_their_names():
     import hashlib
     import json
 
-    from assets.prompting import DOCUMENT_SUMMARY, PROMPT_VERSION, PROMPTS
+    from situate.contextual.prompting import DOCUMENT_SUMMARY, PROMPT_VERSION, PROMPTS
 
     def h(t):
         d = dataclasses.asdict(t)

@@ -18,7 +18,7 @@ from conftest import needs_models, small_settings
 
 
 def test_the_rule_holds_most_or_all_and_lets_small_removals_through():
-    from pipelines.sync import removal_held
+    from situate.pipelines.sync import removal_held
 
     assert removal_held(0, 10, 0) == ""  # nothing to remove
     assert removal_held(1, 1, 0) != ""  # every document gone, even one
@@ -29,7 +29,7 @@ def test_the_rule_holds_most_or_all_and_lets_small_removals_through():
 
 
 def test_plan_sync_holds_and_names_the_documents():
-    from pipelines.sync import plan_sync
+    from situate.pipelines.sync import plan_sync
 
     registered = ["a.md", "b.md", "c.md", "d.md"]
     plan = plan_sync([], registered, {}, "fp")
@@ -48,12 +48,12 @@ def _docs(folder: Path) -> None:
 @needs_models
 @pytest.mark.models
 def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
-    from assets import table_checks
-    from pipelines.automation import documents_sensor
-    from pipelines.cli import main
-    from pipelines.definitions import build_definitions
-    from pipelines.settings import resources_from_env, restored_env
-    from resources.store.store import Store
+    from situate.contextual import table_checks
+    from situate.pipelines.automation import documents_sensor
+    from situate.pipelines.cli import main
+    from situate.pipelines.definitions import build_definitions
+    from situate.pipelines.settings import resources_from_env, restored_env
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "mount", tmp_path / "home"
     _docs(docs)
@@ -113,12 +113,12 @@ def test_a_document_that_used_its_attempts_is_named_everywhere_and_an_edit_start
     an edit is new work and is asked for again."""
     from dagster._core.test_utils import create_run_for_test
 
-    from assets import table_checks
-    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, documents_sensor, plan_for, run_key
-    from pipelines.cli import main
-    from pipelines.definitions import build_definitions
-    from pipelines.settings import resources_from_env, restored_env
-    from resources.store.store import Store
+    from situate.contextual import table_checks
+    from situate.pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, documents_sensor, plan_for, run_key
+    from situate.pipelines.cli import main
+    from situate.pipelines.definitions import build_definitions
+    from situate.pipelines.settings import resources_from_env, restored_env
+    from situate.resources.store.store import Store
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     _docs(docs)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from resources.store.retrieval import bm25_ids, bm25_search, build_bm25, hybrid_search, rrf
+from situate.resources.store.retrieval import bm25_ids, bm25_search, build_bm25, hybrid_search, rrf
 
 
 def test_rrf_matches_hand_computed_scores():
@@ -39,9 +39,9 @@ def test_bm25_rejects_duplicate_ids(tmp_path):
 
 def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
-    from assets.embeddings import build_rows
-    from resources.store.retrieval import rebuild_bm25_from_table
-    from resources.store.store import Store
+    from situate.assets.embeddings import build_rows
+    from situate.resources.store.retrieval import rebuild_bm25_from_table
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path))
     chunks = [
@@ -70,9 +70,9 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
 def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path):
     """The index holds a second BM25 over structural context + chunk without the blurb, and
     search fuses it as a third RRF ranking (FAKE 4-d vectors stand in for the embedder)."""
-    from assets.embeddings import build_rows
-    from resources.store.retrieval import STRUCTURAL, rebuild_bm25_from_table, rrf
-    from resources.store.store import Store
+    from situate.assets.embeddings import build_rows
+    from situate.resources.store.retrieval import STRUCTURAL, rebuild_bm25_from_table, rrf
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path))
     texts = ["def rotate_keys(): pass", "def bake(): pass", "def rotate_tyres(): pass"]
@@ -114,9 +114,9 @@ def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path)
 
 def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     """Stopword-only query, ``k`` above the row count, an empty table (FAKE 4-d vectors)."""
-    from assets.embeddings import build_rows
-    from resources.store.retrieval import rebuild_bm25_from_table
-    from resources.store.store import Store
+    from situate.assets.embeddings import build_rows
+    from situate.resources.store.retrieval import rebuild_bm25_from_table
+    from situate.resources.store.store import Store
 
     empty = Store(home=str(tmp_path / "empty"))
     hits, warnings = hybrid_search(empty, np.ones(4, np.float32) / 2, "anything", k=5)
@@ -144,7 +144,7 @@ def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     "query,k,message", [("", 10, "empty query"), ("   \n\t", 10, "empty query"), ("apples", 0, "-k must be at least 1")]
 )
 def test_search_cli_refuses_empty_queries_and_bad_k_in_one_line(tmp_path, capsys, query, k, message):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     assert main(["search", query, "-k", str(k), "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -162,8 +162,8 @@ class FakeReranker:
 
 
 def test_rerank_hits_reorders_only_the_head():
-    from resources.models.reranker import rerank_hits
-    from resources.store.retrieval import Hit
+    from situate.resources.models.reranker import rerank_hits
+    from situate.resources.store.retrieval import Hit
 
     hits = [
         Hit(i + 1, 1.0 / (i + 1), f"c{i}", "d", "s", i, "", t, "")
@@ -184,7 +184,7 @@ def test_rerank_hits_reorders_only_the_head():
 
 
 def test_rerank_order_fuses_ranks_by_rrf():
-    from resources.models.reranker import rerank_order
+    from situate.resources.models.reranker import rerank_order
 
     # the cross-encoder puts the first stage's 5th first: fused, it rises to 3rd.  Fused scores:
     # 1st 1/61 + 1/62 = 0.03252, 2nd 1/62 + 1/63 = 0.03200, 5th 1/65 + 1/61 = 0.03178,
@@ -202,7 +202,7 @@ def test_real_reranker_prefers_the_relevant_passage():
 
     if not models_present():
         pytest.skip("models not installed")
-    from pipelines.settings import reranker_from_env
+    from situate.pipelines.settings import reranker_from_env
 
     s = reranker_from_env().score(
         "what causes ocean tides",
@@ -239,7 +239,7 @@ def test_bm25_finds_chinese_text_with_a_chinese_query(tmp_path):
     ],
 )
 def test_unparseable_arguments_get_one_line(capsys, argv, message):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -262,8 +262,8 @@ class RecordingFakeReranker:
 
 
 def test_the_cross_encoder_reads_context_and_chunk_not_the_blurb():
-    from resources.models.reranker import rerank_hits, rerank_passage
-    from resources.store.retrieval import Hit
+    from situate.resources.models.reranker import rerank_hits, rerank_passage
+    from situate.resources.store.retrieval import Hit
 
     hits = [
         Hit(1, 0.03, "c0", "d", "s", 0, "A made-up blurb.", "x = 1", "function f"),

@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 from conftest import needs_models
 
-from resources.documents.keys import PartitionKeyError, check_key, encode_key
+from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
 
 #: Keys the UI's "Add partition" accepts (Dagster does not validate dynamic partition keys).
 HOSTILE = [
@@ -37,7 +37,7 @@ def test_only_canonical_keys_of_relative_paths_pass():
 
 
 def test_the_store_refuses_stage_folders_of_invalid_keys(tmp_path):
-    from resources.store.store import Store
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path / "home"))
     assert store.stage_dir("docs_.a.md") == tmp_path / "home" / "stages" / "docs_.a.md"
@@ -54,11 +54,11 @@ def _victim(tmp_path):
 
 
 def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
-    from pipelines.automation import apply_to_instance, plan_for
-    from pipelines.sync import PARTITIONS
-    from resources.documents.docs import Chunking, DocsFolder
-    from resources.models.llm import BlurbLLM, Embedder
-    from resources.store.store import Store
+    from situate.pipelines.automation import apply_to_instance, plan_for
+    from situate.pipelines.sync import PARTITIONS
+    from situate.resources.documents.docs import Chunking, DocsFolder
+    from situate.resources.models.llm import BlurbLLM, Embedder
+    from situate.resources.store.store import Store
 
     victim = _victim(tmp_path)
     docs = tmp_path / "docs"
@@ -91,10 +91,10 @@ def test_a_sync_leaves_hand_registered_keys_alone(tmp_path):
 
 
 def test_a_run_of_an_invalid_key_touches_nothing(tmp_path):
-    from assets.partitions import documents
-    from assets.raw_documents import raw_documents
-    from resources.documents.docs import DocsFolder
-    from resources.store.store import Store
+    from situate.assets.partitions import documents
+    from situate.assets.raw_documents import raw_documents
+    from situate.resources.documents.docs import DocsFolder
+    from situate.resources.store.store import Store
 
     victim = _victim(tmp_path)
     docs = tmp_path / "docs"
@@ -128,8 +128,8 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
     import json
     import sys
 
-    from pipelines.output import EscapingStream, print_hits
-    from resources.store.retrieval import Hit
+    from situate.pipelines.output import EscapingStream, print_hits
+    from situate.resources.store.retrieval import Hit
 
     hostile = "ok\x1b]52;c;ZXZpbA==\x07 \x1b[8mhidden\x1b[0m \x9b2J \u202egnp.exe"
     hit = Hit(1, 0.5, "c1", "d1", f"notes/{hostile}.md", 0, f"blurb {hostile}", f"text {hostile}\nline 2")
@@ -152,7 +152,7 @@ def test_printed_hits_and_failure_lines_carry_no_raw_control_characters(capsys):
 
 
 def test_a_folder_of_the_users_is_refused_as_a_data_folder_and_keeps_its_files(tmp_path, capsys):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -174,8 +174,8 @@ def test_a_folder_of_the_users_is_refused_as_a_data_folder_and_keeps_its_files(t
 
 
 def test_another_docs_folder_needs_replace(tmp_path, capsys):
-    from pipelines.preflight import StartupError, check_data_folder, check_same_docs
-    from pipelines.settings import restored_env
+    from situate.pipelines.preflight import StartupError, check_data_folder, check_same_docs
+    from situate.pipelines.settings import restored_env
 
     home = check_data_folder(tmp_path / "home")
     assert (home / ".situate-data").is_file() and check_data_folder(home) == home  # marked, then accepted
@@ -184,7 +184,7 @@ def test_another_docs_folder_needs_replace(tmp_path, capsys):
     with pytest.raises(StartupError, match="holds the documents of .*notes: ingesting .*other would replace them"):
         check_same_docs(home, tmp_path / "other", replace=False)
     check_same_docs(home, tmp_path / "other", replace=True)
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     (tmp_path / "other").mkdir()
     with restored_env():
@@ -193,8 +193,8 @@ def test_another_docs_folder_needs_replace(tmp_path, capsys):
 
 
 def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
-    from pipelines.preflight import check_data_folder
-    from resources.documents.reading import discover
+    from situate.pipelines.preflight import check_data_folder
+    from situate.resources.documents.reading import discover
 
     docs = tmp_path / "docs"
     (docs / "index").mkdir(parents=True)
@@ -210,8 +210,8 @@ def test_a_data_folder_inside_the_docs_folder_is_not_ingested(tmp_path):
 def test_odd_files_never_stop_discovery(tmp_path):
     import os
 
-    from resources.documents.docs import DocsFolder
-    from resources.documents.reading import DocumentError, discover
+    from situate.resources.documents.docs import DocsFolder
+    from situate.resources.documents.reading import DocumentError, discover
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -225,9 +225,9 @@ def test_odd_files_never_stop_discovery(tmp_path):
 
 
 def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
-    from resources.documents.docs import DocsFolder
-    from resources.documents.keys import decode_key
-    from resources.documents.reading import discover
+    from situate.resources.documents.docs import DocsFolder
+    from situate.resources.documents.keys import decode_key
+    from situate.resources.documents.reading import discover
 
     for source in ("notes.", ".profile", "a#b.md", "x.json#doc#1", "dir./.f"):
         key = encode_key(source)
@@ -244,7 +244,7 @@ def test_keys_round_trip_and_ranges_split_one_way(tmp_path):
 
 
 def test_a_huge_k_gets_one_line(capsys, tmp_path):
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     assert main(["search", "x", "-k", str(2**70), "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -256,8 +256,8 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
     blanks is not read as a heading (the regex was quadratic on it)."""
     import json
 
-    from resources.documents import reading as documents_io
-    from resources.documents.reading import discover, load, markdown_headings
+    from situate.resources.documents import reading as documents_io
+    from situate.resources.documents.reading import discover, load, markdown_headings
 
     corpus = [{"doc_id": f"d{i}", "content": f"text {i}", "chunks": [{"content": f"text {i}"}]} for i in range(50)]
     (tmp_path / "c.json").write_text(json.dumps(corpus))
@@ -278,8 +278,8 @@ def test_small_inputs_cost_bounded_work(tmp_path, monkeypatch):
 def test_a_duplicate_doc_id_in_a_corpus_is_named(tmp_path):
     import json
 
-    from resources.documents.docs import DocsFolder
-    from resources.documents.reading import DocumentError, discover, load
+    from situate.resources.documents.docs import DocsFolder
+    from situate.resources.documents.reading import DocumentError, discover, load
 
     corpus = [
         {"doc_id": "d1", "content": "first", "chunks": [{"content": "first"}]},
@@ -331,7 +331,7 @@ def _pdf(pages: int, text: bytes, shared: bool, compress: bool = False) -> bytes
 
 
 def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
-    from resources.documents.reading import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
+    from situate.resources.documents.reading import MAX_PDF_CHARS_PER_BYTE, PDF_BASE_CHARS, DocumentError, pdf_to_text
 
     # 300 pages drawing one shared stream: its text is read once, with a note
     notes = []
@@ -350,7 +350,7 @@ def test_pdfs_that_extract_far_more_text_than_their_size_are_bounded():
 
 
 def test_deeply_nested_html_is_read_as_text_within_the_bound():
-    from resources.documents.reading import MAX_HTML_DEPTH, html_depth, html_to_text
+    from situate.resources.documents.reading import MAX_HTML_DEPTH, html_depth, html_to_text
 
     page = b"<html><body><h1>Title</h1><p>one<p>two<ul><li>a<li>b</ul><br><img src=x></body></html>"
     assert html_depth(page.decode()) == 3  # html > body > ul: unclosed <p>/<li> and void tags not counted
@@ -368,7 +368,7 @@ def test_deeply_nested_html_is_read_as_text_within_the_bound():
 def test_a_deeply_nested_source_file_gets_bounded_contexts():
     """Counted, not timed: 3,000 definitions each nested in the last (a 4.5 MB file) give each
     chunk a context of at most MAX_ENCLOSING labels, the innermost correct."""
-    from assets.code_context import MAX_ENCLOSING, chunk_contexts
+    from situate.contextual.code_context import MAX_ENCLOSING, chunk_contexts
 
     text = "".join(" " * i + f"def f{i}():\n" for i in range(3000))
     spans = [(i, i + 200) for i in range(0, len(text) - 200, 2000)]
@@ -385,8 +385,8 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
     read is refused at the read, and the outside file's bytes are never read."""
     import os
 
-    from resources.documents.docs import DocsFolder
-    from resources.documents.reading import DocumentError, discover, load
+    from situate.resources.documents.docs import DocsFolder
+    from situate.resources.documents.reading import DocumentError, discover, load
 
     docs, outside = tmp_path / "docs", tmp_path / "outside"
     (docs / "sub").mkdir(parents=True)
@@ -423,7 +423,7 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
 
 
 def test_hand_registered_keys_of_hidden_files_are_refused():
-    from resources.documents.keys import PartitionKeyError, check_key, encode_key
+    from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
 
     assert check_key(encode_key("docs/a.md")) == "docs/a.md"
     for hidden in (".env", ".git/config", "docs/.secret/key.md"):
@@ -432,8 +432,8 @@ def test_hand_registered_keys_of_hidden_files_are_refused():
 
 
 def test_data_folder_uris_with_fragment_or_query_characters_are_refused(capsys):
-    from pipelines.cli import main
-    from resources.store.objects import DataFolderURIError, normalize_home
+    from situate.pipelines.cli import main
+    from situate.resources.store.objects import DataFolderURIError, normalize_home
 
     assert normalize_home("s3://bucket/team-a/") == "s3://bucket/team-a"
     for uri in ("s3://bucket/team#a", "s3://bucket/team?a=1", "s3://bucket/team%2Fa"):
@@ -447,7 +447,7 @@ def test_data_folder_uris_with_fragment_or_query_characters_are_refused(capsys):
 def test_reading_a_folder_that_is_not_a_data_folder_creates_nothing(tmp_path, capsys):
     from fastapi.testclient import TestClient
 
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
     from situate.service import create_app
 
     mine = tmp_path / "my-notes"
@@ -462,7 +462,7 @@ def test_reading_a_folder_that_is_not_a_data_folder_creates_nothing(tmp_path, ca
 
 
 def test_an_object_store_data_folder_never_chooses_the_local_docs_folder():
-    from pipelines.settings import recorded_docs_root
+    from situate.pipelines.settings import recorded_docs_root
 
     # no store is reached: the URI alone says the docs-root object is not followed
     assert recorded_docs_root("s3://bucket/shared-team") is None
@@ -470,9 +470,9 @@ def test_an_object_store_data_folder_never_chooses_the_local_docs_folder():
 
 @needs_models
 def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
-    from pipelines.preflight import StartupError, check_chat_model
-    from pipelines.settings import resources_from_env
-    from resources.models import registry as models
+    from situate.pipelines.preflight import StartupError, check_chat_model
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models import registry as models
 
     res = resources_from_env(plain=True)
     check_chat_model(res["llm"])  # the default instruct model passes
@@ -484,8 +484,8 @@ def test_an_embedding_model_as_the_blurb_model_is_refused_in_one_line():
 def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):
     """A `../x` added in the UI used to raise PartitionKeyError inside rows_match_chunks on every
     bm25_index run, so the index was never rebuilt; it is left alone and named."""
-    from assets.table_checks import rows_match_chunks
-    from resources.store.store import Store
+    from situate.contextual.table_checks import rows_match_chunks
+    from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path / "home"))
     store.write_stage(encode_key("a.md"), "chunks", {"chunks": []})
@@ -496,8 +496,8 @@ def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):
 def test_stages_of_two_versions_of_one_document_are_never_committed_together():
     """Two runs of one document interleaving stage by stage (issue 24): the rows would carry the new
     version's hash with the old version's text.  The embeddings stage refuses to commit them."""
-    from assets.embeddings import check_one_version
-    from assets.per_document import UpstreamError
+    from situate.assets.embeddings import check_one_version
+    from situate.assets.per_document import UpstreamError
 
     check_one_version("a.md", {"sha256": "new"}, {"doc_sha256": "new"}, {"doc_sha256": "new"})
     check_one_version("a.md", {"sha256": "new"}, {"chunks": []}, {})  # stage files of an earlier release

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 
 def test_searches_beyond_the_queue_are_turned_away_and_the_rest_answered(monkeypatch, tmp_path):
-    import pipelines.operations as ops
+    import situate.pipelines.operations as ops
     import situate.service as svc
 
     release = threading.Event()
@@ -46,7 +46,7 @@ def test_searches_beyond_the_queue_are_turned_away_and_the_rest_answered(monkeyp
 
 
 def test_a_search_that_waits_past_the_bound_gets_503(monkeypatch, tmp_path):
-    import pipelines.operations as ops
+    import situate.pipelines.operations as ops
     import situate.service as svc
 
     release = threading.Event()

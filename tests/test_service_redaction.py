@@ -43,7 +43,7 @@ def _data_folder(root: Path, rows: int = 40, dim: int = 384) -> Path:
     its mark, written by :func:`benchmarks.search_scale.build_store`."""
     sys.path.insert(0, str(REPO))
     from benchmarks.search_scale import build_store
-    from resources.store.store import DATA_MARKER
+    from situate.resources.store.store import DATA_MARKER
 
     rng = np.random.default_rng(7)
     vecs = rng.standard_normal((rows, dim)).astype(np.float32)
@@ -62,7 +62,7 @@ def _serve(home: Path, env: dict, token: str | None = None) -> tuple[subprocess.
     if token:
         child_env["SITUATE_API_TOKEN"] = token
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
+        [sys.executable, "-m", "situate.pipelines.cli", "serve", "--port", str(port), "--home", str(home)],
         cwd=REPO,
         env=child_env,
         stdout=subprocess.PIPE,

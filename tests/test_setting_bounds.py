@@ -1,7 +1,7 @@
 """Setting bounds hold on every path (issue 32, finding 9).
 
 ``SITUATE_N_CTX=0`` or ``SITUATE_MAX_BLURB_CHUNKS=-1`` used to be refused by ``situate ingest``
-only: through the Dagster definitions (``dagster asset materialize -m pipelines.definitions``,
+only: through the Dagster definitions (``dagster asset materialize -m situate.pipelines.definitions``,
 ``situate dev``) they loaded, and -1 marked every document too large (``skipped:large-document``).
 Here the real ``dagster`` command, real runs of the real definitions (a value changed after the
 code location loaded, a value given as run config), ``situate dev`` and the CLI's own settings
@@ -20,7 +20,7 @@ import dagster as dg
 import pytest
 from conftest import REPO, needs_models
 
-from assets.partitions import PARTITIONS, encode_key
+from situate.assets.partitions import PARTITIONS, encode_key
 
 #: The two values of the finding and the message each must get (the variable, the value, the bound).
 FINDING = [
@@ -67,7 +67,7 @@ def _large_document_marks(home: Path) -> list[str]:
 @pytest.mark.models
 @pytest.mark.parametrize("name,value,message", FINDING)
 def test_the_dagster_command_refuses_an_out_of_range_setting(tmp_path, name, value, message):
-    """The real ``dagster asset materialize -m pipelines.definitions`` over one real document."""
+    """The real ``dagster asset materialize -m situate.pipelines.definitions`` over one real document."""
     env = _folders(tmp_path)
     key = encode_key("main.py")
     _register(env, key)
@@ -79,7 +79,7 @@ def test_the_dagster_command_refuses_an_out_of_range_setting(tmp_path, name, val
             "asset",
             "materialize",
             "-m",
-            "pipelines.definitions",
+            "situate.pipelines.definitions",
             "--select",
             "raw_documents,chunks,fitted_preambles,blurbs",
             "--partition",
@@ -98,11 +98,11 @@ def test_the_dagster_command_refuses_an_out_of_range_setting(tmp_path, name, val
 
 
 def _ingest_in_process(env: dict, monkeypatch, run_config: dict | None = None, after_load: dict | None = None):
-    """One ``ingest`` run of the real definitions (``pipelines.definitions.build_definitions``, as
+    """One ``ingest`` run of the real definitions (``situate.pipelines.definitions.build_definitions``, as
     the code location builds them: set variables become ``dg.EnvVar``) on a real instance;
     ``after_load`` is set in the environment after the definitions are built (a run launched
     later, by ``situate dev``'s daemon, reads them then)."""
-    from pipelines.definitions import build_definitions
+    from situate.pipelines.definitions import build_definitions
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -148,7 +148,7 @@ def test_a_run_of_the_definitions_refuses_a_value_set_after_they_loaded(tmp_path
 @pytest.mark.models
 def test_run_config_out_of_range_is_refused_by_the_resource(tmp_path, monkeypatch):
     """A value given in the launchpad (run config) is held to the same bound."""
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     env = _folders(tmp_path)
     llm = {"model_path": resources_from_env(plain=True)["llm"].model_path, "max_chunks_per_document": -1}
@@ -161,7 +161,7 @@ def test_run_config_out_of_range_is_refused_by_the_resource(tmp_path, monkeypatc
 
 def test_situate_dev_refuses_before_starting_dagster(tmp_path, monkeypatch, capsys):
     """``situate dev`` says the one line and exits 2; Dagster is never started."""
-    from pipelines.cli import main
+    from situate.pipelines.cli import main
 
     started = []
 
@@ -194,7 +194,7 @@ def _table() -> list:
     """The table's rows; one row of ``None`` where there is no table (a failing case, not a
     collection error)."""
     try:
-        from resources.models.llm import SETTING_BOUNDS
+        from situate.resources.models.llm import SETTING_BOUNDS
     except ImportError:
         return [("(no SETTING_BOUNDS table)", None)]
     return sorted(SETTING_BOUNDS.items())
@@ -204,11 +204,11 @@ def _table() -> list:
 def test_every_bound_is_held_on_the_cli_and_on_the_definitions_path(name, bound, monkeypatch):
     """Each bound of the one table: a value past either end is refused where the CLI reads the
     settings and where the code location does, with the same message."""
-    from pipelines.definitions import build_definitions
-    from pipelines.preflight import StartupError
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.definitions import build_definitions
+    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.settings import resources_from_env
 
-    assert bound is not None, "resources.models.llm.SETTING_BOUNDS: the one table of bounds"
+    assert bound is not None, "situate.resources.models.llm.SETTING_BOUNDS: the one table of bounds"
     assert bound.source.strip(), f"{name}: a bound says where it comes from"
     outside = _outside(bound)
     assert outside, f"{name}: a bound has at least one end"
@@ -223,10 +223,10 @@ def test_every_bound_is_held_on_the_cli_and_on_the_definitions_path(name, bound,
 
 
 def test_values_inside_the_bounds_load(monkeypatch):
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.settings import resources_from_env
 
     for name, bound in _table():
-        assert bound is not None, "resources.models.llm.SETTING_BOUNDS: the one table of bounds"
+        assert bound is not None, "situate.resources.models.llm.SETTING_BOUNDS: the one table of bounds"
         monkeypatch.setenv(name, str(bound.low if bound.low is not None else bound.high))
     monkeypatch.setenv("SITUATE_OVERLAP_TOKENS", "0")
     res = resources_from_env(plain=True)
@@ -234,10 +234,10 @@ def test_values_inside_the_bounds_load(monkeypatch):
 
 
 def test_overlap_must_be_smaller_than_the_chunk(monkeypatch):
-    """The pair's rule (:func:`assets.chunking.chunk_text` refused it once per document)."""
-    from pipelines.definitions import build_definitions
-    from pipelines.preflight import StartupError
-    from pipelines.settings import resources_from_env
+    """The pair's rule (:func:`situate.contextual.chunking.chunk_text` refused it once per document)."""
+    from situate.pipelines.definitions import build_definitions
+    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.settings import resources_from_env
 
     monkeypatch.setenv("SITUATE_CHUNK_TOKENS", "100")
     monkeypatch.setenv("SITUATE_OVERLAP_TOKENS", "100")
@@ -251,7 +251,7 @@ def test_the_resource_holds_its_bounds_itself(monkeypatch):
     is checked when it has a value and left to the run's start when it has none."""
     import pydantic
 
-    from resources.models.llm import BlurbLLM, Embedder
+    from situate.resources.models.llm import BlurbLLM, Embedder
 
     with pytest.raises(pydantic.ValidationError, match=r"SITUATE_N_CTX=0 is below its minimum, 1"):
         BlurbLLM(model_path="x.gguf", n_ctx=0)
@@ -269,12 +269,12 @@ def test_the_resource_holds_its_bounds_itself(monkeypatch):
 
 def test_every_numeric_setting_read_is_in_the_table():
     """Each variable read as a number (``int_from_env``, ``setting_from_env``, ``val(…, int)`` in
-    :func:`pipelines.settings.resources_from_env`) has a row, and the rerank depth's high end is
+    :func:`situate.pipelines.settings.resources_from_env`) has a row, and the rerank depth's high end is
     the search's own bound."""
     import re
 
-    from pipelines.operations import MAX_K
-    from resources.models.llm import EMBEDDER_SETTINGS, LLM_SETTINGS, SETTING_BOUNDS
+    from situate.pipelines.operations import MAX_K
+    from situate.resources.models.llm import EMBEDDER_SETTINGS, LLM_SETTINGS, SETTING_BOUNDS
 
     read = set()
     for path in list((REPO / "pipelines").glob("*.py")) + list((REPO / "assets").glob("*.py")):
@@ -288,18 +288,22 @@ def test_every_numeric_setting_read_is_in_the_table():
 
 
 def test_the_fallback_share_is_checked_at_start_not_at_import():
-    """SITUATE_MAX_FALLBACK_SHARE is no longer read when ``assets.bm25_index`` is imported (the
+    """SITUATE_MAX_FALLBACK_SHARE is no longer read when ``situate.assets.bm25_index`` is imported (the
     table check reads it when its run starts): the import succeeds, and the settings check every
     command and the code location make refuses a value that is not a number, or outside 0-1,
     naming the variable."""
-    check = "from pipelines.settings import check_environment; check_environment()"
+    check = "from situate.pipelines.settings import check_environment; check_environment()"
     for raw, said in (
         ("abc", "SITUATE_MAX_FALLBACK_SHARE='abc' is not a number"),
         ("1.5", "SITUATE_MAX_FALLBACK_SHARE=1.5 is above its maximum"),
     ):
         env = {**os.environ, "SITUATE_MAX_FALLBACK_SHARE": raw}
         imported = subprocess.run(
-            [sys.executable, "-c", "import assets.bm25_index"], capture_output=True, text=True, env=env, cwd=REPO
+            [sys.executable, "-c", "import situate.assets.bm25_index"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
         )
         assert imported.returncode == 0, imported.stderr[-300:]
         res = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=REPO)

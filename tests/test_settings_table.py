@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.models.llm import SETTING_BOUNDS
-from resources.settings import SETTINGS, SETTINGS_BY_NAME, reference_markdown, unknown_settings
+from situate.resources.models.llm import SETTING_BOUNDS
+from situate.resources.settings import SETTINGS, SETTINGS_BY_NAME, reference_markdown, unknown_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Strings that name a group of settings in messages ("SITUATE_LLM_URL and the other SITUATE_LLM
@@ -44,12 +44,12 @@ def test_the_configuration_page_is_the_generated_table():
     page = (ROOT / "docs" / "configuration.md").read_text()
     m = re.search(r"<!-- settings:begin[^>]*-->\n(.*?)<!-- settings:end -->", page, re.S)
     assert m, "docs/configuration.md has no settings markers"
-    assert m.group(1) == reference_markdown(), "regenerate it: python -m resources.settings"
+    assert m.group(1) == reference_markdown(), "regenerate it: python -m situate.resources.settings"
     assert "| `SITUATE_N_CTX` | " in m.group(1) and "| 1 to 131,072 |" in m.group(1)
 
 
 def test_a_typo_is_named_with_the_closest_setting(monkeypatch):
-    from pipelines.settings import check_environment
+    from situate.pipelines.settings import check_environment
 
     assert unknown_settings({"SITUATE_N_CTX": "1", "SITUATE_CHUNK_TOKEN": "400", "SITUATE_ZZZ": "1"}) == [
         ("SITUATE_CHUNK_TOKEN", "SITUATE_CHUNK_TOKENS"),
@@ -62,8 +62,8 @@ def test_a_typo_is_named_with_the_closest_setting(monkeypatch):
 
 @pytest.mark.parametrize("name", ["SITUATE_FLASH_ATTN", "SITUATE_LLM_REPACK", "SITUATE_LLM_BATCH"])
 def test_an_on_off_setting_takes_0_or_1(monkeypatch, name):
-    from pipelines.preflight import StartupError
-    from pipelines.settings import resources_from_env
+    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.settings import resources_from_env
 
     monkeypatch.setenv(name, "yes")
     with pytest.raises(StartupError, match=rf"{name}='yes': set 1 \(on\) or 0 \(off\)"):
@@ -139,8 +139,8 @@ def test_the_read_check_sees_each_form_of_read():
 def test_the_blurb_llm_defaults_agree_with_the_settings():
     """A ``BlurbLLM`` built directly and the one the settings build with nothing set decode alike
     (the repeat penalty was 1.3 in one and the model's 1.1 in the other)."""
-    from pipelines.settings import resources_from_env
-    from resources.models.llm import BlurbLLM
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.llm import BlurbLLM
 
     built = resources_from_env(plain=True)["llm"]
     direct = BlurbLLM(model_path=built.model_path)
@@ -151,9 +151,9 @@ def test_the_blurb_llm_defaults_agree_with_the_settings():
 def test_run_settings_are_read_when_the_run_starts(monkeypatch):
     """Settings an asset's run config falls back to are read at the run, not when the code
     location is imported: one set after the import applies."""
-    from assets.bm25_index import max_fallback_share
-    from assets.retrieval_eval import EvalConfig, eval_command
-    from resources.errors import SettingError
+    from situate.assets.bm25_index import max_fallback_share
+    from situate.assets.retrieval_eval import EvalConfig, eval_command
+    from situate.resources.errors import SettingError
 
     assert max_fallback_share() == 0.9
     monkeypatch.setenv("SITUATE_MAX_FALLBACK_SHARE", "0.25")
@@ -167,15 +167,15 @@ def test_run_settings_are_read_when_the_run_starts(monkeypatch):
 
 
 def test_each_default_is_written_once():
-    """:data:`resources.settings.DEFAULTS` is the default: the reference shows it, and the
+    """:data:`situate.resources.settings.DEFAULTS` is the default: the reference shows it, and the
     resources' field defaults and the modules' constants that predate it equal it."""
-    from assets.prompting import DEFAULT_PROMPT
-    from assets.table_checks import MAX_FALLBACK_SHARE
-    from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking
-    from resources.models.llm import BlurbLLM
-    from resources.models.reranker import SEARCH_RERANK_DEPTH
-    from resources.settings import DEFAULTS
-    from resources.store.leases import STALE_S
+    from situate.contextual.prompting import DEFAULT_PROMPT
+    from situate.contextual.table_checks import MAX_FALLBACK_SHARE
+    from situate.resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking
+    from situate.resources.models.llm import BlurbLLM
+    from situate.resources.models.reranker import SEARCH_RERANK_DEPTH
+    from situate.resources.settings import DEFAULTS
+    from situate.resources.store.leases import STALE_S
 
     for name, value in DEFAULTS.items():
         shown = SETTINGS_BY_NAME[name].default

@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 from conftest import needs_models
 
-from assets.embeddings import build_rows
-from pipelines.sync import contiguous_ranges, plan_sync
-from resources.documents.reading import SourceRef
-from resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
-from resources.store.store import Store
+from situate.assets.embeddings import build_rows
+from situate.pipelines.sync import contiguous_ranges, plan_sync
+from situate.resources.documents.reading import SourceRef
+from situate.resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
+from situate.resources.store.store import Store
 
 DOC = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s1"}
 
@@ -110,7 +110,7 @@ def _widen(table, dim):
     """The same rows with FAKE ``dim``-wide vectors."""
     import pyarrow as pa
 
-    from resources.store.store import table_schema
+    from situate.resources.store.store import table_schema
 
     vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(table.num_rows * dim, np.float32)), dim)
     return pa.Table.from_arrays([*table.columns[:-1], vec], schema=table_schema(dim))
@@ -156,8 +156,8 @@ def test_a_table_of_an_older_schema_is_migrated_in_place(tmp_path):
 
 @needs_models
 def test_a_search_at_another_width_gets_one_line(tmp_path, capsys, monkeypatch):
-    from pipelines import cli
-    from pipelines.preflight import StartupError
+    from situate.pipelines import cli
+    from situate.pipelines.preflight import StartupError
 
     store = Store(home=str(tmp_path))
     store.replace_document("a", rows("a", ["x"]))  # FAKE 4-d vectors: the embedder writes 384
@@ -179,7 +179,7 @@ def test_documents_of_active_runs_are_in_flight():
 
     import dagster as dg
 
-    from pipelines.automation import RANGE_END, RANGE_START, in_flight_keys
+    from situate.pipelines.automation import RANGE_END, RANGE_START, in_flight_keys
 
     order = ["a", "b", "c", "d", "e"]
     with dg.instance_for_test() as instance:
@@ -200,8 +200,8 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
     vector first, and the BM25 index loads again after it is rebuilt."""
     import pyarrow as pa
 
-    from resources.store.retrieval import bm25_search, build_bm25, hybrid_search
-    from resources.store.store import TABLE, table_schema
+    from situate.resources.store.retrieval import bm25_search, build_bm25, hybrid_search
+    from situate.resources.store.store import TABLE, table_schema
 
     rng = np.random.default_rng(0)
     n, dim = 600, 32
@@ -246,7 +246,7 @@ def _ingested(tmp_path):
 
 
 def test_table_checks_pass_on_a_sound_table_and_fail_when_tampered(tmp_path):
-    from assets import table_checks as tc
+    from situate.contextual import table_checks as tc
 
     store = _ingested(tmp_path)
     keys = ["a", "b", "bad"]
@@ -277,8 +277,8 @@ def test_table_checks_pass_on_a_sound_table_and_fail_when_tampered(tmp_path):
 def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path):
     import dagster as dg
 
-    from assets.bm25_index import bm25_index
-    from pipelines.sync import PARTITIONS
+    from situate.assets.bm25_index import bm25_index
+    from situate.pipelines.sync import PARTITIONS
 
     store = _ingested(tmp_path / "home")
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
@@ -307,8 +307,8 @@ def test_asset_checks_run_with_bm25_index_and_fail_on_a_tampered_table(tmp_path)
 
 
 def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
-    from pipelines.automation import run_requests
-    from pipelines.sync import SyncPlan, run_ranges
+    from situate.pipelines.automation import run_requests
+    from situate.pipelines.sync import SyncPlan, run_ranges
 
     order = [f"d{i}" for i in range(7)]
     stale = ["d0", "d1", "d2", "d3", "d5", "d6"]
@@ -326,7 +326,7 @@ def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
     ]
     assert spans == [("d0", "d1"), ("d2", "d3"), ("d5", "d6")]
     assert len({r.run_key for r in reqs}) == 3  # disjoint documents, distinct runs
-    from assets.partitions import backfill_policy
+    from situate.assets.partitions import backfill_policy
 
     monkeypatch.setenv("SITUATE_DOCS_PER_RUN", "2")
     policy = backfill_policy()
@@ -380,8 +380,8 @@ def test_a_range_whose_run_died_is_asked_for_again_a_bounded_number_of_times():
     """Dagster skips a run key it has seen: a range whose run failed as a whole (its worker killed)
     gets a new key per failure, up to MAX_RUN_ATTEMPTS runs, then keeps the last one (no relaunch
     every minute of a run that keeps dying)."""
-    from pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, run_requests
-    from pipelines.sync import SyncPlan
+    from situate.pipelines.automation import MAX_RUN_ATTEMPTS, RUN_BASE, run_requests
+    from situate.pipelines.sync import SyncPlan
 
     order = ["d0", "d1", "d2", "d3"]
     refs = {k: SourceRef(k, k, f"/x/{k}", "sha") for k in order}
@@ -418,7 +418,7 @@ def test_a_killed_automation_run_of_the_index_is_reaped():
     import dagster as dg
     from dagster._core.test_utils import create_run_for_test
 
-    from pipelines.automation import reap_dead_runs
+    from situate.pipelines.automation import reap_dead_runs
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

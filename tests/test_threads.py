@@ -1,4 +1,4 @@
-"""Threads that follow the free cores (resources.models.threads): the meter's arithmetic on FAKE
+"""Threads that follow the free cores (situate.resources.models.threads): the meter's arithmetic on FAKE
 /proc tick readings, the real /proc read, and a real model's threads set through llama.cpp."""
 
 import time
@@ -9,7 +9,7 @@ from conftest import needs_models
 
 def _fake_meter(monkeypatch, readings, cores=(0, 1)):
     """A CoreMeter over FAKE (busy, total, own) tick readings, one per measurement."""
-    import resources.models.threads as th
+    import situate.resources.models.threads as th
 
     it = iter(readings)
     monkeypatch.setattr(th, "_read_ticks", lambda cores: next(it))
@@ -44,7 +44,7 @@ def test_unreadable_proc_keeps_every_allowed_core(monkeypatch):
 
 
 def test_real_proc_ticks_count_this_process():
-    from resources.models.threads import _read_ticks, allowed_cores
+    from situate.resources.models.threads import _read_ticks, allowed_cores
 
     a = _read_ticks(allowed_cores())
     t0 = time.process_time()
@@ -58,8 +58,8 @@ def test_real_proc_ticks_count_this_process():
 @needs_models
 @pytest.mark.models
 def test_a_model_call_sets_llama_cpp_threads(monkeypatch):
-    import resources.models.threads as th
-    from pipelines.settings import resources_from_env
+    import situate.resources.models.threads as th
+    from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"n_threads": 1})
     L = llm.load()

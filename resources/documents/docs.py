@@ -6,9 +6,9 @@ from pathlib import Path, PurePosixPath
 
 import dagster as dg
 
-from resources.documents.files import TooLarge, read_under
-from resources.documents.keys import PartitionKeyError, check_key, encode_key
-from resources.documents.reading import (
+from situate.resources.documents.files import TooLarge, read_under
+from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
+from situate.resources.documents.reading import (
     DUPLICATE_MARK,
     MAX_FILE_BYTES,
     DocumentError,
@@ -47,7 +47,7 @@ class DocsFolder(dg.ConfigurableResource):
         return self.root.parent if self.root.is_file() else self.root
 
     def discover(self) -> list[SourceRef]:
-        """Every document now present (see :func:`resources.documents.reading.discover`)."""
+        """Every document now present (see :func:`situate.resources.documents.reading.discover`)."""
         return discover(self.root)
 
     def resolve(self, key: str) -> SourceRef:
@@ -56,7 +56,7 @@ class DocsFolder(dg.ConfigurableResource):
         Raises
         ------
         DocumentError
-            The key is malformed or not canonical (:func:`resources.documents.keys.check_key`), its path
+            The key is malformed or not canonical (:func:`situate.resources.documents.keys.check_key`), its path
             resolves outside the docs folder, or its file (or corpus entry) no longer exists.
         """
         try:

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from resources.errors import LinkRefused, TooLarge  # noqa: F401  (importable from here as before)
+from situate.resources.errors import LinkRefused, TooLarge  # noqa: F401  (importable from here as before)
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
+from situate.resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -19,10 +19,10 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
-from resources.documents.files import TooLarge, read_under, split_under
-from resources.documents.keys import encode_key
-from resources.errors import DocumentError  # noqa: F401  (importable from here as before)
-from resources.store.store import DATA_MARKER
+from situate.resources.documents.files import TooLarge, read_under, split_under
+from situate.resources.documents.keys import encode_key
+from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
+from situate.resources.store.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024

@@ -1,7 +1,7 @@
 """The blurb model through Anthropic's Messages API (``SITUATE_LLM_API=anthropic``).
 
 The prompts are the ones the in-process model gets, built by the same
-:class:`assets.contextualize.PromptBuilder` over a stand-in tokenizer (:class:`ChatTokenizer`)
+:class:`situate.contextual.contextualize.PromptBuilder` over a stand-in tokenizer (:class:`ChatTokenizer`)
 whose "tokens" are the UTF-8 bytes of the text plus three markers: where the system line ends,
 where the document prefix ends (the cache breakpoint) and where the user turn ends.  A request
 then has the system line as ``system``, the document prefix as the first text block of the user
@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 import time
 
-from resources.models.server import Completion, ContextExceeded, ServerError, check_url
+from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url
 
 #: The public endpoint (``SITUATE_LLM_URL`` overrides it: a gateway, or the tests' fake).
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -170,7 +170,7 @@ class MessagesClient:
 
     Raises
     ------
-    resources.models.server.ServerError
+    situate.resources.models.server.ServerError
         No model or no key given, or a URL with credentials in it.
     """
 
@@ -235,7 +235,7 @@ class MessagesClient:
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As :meth:`_error`: a wrong key, an unknown model, an unreachable endpoint, an answer
             that is not the API's.
         """
@@ -277,13 +277,13 @@ class MessagesClient:
 
         Returns
         -------
-        resources.models.server.Completion
+        situate.resources.models.server.Completion
             ``text`` up to the first stop string; ``prompt_tokens`` = input + cache-written +
             cache-read tokens, ``cached_tokens`` = cache-read, as the API reports them.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As :meth:`_error`, after the SDK's retries; or the answer has no text block.
         """
         import anthropic
@@ -318,12 +318,12 @@ class MessagesClient:
         return out
 
     def completion_of(self, msg, stop: list[str], seconds: float) -> Completion:
-        """A :class:`~resources.models.server.Completion` of an API ``Message``: its text (bounded
+        """A :class:`~situate.resources.models.server.Completion` of an API ``Message``: its text (bounded
         to :data:`MAX_ANSWER_CHARS`) up to the first of ``stop``, and its usage.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             The message has no text block (and did not stop for a refusal or its bound), or is
             not a message, or its usage is not token counts (whole numbers from 0 to
             :data:`MAX_USAGE_TOKENS`).
@@ -357,7 +357,7 @@ class MessagesClient:
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             Anything else, naming the field.
         """
         if value is None:
@@ -423,7 +423,7 @@ def price_of(model: str, input_rate: float | None = None, output_rate: float | N
 
 
 def usage_cost_usd(price: Price, usage: dict) -> float:
-    """USD of :data:`resources.models.llm.API_USAGE`-shaped ``usage`` (live requests at full price,
+    """USD of :data:`situate.resources.models.llm.API_USAGE`-shaped ``usage`` (live requests at full price,
     ``batch_`` ones at :data:`BATCH`)."""
     return sum(
         cost_usd(

@@ -1,6 +1,6 @@
 """Shared-prefix batching: several chunks of one document decoded at once over one prefix.
 
-The sequential path (:meth:`resources.models.llm.BlurbLLM.generate`) evaluates the document prefix once
+The sequential path (:meth:`situate.resources.models.llm.BlurbLLM.generate`) evaluates the document prefix once
 and then, chunk after chunk, each chunk's suffix, generating one token per decode call.  Here the
 prefix is evaluated once, in llama.cpp sequence 0, and copied to sequences 1..B-1 with
 ``llama_memory_seq_cp``; the B suffixes are evaluated in the same decode calls, and the B blurbs
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import time
 
-from resources.models.llm import Generation
-from resources.models.registry import DEFAULT_REPEAT_PENALTY
+from situate.resources.models.llm import Generation
+from situate.resources.models.registry import DEFAULT_REPEAT_PENALTY
 
 # Bytes that start a 2-, 3- and 4-byte UTF-8 sequence: create_completion holds back stop-string
 # checks while a character is incomplete (llama_cpp/llama.py, "Contains multi-byte UTF8").
@@ -190,7 +190,7 @@ class SharedPrefixBatcher:
         RuntimeError
             A llama.cpp decode failed.
         """
-        from resources.models.llm import CALLS
+        from situate.resources.models.llm import CALLS
 
         CALLS["llm_generate"] += len(suffixes)
         results: list[Generation] = []

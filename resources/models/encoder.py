@@ -23,7 +23,7 @@ _LOCKS: dict[tuple, threading.Lock] = {}
 
 def ort_session(model_path: str, n_threads: int):
     """An onnxruntime CPU ``InferenceSession`` with ``n_threads`` intra-op threads and one
-    inter-op thread (shared by the ONNX embedders and :mod:`resources.models.reranker`)."""
+    inter-op thread (shared by the ONNX embedders and :mod:`situate.resources.models.reranker`)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -40,12 +40,12 @@ def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: in
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         The model or tokenizer file is missing or, for a pinned file, has the wrong size or sha256.
     """
     from tokenizers import Tokenizer
 
-    from resources.models.registry import ModelFileError, check_model_file
+    from situate.resources.models.registry import ModelFileError, check_model_file
 
     for p in (model_path, tokenizer_path):
         if not p or not os.path.isfile(p):
@@ -133,7 +133,7 @@ def encode(
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         As :func:`session`.
     """
     sess, tok, names = session(model_path, tokenizer_path, max_tokens, n_threads)

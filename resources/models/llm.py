@@ -22,9 +22,9 @@ import dagster as dg
 import numpy as np
 import pydantic
 
-from resources.errors import SettingError  # noqa: F401  (importable from here as before)
-from resources.models.registry import DEFAULT_REPEAT_PENALTY
-from resources.models.threads import fit_threads
+from situate.resources.errors import SettingError  # noqa: F401  (importable from here as before)
+from situate.resources.models.registry import DEFAULT_REPEAT_PENALTY
+from situate.resources.models.threads import fit_threads
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -121,7 +121,7 @@ def model_lock(llm) -> threading.RLock:
 def _load(key: tuple, repack: bool = True, **kwargs):
     from llama_cpp import Llama
 
-    from resources.models.registry import check_model_file
+    from situate.resources.models.registry import check_model_file
 
     with _LOCK:
         if key not in _CACHE:
@@ -135,7 +135,7 @@ def _load(key: tuple, repack: bool = True, **kwargs):
                     with _weight_repacking(repack):
                         _CACHE[key] = Llama(**kwargs)
             except ValueError as e:  # llama.cpp: "Failed to load model from file"
-                from resources.models.registry import ModelFileError
+                from situate.resources.models.registry import ModelFileError
 
                 if "context" in str(e):  # the file loaded; the context settings did not work
                     raise ModelFileError(
@@ -219,9 +219,9 @@ class Bound(NamedTuple):
 #: The one table of bounds of situate's numeric settings, by environment variable.  The blurb
 #: LLM and the embedder hold their fields to it themselves (:func:`_held_to_bounds`: whoever builds
 #: them, and again when a Dagster run resolves their ``dg.EnvVar`` values at its start);
-#: :func:`pipelines.settings.check_environment` holds every variable to it wherever settings are
+#: :func:`situate.pipelines.settings.check_environment` holds every variable to it wherever settings are
 #: read (``situate`` commands, the code location of ``situate dev`` and ``dagster … -m
-#: pipelines.definitions``).  Issue 32, finding 9: the bounds held on the CLI path only, so through
+#: situate.pipelines.definitions``).  Issue 32, finding 9: the bounds held on the CLI path only, so through
 #: Dagster ``SITUATE_MAX_BLURB_CHUNKS=-1`` marked every document too large.
 SETTING_BOUNDS: dict[str, Bound] = {
     "SITUATE_N_CTX": Bound(
@@ -230,7 +230,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         int,
         "0 is no context: llama-cpp-python 0.3.36 cannot create one (measured: every document failed "
         "with 'could not create a context of n_ctx 0'); a context too small for any preamble is "
-        "pipelines.preflight.context_warning's warning, not a refusal.  131,072: Qwen2.5's longest "
+        "situate.pipelines.preflight.context_warning's warning, not a refusal.  131,072: Qwen2.5's longest "
         "context (YaRN; Qwen2.5-Coder is trained on 32,768), the longest of the listed models; its f16 "
         "KV cache alone is then 1.5 GiB (0.5B: 24 layers x 2 KV heads x 64 x 2 x 2 bytes a token) to "
         "3.5 GiB (1.5B: 28 layers x 2 x 128 x 2 x 2 bytes)",
@@ -241,14 +241,14 @@ SETTING_BOUNDS: dict[str, Bound] = {
         int,
         "0 or less means 'no bound: until the context is full' to llama-cpp-python's "
         "create_completion (max_tokens <= 0); no upper bound of its own: one that leaves no room for "
-        "a prompt in n_ctx is pipelines.preflight.context_warning's warning (every chunk then keeps "
+        "a prompt in n_ctx is situate.pipelines.preflight.context_warning's warning (every chunk then keeps "
         "its structural context only)",
     ),
     "SITUATE_N_THREADS": Bound(
         0,
         512,
         int,
-        "0 follows the cores other processes leave free (resources.models.threads); 512 = "
+        "0 follows the cores other processes leave free (situate.resources.models.threads); 512 = "
         "GGML_MAX_N_THREADS (ggml.h), the most threads ggml's thread pool holds; also the onnxruntime "
         "embedder's and reranker's intra-op threads",
     ),
@@ -281,13 +281,13 @@ SETTING_BOUNDS: dict[str, Bound] = {
         int,
         "64: the minimum since settings were first checked (commit d7866b5); under it the summary "
         "reads less than a title and a first sentence.  No upper bound: the summary reads at most "
-        "what n_ctx leaves (assets.fitted_preambles.fit_summary)",
+        "what n_ctx leaves (situate.assets.fitted_preambles.fit_summary)",
     ),
     "SITUATE_CHUNK_TOKENS": Bound(
         1,
         None,
         int,
-        "assets.chunking.chunk_text refuses chunk_tokens < 1 (every document would fail); no upper "
+        "situate.contextual.chunking.chunk_text refuses chunk_tokens < 1 (every document would fail); no upper "
         "bound: a chunk longer than the embedder's context is cut to it, and the run says how many",
     ),
     "SITUATE_OVERLAP_TOKENS": Bound(
@@ -295,14 +295,20 @@ SETTING_BOUNDS: dict[str, Bound] = {
         None,
         int,
         "tokens shared by consecutive chunks, so at least 0 and under the chunk size "
-        "(assets.chunking.chunk_text: overlap in [0, chunk_tokens), else every document fails)",
+        "(situate.contextual.chunking.chunk_text: overlap in [0, chunk_tokens), else every document fails)",
         below="SITUATE_CHUNK_TOKENS",
     ),
     "SITUATE_VECTOR_INDEX_MIN_ROWS": Bound(
-        0, None, int, "a row count (resources.store.store.Store.ensure_vector_index); 0 indexes from the first row"
+        0,
+        None,
+        int,
+        "a row count (situate.resources.store.store.Store.ensure_vector_index); 0 indexes from the first row",
     ),
     "SITUATE_RERANK_DEPTH": Bound(
-        0, 1_000_000, int, "0 is no rerank; 1,000,000 = pipelines.operations.MAX_K, the bound of --rerank and -k"
+        0,
+        1_000_000,
+        int,
+        "0 is no rerank; 1,000,000 = situate.pipelines.operations.MAX_K, the bound of --rerank and -k",
     ),
     "SITUATE_DOCS_PER_RUN": Bound(
         0, None, int, "0 is no limit (one run per range of documents); a count of documents otherwise"
@@ -319,20 +325,20 @@ SETTING_BOUNDS: dict[str, Bound] = {
         10,
         int,
         "tries after the first when a model server refuses, drops, times out or answers 429/5xx "
-        "(resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all",
+        "(situate.resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all",
     ),
     "SITUATE_LLM_TIMEOUT": Bound(
         1,
         3600,
         int,
-        "seconds one model-server request may take in all (resources.models.server); an hour is "
+        "seconds one model-server request may take in all (situate.resources.models.server); an hour is "
         "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)",
     ),
     "SITUATE_LLM_PRICE_INPUT": Bound(
         0.0,
         10_000.0,
         float,
-        "USD per million input tokens of a paid API (resources.models.anthropic_api.price_of); a price "
+        "USD per million input tokens of a paid API (situate.resources.models.anthropic_api.price_of); a price "
         "is not negative, and 10,000 is 100 times the dearest published rate (Claude Opus 4: 75 for "
         "output)",
     ),
@@ -343,7 +349,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         1,
         256,
         int,
-        "documents whose blurbs are asked of a model server or API at once (assets.per_document."
+        "documents whose blurbs are asked of a model server or API at once (situate.assets.per_document."
         "for_each_document, one thread each); 256: llama.cpp's most sequences (LLAMA_MAX_SEQ), so no "
         "llama-server has more slots to keep documents on",
     ),
@@ -351,7 +357,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         1,
         3600,
         int,
-        "seconds between two looks at a Message Batch in progress (resources.models.message_batches); "
+        "seconds between two looks at a Message Batch in progress (situate.resources.models.message_batches); "
         "an hour: most batches end within one (Anthropic's Message Batches docs)",
     ),
     "SITUATE_LLM_BATCH_WAIT": Bound(
@@ -365,7 +371,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         0.0,
         1.0,
         float,
-        "a share of rows (assets.table_checks.fallback_share): over 1 the check could never fail, "
+        "a share of rows (situate.contextual.table_checks.fallback_share): over 1 the check could never fail, "
         "under 0 it always would",
     ),
 }
@@ -514,7 +520,7 @@ class BlurbLLM(dg.ConfigurableResource):
     ----------
     model_path : str
         A chat GGUF; default Qwen2.5-Coder-0.5B-Instruct Q4_K_M (``SITUATE_LLM_MODEL``, a name of
-        ``resources.models.registry.LLMS`` or a path).
+        ``situate.resources.models.registry.LLMS`` or a path).
     model_id : str
         Name recorded in each row (default: the file name without ``.gguf``).
     n_ctx : int
@@ -522,7 +528,7 @@ class BlurbLLM(dg.ConfigurableResource):
         32,768, and 8192 keeps a blurb's attention cost bounded on CPU).
     n_threads : int
         CPU threads for prompt and generation; 0 (the default): before each call, the cores the
-        other processes leave free (:mod:`resources.models.threads`; at least 1, at most every
+        other processes leave free (:mod:`situate.resources.models.threads`; at least 1, at most every
         allowed core), so a busy core does not stall the model (docs/performance.md: threads).
     n_gpu_layers : int
         Layers offloaded to a GPU (-1 all, 0 none).
@@ -532,16 +538,16 @@ class BlurbLLM(dg.ConfigurableResource):
         Bound on a blurb, in generated tokens (80: shared/eval/README.md's measured setting; the
         blog's contexts are 50-100 tokens).
     repeat_penalty : float
-        The model's own (``resources.models.registry.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
+        The model's own (``situate.resources.models.registry.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
         which curbs the 135M model's loops), or ``SITUATE_REPEAT_PENALTY``.
     prompt : str
-        Name of the blurb prompt (``assets.prompting.PROMPTS``); default
+        Name of the blurb prompt (``situate.contextual.prompting.PROMPTS``); default
         ``anthropic-2024-primed-about``, the published prompt with the answer started.
     batch : int
         Chunks of one document window decoded together over the shared prefix
-        (:class:`resources.models.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
+        (:class:`situate.resources.models.batching.SharedPrefixBatcher`); 1 is the sequential path.  The output is
         the same token for token either way with weight repacking off (``repack``, the default);
-        with it on, not with Qwen2.5-Coder-1.5B (:mod:`resources.models.batching`).  Default 1: on 2 CPU
+        with it on, not with Qwen2.5-Coder-1.5B (:mod:`situate.resources.models.batching`).  Default 1: on 2 CPU
         cores batching measured no faster (benchmarks/reports/performance.md); on a GPU try 8.
     flash_attn : bool
         llama.cpp flash attention (``SITUATE_FLASH_ATTN=1``); off by default: on 2 CPU cores it
@@ -576,14 +582,14 @@ class BlurbLLM(dg.ConfigurableResource):
         summary then costs about 25 s on 2 cores (2,048 tokens at 80 tokens/s prefill) however
         long the document is.
     blurbs_file : str
-        A blurb file (``assets.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
+        A blurb file (``situate.contextual.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
         line there made by this model file in this mode takes its blurb from it (cleaned and
         grounded again), with no LLM call; the others are made by the model.  Untrusted input:
         read within bounds, line by line, once per run and only when a document can use it
-        (:func:`assets.blurb_files.read`).  Empty: none.
+        (:func:`situate.contextual.blurb_files.read`).  Empty: none.
     server_url : str
         An OpenAI-compatible server that runs the model (``SITUATE_LLM_URL``: llama-server,
-        ``llama_cpp.server``, vLLM; :mod:`resources.models.server`); empty (the default): the model
+        ``llama_cpp.server``, vLLM; :mod:`situate.resources.models.server`); empty (the default): the model
         runs in this process.  The prompts are still built with ``model_path``'s tokenizer
         (vocabulary only), which must be the served model's: checked at start.
     served_model : str
@@ -599,13 +605,13 @@ class BlurbLLM(dg.ConfigurableResource):
     api : str
         The API a server speaks (``SITUATE_LLM_API``): empty or ``openai`` (an OpenAI-compatible
         server at ``server_url``) or ``anthropic`` (Anthropic's Messages API through the official
-        SDK, :mod:`resources.models.anthropic_api`: ``served_model`` is the Claude model,
+        SDK, :mod:`situate.resources.models.anthropic_api`: ``served_model`` is the Claude model,
         ``server_key`` the key from ``ANTHROPIC_API_KEY``, ``server_url`` an optional gateway;
         windows are fitted in UTF-8 bytes, a bound on the model's tokens, and ``model_path`` is
         not read).
     api_batch : bool
         With ``api="anthropic"``: a run's blurb requests go through the Message Batches API at
-        half the price (``SITUATE_LLM_BATCH=1``; :mod:`resources.models.message_batches`).
+        half the price (``SITUATE_LLM_BATCH=1``; :mod:`situate.resources.models.message_batches`).
     in_flight : int
         Documents whose blurbs are asked at once through a server or API
         (``SITUATE_LLM_IN_FLIGHT``, default 1), each document's chunks still back to back; on
@@ -625,7 +631,7 @@ class BlurbLLM(dg.ConfigurableResource):
     max_tokens: int = 80
     repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     seed: int = 0
-    prompt: str = "anthropic-2024-primed-about"  # assets.prompting.DEFAULT_PROMPT
+    prompt: str = "anthropic-2024-primed-about"  # situate.contextual.prompting.DEFAULT_PROMPT
     flash_attn: bool = False
     kv_type: str = "f16"
     batch: int = 1
@@ -708,7 +714,7 @@ class BlurbLLM(dg.ConfigurableResource):
         taken for the local file's, nor one served model's for another's under the same name, in
         the blurb cache, kept blurbs or blurb files; with Anthropic's API, ``anthropic|<model id>``."""
         if self.api == "anthropic":
-            from resources.models.anthropic_api import identity
+            from situate.resources.models.anthropic_api import identity
 
             return identity(self.api_client().info.model)
         if self.server_url:
@@ -716,7 +722,7 @@ class BlurbLLM(dg.ConfigurableResource):
 
             info = self.server().info
             return hashlib.sha256(f"openai-compatible|{info.model}|{info.served_as}".encode()).hexdigest()
-        from resources.store.cache import file_sha256
+        from situate.resources.store.cache import file_sha256
 
         return file_sha256(self.model_path)
 
@@ -755,16 +761,16 @@ class BlurbLLM(dg.ConfigurableResource):
         return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"  # noqa: E501
 
     def api_client(self):
-        """The process-wide :class:`resources.models.anthropic_api.MessagesClient` for these
-        settings, checked (:meth:`~resources.models.anthropic_api.MessagesClient.check`) on first use.
+        """The process-wide :class:`situate.resources.models.anthropic_api.MessagesClient` for these
+        settings, checked (:meth:`~situate.resources.models.anthropic_api.MessagesClient.check`) on first use.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As the client and its check (no model or key, a wrong key, an unknown model, an
             unreachable endpoint).
         """
-        from resources.models.anthropic_api import MessagesClient
+        from situate.resources.models.anthropic_api import MessagesClient
 
         key = (
             "server",
@@ -789,38 +795,38 @@ class BlurbLLM(dg.ConfigurableResource):
         return client
 
     def batch_round(self):
-        """A new :class:`resources.models.message_batches.MessageBatchRound` for one run (Anthropic's
+        """A new :class:`situate.resources.models.message_batches.MessageBatchRound` for one run (Anthropic's
         Message Batches API), or None when ``api_batch`` is off.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As :meth:`api_client`; or ``api_batch`` is set without ``api="anthropic"``.
         """
         if not self.api_batch:
             return None
         if self.api != "anthropic":
-            from resources.models.server import ServerError
+            from situate.resources.models.server import ServerError
 
             raise ServerError(
                 "SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: it "
                 "needs SITUATE_LLM_API=anthropic"
             )
-        from resources.models.message_batches import MessageBatchRound
+        from situate.resources.models.message_batches import MessageBatchRound
 
         return MessageBatchRound(self.api_client(), poll_s=self.batch_poll_s, wait_s=self.batch_wait_s)
 
     def server(self):
-        """The process-wide :class:`resources.models.server.ServerClient` for ``server_url``, checked
-        (:meth:`~resources.models.server.ServerClient.check`) on first use.
+        """The process-wide :class:`situate.resources.models.server.ServerClient` for ``server_url``, checked
+        (:meth:`~situate.resources.models.server.ServerClient.check`) on first use.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As ``check``; or the server's context is smaller than ``n_ctx`` (a
-            :class:`~resources.models.server.ContextExceeded` naming both).
+            :class:`~situate.resources.models.server.ContextExceeded` naming both).
         """
-        from resources.models.server import ContextExceeded, ServerClient
+        from situate.resources.models.server import ContextExceeded, ServerClient
 
         key = (
             "server",
@@ -855,7 +861,7 @@ class BlurbLLM(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.registry.ModelFileError
+        situate.resources.models.registry.ModelFileError
             ``model_path`` is missing, corrupt (a default model whose sha256 is not the pinned
             one) or not a GGUF file.
         """
@@ -876,9 +882,9 @@ class BlurbLLM(dg.ConfigurableResource):
     def tokenizer(self) -> LlmTokenizer:
         """The model's own tokenizer (loads the vocabulary only, no weights); with a server, one
         that never lets document text spell a control token (it is sent as text); with
-        Anthropic's API, :class:`resources.models.anthropic_api.ChatTokenizer` (UTF-8 bytes)."""
+        Anthropic's API, :class:`situate.resources.models.anthropic_api.ChatTokenizer` (UTF-8 bytes)."""
         if self.api == "anthropic":
-            from resources.models.anthropic_api import ChatTokenizer
+            from situate.resources.models.anthropic_api import ChatTokenizer
 
             return ChatTokenizer()
         return LlmTokenizer(self.load(vocab_only=True), defuse=bool(self.server_url))
@@ -905,9 +911,9 @@ class BlurbLLM(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             With ``server_url``: the server failed after its retries, or cut the prompt; with
-            Anthropic's API, as :meth:`resources.models.anthropic_api.MessagesClient.complete`, or
+            Anthropic's API, as :meth:`situate.resources.models.anthropic_api.MessagesClient.complete`, or
             a grammar was asked for (the API has none).
         """
         if self.api == "anthropic":
@@ -931,7 +937,7 @@ class BlurbLLM(dg.ConfigurableResource):
         # counted with the same vocabulary, so a cut prompt is told exactly
         sent = len(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
         CALLS["llm_generate"] += 1
-        from resources.models.server import worker_slot
+        from situate.resources.models.server import worker_slot
 
         c = self.server().complete(
             text,
@@ -950,10 +956,10 @@ class BlurbLLM(dg.ConfigurableResource):
         self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
     ) -> Generation:
         """:meth:`generate` through Anthropic's Messages API: ``tokens`` are a
-        :class:`~resources.models.anthropic_api.ChatTokenizer` prompt, sent as the system line,
+        :class:`~situate.resources.models.anthropic_api.ChatTokenizer` prompt, sent as the system line,
         the cached document block, the chunk's block and the answer's start."""
-        from resources.models.anthropic_api import ChatTokenizer
-        from resources.models.server import ServerError
+        from situate.resources.models.anthropic_api import ChatTokenizer
+        from situate.resources.models.server import ServerError
 
         if grammar:
             raise ServerError(
@@ -1057,7 +1063,7 @@ class BlurbLLM(dg.ConfigurableResource):
         stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
         served = bool(self.server_url)
         if served:
-            from resources.models.server import defuse_controls
+            from situate.resources.models.server import defuse_controls
 
         def enc(s: str) -> list[int]:
             # through a server the sequence goes back as text: a generated control-token
@@ -1095,10 +1101,10 @@ class BlurbLLM(dg.ConfigurableResource):
         return total
 
     def batcher(self, stop: list[str] | None = None, max_tokens: int | None = None):
-        """The process-wide :class:`resources.models.batching.SharedPrefixBatcher` for these settings
+        """The process-wide :class:`situate.resources.models.batching.SharedPrefixBatcher` for these settings
         (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights;
         ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
-        from resources.models.batching import SharedPrefixBatcher
+        from situate.resources.models.batching import SharedPrefixBatcher
 
         if self.remote:
             raise ValueError(
@@ -1147,9 +1153,9 @@ class LlmTokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no BOS, special tokens as plain text).  With ``defuse`` (a model
         server, which reads the prompt as text), a control-token spelling in ``text`` is broken
-        first (:func:`resources.models.server.defuse_controls`), so the server reads these tokens."""
+        first (:func:`situate.resources.models.server.defuse_controls`), so the server reads these tokens."""
         if self.defuse and text:
-            from resources.models.server import defuse_controls
+            from situate.resources.models.server import defuse_controls
 
             text = defuse_controls(text)
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
@@ -1177,14 +1183,14 @@ class LlmTokenizer:
 
 class Embedder(dg.ConfigurableResource):
     """The embedding model, in process: a GGUF with llama-cpp-python (pooling as the GGUF says) or
-    an ONNX encoder with onnxruntime (:mod:`resources.models.encoder`).  ``n_threads`` and
+    an ONNX encoder with onnxruntime (:mod:`situate.resources.models.encoder`).  ``n_threads`` and
     ``n_gpu_layers`` are held to :data:`SETTING_BOUNDS` as :class:`BlurbLLM`'s fields are.
 
     Attributes
     ----------
     model_path : str
         An embedding GGUF or ONNX file; default bge-small-en-v1.5 INT8 ONNX, 384-wide
-        (``SITUATE_EMBED_MODEL``, :data:`resources.models.registry.EMBED_MODELS`).
+        (``SITUATE_EMBED_MODEL``, :data:`situate.resources.models.registry.EMBED_MODELS`).
     model_id : str
         Name recorded in each row.
     n_ctx : int
@@ -1198,10 +1204,10 @@ class Embedder(dg.ConfigurableResource):
         at a time against 64-70 s eight at a time (2 cores, measured side by side).
     document_prefix, query_prefix : str
         The model's task prefixes (nomic: ``search_document: `` / ``search_query: ``; see
-        :data:`resources.models.registry.EMBED_MODELS` for each named embedder's).
+        :data:`situate.resources.models.registry.EMBED_MODELS` for each named embedder's).
     tokenizer_path : str
         For an ONNX embedder (``model_path`` ending in ``.onnx``, run by
-        :mod:`resources.models.encoder`): its ``tokenizer.json``.  Empty for a GGUF.
+        :mod:`situate.resources.models.encoder`): its ``tokenizer.json``.  Empty for a GGUF.
     pooling : str
         For an ONNX embedder: ``cls`` or ``mean`` (as its authors specify).  A GGUF pools as its
         metadata says (mean, where it says none).
@@ -1257,7 +1263,7 @@ class Embedder(dg.ConfigurableResource):
 
             info = self.server().info
             return hashlib.sha256(f"openai-compatible-embeddings|{info.model}|{info.served_as}".encode()).hexdigest()
-        from resources.store.cache import file_sha256
+        from situate.resources.store.cache import file_sha256
 
         return file_sha256(self.model_path)
 
@@ -1273,7 +1279,7 @@ class Embedder(dg.ConfigurableResource):
         """
         key = f"{self.identity()}|{self.n_ctx}|{prefix}"
         if self.is_onnx() and not self.server_url:
-            from resources.store.cache import file_sha256
+            from situate.resources.store.cache import file_sha256
 
             key += f"|{self.pooling or 'mean'}|batch {self.batch_size}|{file_sha256(self.tokenizer_path)}"
         return key
@@ -1283,15 +1289,15 @@ class Embedder(dg.ConfigurableResource):
         return _load(("embed-vocab", self.model_path), model_path=self.model_path, vocab_only=True, verbose=False)
 
     def server(self):
-        """The process-wide, checked :class:`resources.models.server.ServerClient` for ``server_url``.
+        """The process-wide, checked :class:`situate.resources.models.server.ServerClient` for ``server_url``.
 
         Raises
         ------
-        resources.models.server.ServerError
+        situate.resources.models.server.ServerError
             As :meth:`BlurbLLM.server`, naming ``SITUATE_EMBED_*``; an ONNX ``model_path`` (its
             tokenizer cannot be checked against a server's).
         """
-        from resources.models.server import ServerClient, ServerError
+        from situate.resources.models.server import ServerClient, ServerError
 
         key = (
             "embed-server",
@@ -1331,7 +1337,7 @@ class Embedder(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.registry.ModelFileError
+        situate.resources.models.registry.ModelFileError
             As :meth:`BlurbLLM.load`.
         """
         import llama_cpp
@@ -1389,13 +1395,13 @@ class Embedder(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.models.registry.ModelFileError
+        situate.resources.models.registry.ModelFileError
             The model file (or an ONNX embedder's tokenizer) is missing, corrupt or not loadable.
         """
         if self.server_url:
             return self._server_embed(texts, prefix)
         if self.is_onnx():
-            from resources.models import encoder
+            from situate.resources.models import encoder
 
             CALLS["embed_texts"] += len(texts)
             return encoder.encode(
@@ -1414,7 +1420,7 @@ class Embedder(dg.ConfigurableResource):
     def _server_embed(self, texts: list[str], prefix: str) -> tuple[np.ndarray, int]:
         """:meth:`embed` through the server: each text cut to ``n_ctx`` tokens with the local
         vocabulary, sent 16 at a time, L2-normalised here."""
-        from resources.models.server import embeddings
+        from situate.resources.models.server import embeddings
 
         client = self.server()
         inputs, n_cut = self._fitted(self._vocab(), texts, prefix)

@@ -25,8 +25,8 @@ import json
 import re
 import time
 
-from resources.errors import BatchMissing  # noqa: F401  (importable from here as before)
-from resources.models.server import ServerError
+from situate.resources.errors import BatchMissing  # noqa: F401  (importable from here as before)
+from situate.resources.models.server import ServerError
 
 #: A Message Batch holds at most 100,000 requests and 256 MB (Anthropic's Message Batches docs,
 #: "Batch limitations"); 200 MB of request bodies leaves room for the envelope.
@@ -55,7 +55,7 @@ class MessageBatchRound:
 
     Parameters
     ----------
-    client : resources.models.anthropic_api.MessagesClient
+    client : situate.resources.models.anthropic_api.MessagesClient
         The checked API client (its SDK client sends the batches).
     poll_s : float
         Seconds between two looks at a batch in progress (``SITUATE_LLM_BATCH_POLL``).
@@ -77,7 +77,7 @@ class MessageBatchRound:
     last_missing: bool = False
 
     def _request(self, tokens: list[int], stop: list[str], max_tokens: int) -> tuple[str, dict]:
-        from resources.models.anthropic_api import ChatTokenizer
+        from situate.resources.models.anthropic_api import ChatTokenizer
 
         system, blocks, answer = ChatTokenizer().split(tokens)
         params = self.client.params(system, blocks, answer, max_tokens, stop)
@@ -92,7 +92,7 @@ class MessageBatchRound:
         document (:meth:`check_document`) once the rest of its answers are cached, so the next
         run sends only what is missing.
         """
-        from resources.models.llm import Generation
+        from situate.resources.models.llm import Generation
 
         cid, params = self._request(tokens, stop, max_tokens)
         if self.gathering:
@@ -241,8 +241,8 @@ class MessageBatchRound:
     def _collect(self, api, bid: str) -> None:
         """Keep batch ``bid``'s answers to this run's requests (the first result of a custom id; a
         result that is not a Messages API answer fails its request alone), and count what was
-        billed (:func:`resources.models.llm.count_api_usage`)."""
-        from resources.models.llm import count_api_usage
+        billed (:func:`situate.resources.models.llm.count_api_usage`)."""
+        from situate.resources.models.llm import count_api_usage
 
         for entry in api.results(bid):
             cid = getattr(entry, "custom_id", None)

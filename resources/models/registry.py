@@ -9,7 +9,7 @@ Models live in one cache folder shared by every data folder: ``$SITUATE_MODELS_D
 
 Examples
 --------
->>> from resources.models import registry as models
+>>> from situate.resources.models import registry as models
 >>> paths = models.install()            # doctest: +SKIP
 >>> paths["llm"].name                   # doctest: +SKIP
 'SmolLM2-135M-Instruct.Q4_1.gguf'
@@ -33,8 +33,8 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from resources.errors import ModelFileError, ModelInstallError  # noqa: F401  (importable from here as before)
-from resources.settings import env
+from situate.resources.errors import ModelFileError, ModelInstallError  # noqa: F401  (importable from here as before)
+from situate.resources.settings import env
 
 #: sha1 of tiktoken's download URL for cl100k_base; tiktoken looks the file up under this name in
 #: ``TIKTOKEN_CACHE_DIR`` (tiktoken/load.py, ``read_file_cached``) and checks its sha256 itself.

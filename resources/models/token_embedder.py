@@ -1,5 +1,5 @@
 """A GGUF embedder read token by token (pooling off), for late chunking
-(:mod:`assets.late_chunking`).
+(:mod:`situate.contextual.late_chunking`).
 
 llama.cpp returns one vector per input token when a context is made with
 ``pooling_type = LLAMA_POOLING_TYPE_NONE``; this wraps ``Llama.embed`` on such a context and the
@@ -29,7 +29,7 @@ class TokenEmbedder:
 
     Raises
     ------
-    resources.models.registry.ModelFileError
+    situate.resources.models.registry.ModelFileError
         The file is missing or fails its pinned size or sha256.
     """
 
@@ -38,7 +38,7 @@ class TokenEmbedder:
 
         import llama_cpp
 
-        from resources.models.registry import ModelFileError, check_model_file
+        from situate.resources.models.registry import ModelFileError, check_model_file
 
         if not os.path.isfile(model_path):
             raise ModelFileError(

@@ -37,7 +37,7 @@ EMBED_TABLE = "embedding_cache"
 
 @functools.lru_cache(maxsize=16)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    from resources.models.registry import sha256_of
+    from situate.resources.models.registry import sha256_of
 
     return sha256_of(Path(path))
 
@@ -67,7 +67,7 @@ class BlurbCache:
     root : path
         Folder of the cache (``$SITUATE_HOME/cache/blurbs``); with ``folder``, the prefix of the
         cache's objects in it (``cache/blurbs``).
-    folder : resources.store.objects.ObjectFolder, optional
+    folder : situate.resources.store.objects.ObjectFolder, optional
         The object store of a data folder on one (each entry is then one object).
     """
 
@@ -102,7 +102,7 @@ class BlurbCache:
         if self.folder is not None:
             self.folder.put(f"{self.root}/{key[:2]}/{key}.json", json.dumps(entry, ensure_ascii=False).encode())
             return
-        from resources.store.store import write_json_atomic
+        from situate.resources.store.store import write_json_atomic
 
         write_json_atomic(self._path(key), entry)
 
@@ -119,7 +119,7 @@ class EmbeddingCache:
     model_key : str
         Identifies the embedder and the task prefix, e.g. ``"<file sha256>|search_document: "``.
     storage_options : dict, optional
-        LanceDB ``storage_options`` of an object store (:meth:`resources.store.store.Store.storage_options`).
+        LanceDB ``storage_options`` of an object store (:meth:`situate.resources.store.store.Store.storage_options`).
     """
 
     def __init__(self, lancedb_uri: str | os.PathLike, model_key: str, storage_options: dict | None = None):
@@ -132,7 +132,7 @@ class EmbeddingCache:
     def _db(self):
         import lancedb
 
-        if self.storage_options is not None:  # an object store (see resources.store.objects)
+        if self.storage_options is not None:  # an object store (see situate.resources.store.objects)
             return lancedb.connect(self.uri, storage_options=self.storage_options)
         Path(self.uri).mkdir(parents=True, exist_ok=True)
         return lancedb.connect(self.uri)
@@ -208,7 +208,7 @@ class EmbeddingCache:
         data = pa.table(
             {"key": pa.array(list(uniq), pa.string()), "vector": pa.FixedSizeListArray.from_arrays(flat, dim)}
         )
-        from resources.store.store import retry_commit
+        from situate.resources.store.store import retry_commit
 
         retry_commit(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))
 
@@ -216,7 +216,7 @@ class EmbeddingCache:
 def embed_with_cache(
     embedder, texts: list[str], cache: EmbeddingCache | None, query: bool = False
 ) -> tuple[np.ndarray, int, int]:
-    """Embed ``texts`` with ``embedder`` (:class:`resources.models.llm.Embedder`), computing only what the
+    """Embed ``texts`` with ``embedder`` (:class:`situate.resources.models.llm.Embedder`), computing only what the
     cache lacks.
 
     Returns
@@ -243,7 +243,7 @@ def embed_with_cache(
 
 def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:
     """The store's embedding cache for ``embedder``, keyed by what makes its vectors
-    (:meth:`resources.models.llm.Embedder.vector_key`: the file's sha256, context, prefix and, for
+    (:meth:`situate.resources.models.llm.Embedder.vector_key`: the file's sha256, context, prefix and, for
     an ONNX embedder, pooling, batch size and tokenizer)."""
     prefix = embedder.query_prefix if query else embedder.document_prefix
     return EmbeddingCache(store.lancedb_uri, embedder.vector_key(prefix), storage_options=store.storage_options())

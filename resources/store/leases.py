@@ -46,8 +46,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
-from resources.errors import LeaseLost  # noqa: F401  (importable from here as before)
-from resources.settings import env
+from situate.resources.errors import LeaseLost  # noqa: F401  (importable from here as before)
+from situate.resources.settings import env
 
 RENEW_S = 15.0
 STALE_S = 90.0
@@ -172,7 +172,7 @@ def check_held(rel_suffix: str = "") -> None:
 
 def _lease_folder(folder):
     """The folder's store with a retry time under half the stale time (:data:`LEASE_RETRY_S`)."""
-    from resources.store.objects import ObjectFolder
+    from situate.resources.store.objects import ObjectFolder
 
     if isinstance(folder, ObjectFolder):
         return ObjectFolder(folder.uri, retries=1, timeout_s=LEASE_RETRY_S / 2)
@@ -183,7 +183,7 @@ def _lease_folder(folder):
 def object_lease(
     folder, rel: str, on_wait: Callable[[], None] | None = None, poll_s: float = POLL_S, renew_s: float | None = None
 ) -> Iterator[str]:
-    """Hold the lease ``rel`` of ``folder`` (:class:`resources.store.objects.ObjectFolder`) for the block.
+    """Hold the lease ``rel`` of ``folder`` (:class:`situate.resources.store.objects.ObjectFolder`) for the block.
 
     Yields the owner id (a random hex string); :func:`check_held` in the block raises
     :class:`LeaseLost` once the lease is lost.  ``on_wait`` is called once when another live holder
@@ -191,7 +191,7 @@ def object_lease(
 
     Raises
     ------
-    resources.store.objects.StoreUnavailable
+    situate.resources.store.objects.StoreUnavailable
         The store failed while taking the lease.
     """
     folder = _lease_folder(folder)

@@ -18,7 +18,7 @@ Credentials and endpoint come from the usual environment variables, read once pe
 
 Writes of one object are atomic on every object store (a reader sees the old object or the new
 one).  :meth:`ObjectFolder.create` is a conditional put (``If-None-Match: *`` on S3), which the
-leases of :mod:`resources.store.leases` rely on; S3, GCS, Azure and SeaweedFS honour it.
+leases of :mod:`situate.resources.store.leases` rely on; S3, GCS, Azure and SeaweedFS honour it.
 
 >>> is_uri("s3://bucket/situate"), is_uri("/data/situate"), is_uri("C:/data")
 (True, False, False)
@@ -32,8 +32,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
-from resources.settings import env
+from situate.resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
+from situate.resources.settings import env
 
 #: URI schemes accepted as a data folder.
 SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "azure")

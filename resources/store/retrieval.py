@@ -267,7 +267,7 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
     ------
     ValueError
         ``ids`` and ``texts`` differ in length, or ``ids`` has duplicates.
-    resources.store.objects.StoreUnavailable
+    situate.resources.store.objects.StoreUnavailable
         The object store failed; the published index is then unchanged.
     """
     folder = store.remote
@@ -275,8 +275,8 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
         return build_bm25(ids, texts, store.bm25_dir, structural_texts)
     import uuid
 
-    from resources.store.leases import check_held
-    from resources.store.store import BM25_POINTER, bm25_version_of, forget_bm25_pointer
+    from situate.resources.store.leases import check_held
+    from situate.resources.store.store import BM25_POINTER, bm25_version_of, forget_bm25_pointer
 
     with tempfile.TemporaryDirectory(prefix="situate-bm25-") as tmp:
         n = build_bm25(ids, texts, Path(tmp) / "bm25", structural_texts)
@@ -303,7 +303,7 @@ def _delete_old_bm25_versions(folder, keep: set) -> None:
     """Delete ``bm25/v-*`` versions other than ``keep`` and the one ``bm25/CURRENT`` names now
     (another publisher may have moved it), and only those uploaded :data:`BM25_KEEP_S` seconds
     before the newest (both times from the store's own ``Last-Modified``: no machine's clock)."""
-    from resources.store.store import BM25_POINTER, bm25_version_of
+    from situate.resources.store.store import BM25_POINTER, bm25_version_of
 
     try:
         keep = keep | {bm25_version_of(folder.get(BM25_POINTER), folder.uri)}
@@ -330,7 +330,7 @@ def rebuild_bm25_from_table(store) -> dict:
     """Rebuild the BM25 indexes from every row of the store's table: the contextualised text
     (structural context + blurb + chunk) and, in :data:`STRUCTURAL`, the same without the blurb.
 
-    Holds the data folder's ``.bm25`` lock (:meth:`resources.store.store.Store.lock`: a file lock, or a
+    Holds the data folder's ``.bm25`` lock (:meth:`situate.resources.store.store.Store.lock`: a file lock, or a
     lease object shared by every machine on an object store) from reading the table to
     publishing the index, so two runs finishing together publish their indexes one after the
     other and the last one published has read every row committed before it: the index never
@@ -372,7 +372,7 @@ class Hit:
     blurb: str
     text: str
     context: str = ""
-    #: The cross-encoder's logit when the hit was reranked (:func:`resources.models.reranker.rerank_hits`),
+    #: The cross-encoder's logit when the hit was reranked (:func:`situate.resources.models.reranker.rerank_hits`),
     #: else ``None``.
     rerank_score: float | None = None
 
@@ -383,8 +383,8 @@ class Hit:
 def dense_search(table, query_vector, candidates: int) -> list[str]:
     """The ids of the ``candidates`` rows of the LanceDB ``table`` nearest ``query_vector`` (shape
     ``(dim,)``) by cosine distance, nearest first; through the vector index when the table has one
-    (probing :data:`resources.store.store.NPROBES` partitions)."""
-    from resources.store.store import NPROBES, vector_index_name
+    (probing :data:`situate.resources.store.store.NPROBES` partitions)."""
+    from situate.resources.store.store import NPROBES, vector_index_name
 
     q = (
         table.search(np.asarray(query_vector, dtype=np.float32), vector_column_name="vector")
@@ -422,7 +422,7 @@ def hybrid_search(
 
     Parameters
     ----------
-    store : resources.store.store.Store
+    store : situate.resources.store.store.Store
     query_vector : float32[dim]
         The query's L2-normalised embedding (with the embedder's query prefix).
     query : str

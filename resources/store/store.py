@@ -1,7 +1,7 @@
 """The store: a data folder holding the LanceDB table ``chunks``, the BM25 index and stage files.
 
 ``$SITUATE_HOME`` is a local folder or an object store URI (``s3://bucket/prefix``, ``gs://…``,
-``az://…``: :mod:`resources.store.objects`); the layout is the same in both.  Layout (default
+``az://…``: :mod:`situate.resources.store.objects`); the layout is the same in both.  Layout (default
 ``./.situate``)::
 
     lancedb/            LanceDB database; table ``chunks`` is the pipeline's output
@@ -9,7 +9,7 @@
     stages/<key>/       one folder per document (partition key): document.json, chunks.json,
                         preambles.json, blurbs.json, written by the per-document assets
     locks/<key>.lock    one writer per document at a time (:meth:`Store.document_lock`); on an
-                        object store ``locks/<key>.lease`` (:mod:`resources.store.leases`)
+                        object store ``locks/<key>.lease`` (:mod:`situate.resources.store.leases`)
     dagster/            the Dagster instance, when DAGSTER_HOME is unset (local folders only: with
                         an object store it is ``~/.cache/situate/instance/<hash>`` unless set)
 
@@ -102,7 +102,7 @@ _FOLDERS: dict[str, object] = {}
 BM25_POINTER_TTL_S = 2.0
 #: Object naming the current BM25 version on an object store.
 BM25_POINTER = "bm25/CURRENT"
-#: What a BM25 version id looks like (``v-`` and 16 hex digits, :func:`resources.store.retrieval.publish_bm25`):
+#: What a BM25 version id looks like (``v-`` and 16 hex digits, :func:`situate.resources.store.retrieval.publish_bm25`):
 #: the pointer's content is checked against it before it becomes part of a local path.
 BM25_VERSION_RE = re.compile(r"v-[0-9a-f]{16}")
 _POINTERS: dict[str, tuple[float, str | None]] = {}
@@ -127,9 +127,9 @@ def bm25_version_of(raw: bytes | None, uri: str = "") -> str | None:
 
 def _remote_bm25_dir(folder) -> Path:
     """The local copy of the BM25 version that ``bm25/CURRENT`` names (downloaded once per
-    version into :func:`resources.store.objects.cache_dir_for`); a path that does not exist when no
+    version into :func:`situate.resources.store.objects.cache_dir_for`); a path that does not exist when no
     index is published."""
-    from resources.store.objects import cache_dir_for
+    from situate.resources.store.objects import cache_dir_for
 
     base = cache_dir_for(folder.uri, "bm25")
     now = time.monotonic()
@@ -253,9 +253,9 @@ class Store(dg.ConfigurableResource):
     # -- paths ---------------------------------------------------------------------------------
     @property
     def remote(self):
-        """The data folder as an :class:`resources.store.objects.ObjectFolder` when ``home`` is an
+        """The data folder as an :class:`situate.resources.store.objects.ObjectFolder` when ``home`` is an
         object store URI, else None (one client per URI and process)."""
-        from resources.store.objects import ObjectFolder, is_uri
+        from situate.resources.store.objects import ObjectFolder, is_uri
 
         if not is_uri(self.home):
             return None
@@ -278,7 +278,7 @@ class Store(dg.ConfigurableResource):
         ValueError
             The data folder is an object store URI (use :attr:`location` / :attr:`remote`).
         """
-        from resources.store.objects import is_uri
+        from situate.resources.store.objects import is_uri
 
         if is_uri(self.home):
             raise ValueError(f"the data folder {self.home} is on an object store, not a local folder")
@@ -305,7 +305,7 @@ class Store(dg.ConfigurableResource):
         return _remote_bm25_dir(self.remote)
 
     def _stage_name(self, key: str) -> str:
-        from resources.documents.keys import PartitionKeyError, check_key
+        from situate.resources.documents.keys import PartitionKeyError, check_key
 
         check_key(key)
         name = key if len(key) <= 200 else f"{key[:160]}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -319,13 +319,13 @@ class Store(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.documents.keys.PartitionKeyError
-            ``key`` is not a valid document key (:func:`resources.documents.keys.check_key`), or its folder
+        situate.resources.documents.keys.PartitionKeyError
+            ``key`` is not a valid document key (:func:`situate.resources.documents.keys.check_key`), or its folder
             would not lie inside ``stages/``: nothing is read, written or deleted through it.
         ValueError
             The data folder is on an object store.
         """
-        from resources.documents.keys import PartitionKeyError
+        from situate.resources.documents.keys import PartitionKeyError
 
         name = self._stage_name(key)
         stages = self.root / "stages"
@@ -351,17 +351,17 @@ class Store(dg.ConfigurableResource):
 
         Local folder: an exclusive ``fcntl.flock`` on ``locks/<name>.lock``, released when the
         block ends or the process dies.  Object store: the lease ``locks/<name>.lease``
-        (:func:`resources.store.leases.object_lease`: a conditional put, renewed while held, taken over
-        :data:`resources.store.leases.STALE_S` seconds after its holder died), so it holds across
+        (:func:`situate.resources.store.leases.object_lease`: a conditional put, renewed while held, taken over
+        :data:`situate.resources.store.leases.STALE_S` seconds after its holder died), so it holds across
         machines.  ``on_wait`` is called once if another holder has it, before waiting.
 
         Raises
         ------
-        resources.store.objects.StoreUnavailable
+        situate.resources.store.objects.StoreUnavailable
             The object store failed while taking the lease.
         """
         if self.remote is not None:
-            from resources.store.leases import object_lease
+            from situate.resources.store.leases import object_lease
 
             with object_lease(self.remote, f"locks/{name}.lease", on_wait=on_wait):
                 yield
@@ -382,7 +382,7 @@ class Store(dg.ConfigurableResource):
     def lock_busy(self, name: str) -> bool:
         """Whether another holder has the named lock now (:meth:`lock`)."""
         if self.remote is not None:
-            from resources.store.leases import lease_busy
+            from situate.resources.store.leases import lease_busy
 
             return lease_busy(self.remote, f"locks/{name}.lease")
         import fcntl
@@ -408,9 +408,9 @@ class Store(dg.ConfigurableResource):
 
         Raises
         ------
-        resources.documents.keys.PartitionKeyError
+        situate.resources.documents.keys.PartitionKeyError
             ``key`` is not a valid document key.
-        resources.store.objects.StoreUnavailable
+        situate.resources.store.objects.StoreUnavailable
             The object store failed while taking the lease.
         """
         with self.lock(self._lock_name(key), on_wait=on_wait):
@@ -418,11 +418,11 @@ class Store(dg.ConfigurableResource):
 
     def check_lease(self, key: str) -> None:
         """Before a commit for document ``key`` on an object store: raise
-        :class:`resources.store.leases.LeaseLost` when this thread's lease of the document was
+        :class:`situate.resources.store.leases.LeaseLost` when this thread's lease of the document was
         taken over or not renewed in time (fencing); nothing in a local folder or outside
         :meth:`document_lock`."""
         if self.remote is not None:
-            from resources.store.leases import check_held
+            from situate.resources.store.leases import check_held
 
             check_held(f"/{self._lock_name(key)}.lease")
 
@@ -504,7 +504,7 @@ class Store(dg.ConfigurableResource):
     def delete_stages(self, key: str) -> None:
         """Remove document ``key``'s stage folder; nothing for a key that is not a valid document
         key (it can have none, and nothing is ever deleted through it)."""
-        from resources.documents.keys import PartitionKeyError
+        from situate.resources.documents.keys import PartitionKeyError
 
         try:
             name = self._stage_name(key)

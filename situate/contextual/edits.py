@@ -66,10 +66,10 @@ def written_by_model(rec: dict, blurb_file: str = "") -> bool:
 
 def recheck(rec: dict, chunk: str, document: str, by_reference: bool) -> bool:
     """Whether a kept record still passes against the new ``document``: its raw text, cleaned
-    and grounded again exactly as a new answer (:func:`assets.contextualize.record_from_raw`),
+    and grounded again exactly as a new answer (:func:`situate.contextual.contextualize.record_from_raw`),
     gives the same usable blurb.  False when the edit removed a name the blurb uses (grounding
     now drops a sentence), or when the blurb no longer passes cleaning for this chunk."""
-    from assets.contextualize import record_from_raw
+    from situate.contextual.contextualize import record_from_raw
 
     again = record_from_raw(rec["raw"], chunk, document, by_reference)
     return again.status == "model" and again.blurb == rec["blurb"]
@@ -109,7 +109,7 @@ def kept_blurbs(
     ----------
     previous : dict or None
         The document's last ``blurbs`` stage: ``doc_sha256``, ``settings`` (what made the blurbs:
-        model file, prompt, mode, ``n_ctx``, the chunk limit; :func:`assets.blurbs.settings_id`),
+        model file, prompt, mode, ``n_ctx``, the chunk limit; :func:`situate.assets.blurbs.settings_id`),
         ``blurbs`` (each with ``text_sha256``, ``blurb``, ``raw``, ``status``, ``doc_sha256``) and
         ``versions`` (``{doc_sha256: [text_sha256, ...]}`` of older versions its kept records were
         written against; :func:`version_chunks`).  Only records with status ``model`` and a raw

@@ -31,9 +31,9 @@ def rows_match_chunks(store, keys) -> tuple[bool, dict]:
 
     A document whose chunks stage recorded an error (bad input) must have no row; one never
     chunked is not counted.  A registered key that is not a document key (added by hand in the
-    UI, :func:`resources.documents.keys.check_key`) is left alone and named, never read through.
+    UI, :func:`situate.resources.documents.keys.check_key`) is left alone and named, never read through.
     """
-    from resources.documents.keys import PartitionKeyError, check_key
+    from situate.resources.documents.keys import PartitionKeyError, check_key
 
     counts = collections.Counter(store.columns(["document_key"]).column("document_key").to_pylist())
     expected: dict[str, int] = {}
@@ -121,7 +121,7 @@ def fallback_share(store, max_share: float = MAX_FALLBACK_SHARE) -> tuple[bool, 
     }
 
 
-#: The data folder's record of a held removal (:func:`pipelines.sync.removal_held`): JSON
+#: The data folder's record of a held removal (:func:`situate.pipelines.sync.removal_held`): JSON
 #: ``{"reason", "documents", "keys"}`` written by the sync that held it, empty once a sync removes
 #: nothing it would hold.
 REMOVAL_HELD_FILE = "removal-held.json"
@@ -152,7 +152,7 @@ def no_removal_held(store) -> tuple[bool, dict]:
 
 
 #: The data folder's record of documents the sensor stopped asking for (their work failed
-#: ``MAX_RUN_ATTEMPTS`` runs, :func:`pipelines.automation.run_requests`): JSON key → reason.
+#: ``MAX_RUN_ATTEMPTS`` runs, :func:`situate.pipelines.automation.run_requests`): JSON key → reason.
 STUCK_FILE = "stuck-documents.json"
 
 

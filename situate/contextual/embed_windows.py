@@ -2,7 +2,7 @@
 embedded in pieces, each with the chunk's structural context and blurb, and the chunk is scored
 by its best piece (max-sim over its vectors).
 
-Chunks are cut at 800 cl100k tokens (:mod:`assets.chunking`), and the text embedded is the
+Chunks are cut at 800 cl100k tokens (:mod:`situate.contextual.chunking`), and the text embedded is the
 structural context + blurb + chunk, while the default embedder (bge-small-en-v1.5) reads 512
 WordPiece tokens: the docs set's chunks average 3,700 characters (about 900 tokens), so the end of
 most of them never reached a vector.  Cutting chunks smaller would change what is indexed and
@@ -89,7 +89,7 @@ def piece_texts(
         ``{"text", "context", "blurb"}`` each.
     compose : callable
         ``compose(blurb, piece, context)``: the text embedded
-        (:func:`resources.store.retrieval.contextualized_text`).
+        (:func:`situate.resources.store.retrieval.contextualized_text`).
     spans : callable
         As :func:`pieces`.
     window : int

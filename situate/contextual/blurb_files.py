@@ -24,7 +24,7 @@ a missing or non-string field, a malformed sha256 or mode, an empty ``raw`` wher
 have written one, text over :data:`MAX_RAW_CHARS`) is rejected alone, counted and named
 (:attr:`BlurbFile.rejected`), and its chunk is made by the model.  The text kept is then cleaned and
 grounded like any model answer, instruction-like sentences included
-(:func:`assets.prompting.clean_blurb`, problem tag ``instruction``).
+(:func:`situate.contextual.prompting.clean_blurb`, problem tag ``instruction``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from resources.errors import BlurbFileError  # noqa: F401  (importable from here as before)
+from situate.resources.errors import BlurbFileError  # noqa: F401  (importable from here as before)
 
 FIELDS = ("chunk_id", "doc_id", "text_sha256", "doc_sha256", "mode", "model_sha256", "raw", "blurb", "status")
 
@@ -90,7 +90,7 @@ class BlurbFile:
         The first :data:`MAX_NAMED_REJECTIONS` rejections, each ``"line N: reason"``.
     sha256 : str
         sha256 hex of the file as read (its compressed bytes): what a blurb taken from it records
-        as its source (:attr:`assets.contextualize.BlurbRecord.from_file`).
+        as its source (:attr:`situate.contextual.contextualize.BlurbRecord.from_file`).
     """
 
     path: str
@@ -312,14 +312,14 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
 
 
 def stage_lines(stage: dict, doc_id: str, model_sha256: str) -> list[dict]:
-    """The lines of one document's ``blurbs`` stage (records written by :mod:`assets.blurbs`).
+    """The lines of one document's ``blurbs`` stage (records written by :mod:`situate.assets.blurbs`).
 
     Only what a model wrote is exported: outside ``structure`` mode a record with no raw text (a
     fallback no model made, such as ``fallback:n_ctx``) is left out, so loading the file sends that
     chunk to the model instead of repeating the fallback.  A blurb the run took from a blurb file
     keeps that provenance: its line's status is ``file``, not ``model``.  Every line carries the
     stage's document version (``doc_sha256``): a blurb kept across an edit was checked again
-    against that version (:mod:`assets.blurbs`), and is found again under it.
+    against that version (:mod:`situate.assets.blurbs`), and is found again under it.
     """
     out = []
     version = stage.get("doc_sha256", "")

@@ -43,7 +43,7 @@ CONFIGS = ("chunk", "chunk+bm25", "heuristic", "contextual-dense", "blurb", "con
 #: ``situate search`` on the pipeline's own index, since search fuses these three rankings);
 #: ``contextual-2-rankings``, ``contextual``'s first two rankings only (the search default before
 #: the third ranking was measured on both corpora); ``fusion-cv``, a weighted RRF over up to seven
-#: rankings chosen by cross-validation over the queries (:mod:`assets.fusion_fit`).
+#: rankings chosen by cross-validation over the queries (:mod:`situate.evaluation.fusion_fit`).
 EXTRA_CONFIGS = (
     "document-context",
     "blurb-ungrounded",
@@ -222,10 +222,10 @@ def bm25_rankings(
     texts: Sequence[str], ids: Sequence[str], queries: Sequence[str], depth: int = DEPTH
 ) -> list[list[str]]:
     """BM25 top-``depth`` ids per query over ``texts`` (bm25s, in memory, the same tokenizer as
-    the pipeline's index: :func:`resources.store.retrieval.tokenize`); only ids with a score > 0."""
+    the pipeline's index: :func:`situate.resources.store.retrieval.tokenize`); only ids with a score > 0."""
     import bm25s
 
-    from resources.store.retrieval import tokenize
+    from situate.resources.store.retrieval import tokenize
 
     retriever = bm25s.BM25()
     retriever.index(tokenize(list(texts)), show_progress=False)

@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS  # noqa: F401  (the Chunking resource's defaults)
+from situate.resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS  # noqa: F401  (the Chunking resource's defaults)
 
 Counter = Callable[[str], int]
 
@@ -36,7 +36,7 @@ class Chunk:
     heading_path : list of str
         Titles of the sections the chunk starts in, outermost first.
     context : str
-        Structural context (:mod:`assets.code_context`): for code the file's leading comment,
+        Structural context (:mod:`situate.contextual.code_context`): for code the file's leading comment,
         enclosing definitions and names defined; for prose the title and heading path.
     """
 

@@ -12,9 +12,9 @@ import re
 import time
 from collections.abc import Callable
 
-from assets.preambles import FitPlan
-from assets.prompting import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, clean_blurb, first_line
-from resources.errors import TemplateRefused  # noqa: F401  (importable from here as before)
+from situate.contextual.preambles import FitPlan
+from situate.contextual.prompting import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, clean_blurb, first_line
+from situate.resources.errors import TemplateRefused  # noqa: F401  (importable from here as before)
 
 _SENTINEL = "\x00SITUATE-USER-MESSAGE\x00"
 
@@ -75,7 +75,7 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", s
 class PromptBuilder:
     """Token-exact prompts: ``frame.head + document block + chunk block + frame.tail``.
 
-    With a by-reference template (:attr:`assets.prompting.PromptTemplate.by_reference`) the
+    With a by-reference template (:attr:`situate.contextual.prompting.PromptTemplate.by_reference`) the
     document block carries a mark at each chunk start and the template's instruction, and the
     chunk block only names the chunk's mark and quotes its first line: the prefix is
     ``frame.head + <document> + text with marks + </document> + instruction`` and a chunk's
@@ -92,7 +92,7 @@ class PromptBuilder:
         self._head = self.tokenizer.encode_template(self.frame.head, self.frame.bos)
         self._tail = self.tokenizer.encode_template(self.frame.tail, False)
         # where the shared prefix ends, for a tokenizer that marks it (a chat API's cache
-        # breakpoint: resources.models.anthropic_api.ChatTokenizer); none for a model's own
+        # breakpoint: situate.resources.models.anthropic_api.ChatTokenizer); none for a model's own
         self._break = self.tokenizer.cache_breakpoint() if hasattr(self.tokenizer, "cache_breakpoint") else []
 
     @property
@@ -142,7 +142,7 @@ class PromptBuilder:
 
     def window_counter(self, text: str, spans) -> Callable[[int, int], int]:
         """``(a, b) -> exact LLM tokens of the document block for text[a:b]`` (with its marks,
-        by reference), for :func:`assets.preambles.plan`."""
+        by reference), for :func:`situate.contextual.preambles.plan`."""
         if not self.by_reference:
             return lambda a, b: self.count_block(text[a:b])
         return lambda a, b: len(self._marked_block(text[a:b], self.marks(spans, a, b)))
@@ -206,7 +206,7 @@ class BlurbRecord:
     raw : str
         What the model wrote.
     problems : list of str
-        Tags from :func:`assets.prompting.clean_blurb`.
+        Tags from :func:`situate.contextual.prompting.clean_blurb`.
     prompt_tokens, evaluated, reused, generated : int
         LLM tokens: in the prompt, evaluated, served from the KV cache, generated.
     written : int
@@ -220,13 +220,13 @@ class BlurbRecord:
         call's, and ``evaluated``/``reused`` are 0).
     kept : bool
         Kept from an earlier version of the document whose chunk had the same text
-        (:mod:`assets.edits`): no prompt was built (``cached`` is true as well).
+        (:mod:`situate.contextual.edits`): no prompt was built (``cached`` is true as well).
     doc_sha256 : str
         sha256 of the document version the blurb was written against.
     from_file : str
-        The sha256 of the blurb file (:mod:`assets.blurb_files`) the raw text came from; empty
+        The sha256 of the blurb file (:mod:`situate.contextual.blurb_files`) the raw text came from; empty
         when this machine's model wrote it.  Such a blurb is kept across ingests only while the
-        same file is set (:func:`assets.edits.written_by_model`), so a removed or replaced file
+        same file is set (:func:`situate.contextual.edits.written_by_model`), so a removed or replaced file
         stops supplying blurbs, and it is exported with status ``file``.
     text_sha256 : str
         sha256 of the chunk's text (how the chunk is recognised in a later version).
@@ -312,7 +312,7 @@ def record_from_raw(
     cached: bool = True,
 ) -> BlurbRecord:
     """The record of what the model wrote for a chunk: chunk marks removed (by reference),
-    cleaned and grounded against ``document`` (:func:`assets.prompting.clean_blurb`); status
+    cleaned and grounded against ``document`` (:func:`situate.contextual.prompting.clean_blurb`); status
     ``model`` or ``fallback:<reason>``.  Used for fresh, cached and file-given outputs alike."""
     answer = MARK_RE.sub("", raw) if by_reference else raw
     cleaned = clean_blurb(answer, chunk, document=document)
@@ -357,22 +357,22 @@ def contextualize(
     chunks : list of str
         Its chunks, in order (``plan.windows[*].chunks`` index into this list).
     plan : FitPlan
-        From :func:`assets.preambles.plan`.
+        From :func:`situate.contextual.preambles.plan`.
     builder : PromptBuilder
     generate : callable
-        ``tokens -> resources.models.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
+        ``tokens -> situate.resources.models.llm.Generation`` (the shared ``Llama``, so the prefix is reused).
     log : logging.Logger, optional
         Gets a warning for each fallback.
     on_blurb : callable, optional
         Called with ``(chunk index, record)`` after each chunk.
-    cache : resources.store.cache.BlurbCache, optional
+    cache : situate.resources.store.cache.BlurbCache, optional
         Raw outputs by ``cache_key(window text, chunk prompt text)``: a hit makes no model call.
     ground : bool
         Drop blurb sentences naming things absent from the document
-        (:func:`assets.prompting.ground_blurb`).
+        (:func:`situate.contextual.prompting.ground_blurb`).
     generate_batch : callable, optional
         ``(prefix tokens, [suffix tokens]) -> [Generation]`` (a
-        :class:`resources.models.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
+        :class:`situate.resources.models.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
         together over the shared prefix instead of one ``generate`` call each.  Greedy output is
         the same token for token.
     spans : list of (start, end), optional
@@ -380,12 +380,12 @@ def contextualize(
         go where chunks start).
     kept : dict, optional
         ``{chunk index: record}`` of chunks whose blurb is kept from an earlier version of the
-        document (:func:`assets.edits.kept_blurbs`): no prompt is built for them, and a window
+        document (:func:`situate.contextual.edits.kept_blurbs`): no prompt is built for them, and a window
         whose chunks are all kept is not read.
     generate_window : callable, optional
         ``(tokens, line starts, max_tokens a line) -> Generation``
-        (:meth:`resources.models.llm.BlurbLLM.generate_lines`): with a one-generation template
-        (:attr:`assets.prompting.PromptTemplate.one_generation`), one sequence writes the lines of
+        (:meth:`situate.resources.models.llm.BlurbLLM.generate_lines`): with a one-generation template
+        (:attr:`situate.contextual.prompting.PromptTemplate.one_generation`), one sequence writes the lines of
         every uncached chunk of a window, each line started with its chunk's mark and the answer
         prefix (a 0.5B model asked for several lines at once wrote one and stopped); the lines are
         parsed back to their chunks (:func:`parse_window_lines`), and a chunk whose line is

@@ -6,7 +6,7 @@ A fusion is a weight per ranking and the RRF constant ``k``::
     score(chunk) = Σ_i w_i / (k + rank_i(chunk))      ranks from 1; absent from ranking i: 0
 
 Equal weights 1 over the pipeline's three rankings with ``k = 60`` is today's search
-(:func:`resources.store.retrieval.rrf`; Cormack, Clarke & Büttcher, SIGIR 2009).  A weight of 0
+(:func:`situate.resources.store.retrieval.rrf`; Cormack, Clarke & Büttcher, SIGIR 2009).  A weight of 0
 drops a ranking.
 
 Choosing weights on the queries they are scored on flatters them: on the labelled corpora a
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-#: Cut-offs of Pass@k (the cookbook's k = 5, 10, 20; :data:`assets.evaluation.KS`).
+#: Cut-offs of Pass@k (the cookbook's k = 5, 10, 20; :data:`situate.evaluation.metrics.KS`).
 KS = (5, 10, 20)
 #: Weights tried for each ranking: off, as today, doubled.  Three levels keep the space small
 #: enough (3^6 = 729 fusions for six rankings) that cross-validation can tell a real gain from
@@ -73,7 +73,7 @@ class Fusion:
 class PreparedQuery:
     """One query's rankings as arrays: ``ranks`` int32[n_rankings, n_candidates] (1-based rank of
     each candidate in each ranking, 0 where absent; candidates in first-seen order, the order
-    :func:`resources.store.retrieval.rrf` breaks ties by), ``golden`` int[n_found] (candidate
+    :func:`situate.resources.store.retrieval.rrf` breaks ties by), ``golden`` int[n_found] (candidate
     index of each golden chunk found in some ranking), ``n_golden`` (all golden chunks)."""
 
     ranks: np.ndarray

@@ -10,7 +10,7 @@ L2-normalised; a query's is the mean of
 all its tokens' vectors (nomic-embed-text-v1.5's own mean pooling).
 
 Plain functions: the tokenizer and the per-token model come in as functions
-(:class:`resources.models.token_embedder.TokenEmbedder` gives both for a GGUF embedder).
+(:class:`situate.resources.models.token_embedder.TokenEmbedder` gives both for a GGUF embedder).
 
 Examples
 --------

@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from assets.injection import is_instruction, strip_invisible
-from resources.store.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
+from situate.contextual.injection import is_instruction, strip_invisible
+from situate.resources.store.retrieval import contextualized_text  # noqa: F401  (what the blurb becomes part of)
 
 #: Bump when the prompt or the cleaning changes: rows carry it, and a change re-contextualises.
 PROMPT_VERSION = "anthropic-2024-09/v1"

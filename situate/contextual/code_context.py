@@ -26,7 +26,7 @@ import functools
 import re
 from collections.abc import Iterator
 
-from resources.documents.reading import CODE_EXT
+from situate.resources.documents.reading import CODE_EXT
 
 #: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
 MAX_COMMENT_WORDS = 40
@@ -315,7 +315,7 @@ PATTERNS = {
     "justfile": _MAKE_RULE,
     ".mk": _MAKE_RULE,
 }
-#: Endings of source files the reader does not list as code (``resources.documents.reading.CODE_EXT``)
+#: Endings of source files the reader does not list as code (``situate.resources.documents.reading.CODE_EXT``)
 #: but that are read by :data:`_PATTERN_DEF` when they come in as code.
 OTHER_PATTERN_LANGUAGES = (".kts", ".dart", ".groovy", ".gradle", ".clj", ".zig", ".nim", ".fs", ".vb", ".erl")
 #: Endings of languages read by :data:`_PATTERN_DEF` (no grammar here), never guessed by parsing:
@@ -537,14 +537,14 @@ def prose_context(title: str, heading_path: list[str]) -> str:
 
 
 def is_source(doc: dict) -> bool:
-    """A loaded document (``resources.documents.reading.Document`` as JSON) is source code: a code file,
+    """A loaded document (``situate.resources.documents.reading.Document`` as JSON) is source code: a code file,
     or a corpus entry that parses as code (:func:`detect_language`)."""
     fmt = doc.get("format")
     return fmt == "code" or (fmt == "corpus" and detect_language(doc["text"]) is not None)
 
 
 def document_contexts(doc: dict, spans: list[tuple[int, int]], heading_paths: list[list[str]]) -> list[str]:
-    """Structural context for each chunk of a loaded document (``resources.documents.reading.Document``
+    """Structural context for each chunk of a loaded document (``situate.resources.documents.reading.Document``
     as JSON): code files and corpus entries that parse as code get :func:`chunk_contexts`
     (a code file's name included), everything else :func:`prose_context`."""
     fmt = doc.get("format")
