@@ -7,7 +7,6 @@ numeric metadata, which the UI plots across materialisations.
 """
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from situate.evaluation.metrics import bar_chart
-from situate.resources.settings import data_folder, env
+from situate.resources.settings import child_environ, data_folder, env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +115,7 @@ def retrieval_eval(context: dg.AssetExecutionContext, config: EvalConfig) -> dg.
         out = str(Path(tmp) / "eval.json")
         cmd = eval_command(config, out)
         context.log.info("running " + " ".join(cmd))
-        env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+        env = {k: v for k, v in child_environ().items() if k != "DAGSTER_HOME"}
         env["SITUATE_HOME"] = str(Path(data_folder()).expanduser().resolve())
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         tail = []

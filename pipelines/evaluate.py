@@ -46,7 +46,7 @@ import numpy as np
 
 from situate.evaluation import metrics as ev
 from situate.resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
-from situate.resources.settings import env
+from situate.resources.settings import env, override
 
 #: The configurations that rerank ``contextual``'s top ``rerank_depth``.
 RERANKED = ("contextual+rerank", "contextual+rerank-replace", "contextual+rerank-blurb")
@@ -525,7 +525,7 @@ def evaluate(
     if blurbs:
         if not Path(blurbs).expanduser().is_file():
             raise FileNotFoundError(f"blurb file {blurbs} does not exist")
-        os.environ["SITUATE_BLURBS_FILE"] = str(Path(blurbs).expanduser().resolve())
+        override("SITUATE_BLURBS_FILE", str(Path(blurbs).expanduser().resolve()))
     if questions and not Path(questions).expanduser().is_file():
         raise FileNotFoundError(f"questions blurb file {questions} does not exist")
         echo(f"situate eval: blurbs from {blurbs} where it has them (no LLM call for those)")

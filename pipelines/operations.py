@@ -5,24 +5,24 @@ offline tokenizer) and run the ingest job in process."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from pathlib import Path
 
 from situate.resources.errors import QueryError  # noqa: F401  (importable from here as before)
-from situate.resources.settings import data_folder
+from situate.resources.settings import data_folder, override
 
 
 def prepare_env(home: str | None, docs: str | None = None) -> None:
-    """Point the environment at a data folder and docs folder (absolute ``SITUATE_HOME`` and
-    ``SITUATE_DOCS``), a Dagster instance and the offline cl100k_base tokenizer."""
+    """Point this process at a data folder and docs folder (absolute ``SITUATE_HOME`` and
+    ``SITUATE_DOCS``, set as overrides (:func:`situate.resources.settings.override`), not in the
+    environment), a Dagster instance and the offline cl100k_base tokenizer."""
     if home:
         from situate.resources.store.objects import normalize_home
 
-        os.environ["SITUATE_HOME"] = normalize_home(home)
+        override("SITUATE_HOME", normalize_home(home))
     if docs:
-        os.environ["SITUATE_DOCS"] = str(Path(docs).expanduser().resolve())
+        override("SITUATE_DOCS", str(Path(docs).expanduser().resolve()))
     from situate.pipelines.settings import ensure_dagster_home
     from situate.resources.models import registry as models
 

@@ -70,10 +70,13 @@ DATA_ENV = ("SITUATE_HOME", "SITUATE_DOCS", "DAGSTER_HOME", "TIKTOKEN_CACHE_DIR"
 @contextlib.contextmanager
 def restored_env(names=DATA_ENV) -> Iterator[None]:
     """Run a block, then put the environment variables ``names`` back as they were (unset ones
-    are unset again)."""
+    are unset again), and the settings' overrides (:func:`situate.resources.settings.override`)."""
+    from situate.resources.settings import restored_overrides
+
     saved = {k: os.environ.get(k) for k in names}
     try:
-        yield
+        with restored_overrides():
+            yield
     finally:
         for k, v in saved.items():
             if v is None:

@@ -18,9 +18,11 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -297,7 +299,54 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str:
     """
     if name not in SETTINGS_BY_NAME:
         raise KeyError(f"{name} is not a situate setting (situate.resources.settings.SETTINGS)")
-    return (os.environ if environ is None else environ).get(name, "").strip()
+    if environ is None:
+        with _OVERRIDES_LOCK:
+            if name in _OVERRIDES:
+                return _OVERRIDES[name]
+        environ = os.environ
+    return environ.get(name, "").strip()
+
+
+#: What a command set for this process over the environment (its data folder, docs folder, blurb
+#: file): ``{name: value}``, read first by :func:`env`.  The environment itself is never written,
+#: so a Dagster run, a thread or a child process sees what the user set plus these, nothing else.
+_OVERRIDES: dict[str, str] = {}
+_OVERRIDES_LOCK = threading.RLock()
+
+
+def override(name: str, value: str) -> None:
+    """Set setting ``name`` to ``value`` for this process, over the environment, until
+    :func:`restored_overrides` ends (or the process does).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not in :data:`SETTINGS`.
+    """
+    if name not in SETTINGS_BY_NAME:
+        raise KeyError(f"{name} is not a situate setting (situate.resources.settings.SETTINGS)")
+    with _OVERRIDES_LOCK:
+        _OVERRIDES[name] = str(value).strip()
+
+
+@contextlib.contextmanager
+def restored_overrides() -> Iterator[None]:
+    """Run a block, then put the overrides back as they were before it (those it set are gone)."""
+    with _OVERRIDES_LOCK:
+        saved = dict(_OVERRIDES)
+    try:
+        yield
+    finally:
+        with _OVERRIDES_LOCK:
+            _OVERRIDES.clear()
+            _OVERRIDES.update(saved)
+
+
+def child_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process: ``base`` (default ``os.environ``) with this process's
+    overrides (:func:`override`) set, so the child reads the same settings."""
+    with _OVERRIDES_LOCK:
+        return {**(os.environ if base is None else base), **_OVERRIDES}
 
 
 def data_folder(home: str | None = None) -> str:

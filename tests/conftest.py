@@ -161,3 +161,13 @@ def tiny_source_corpus(path) -> tuple[list[dict], int]:
     Path(path).write_text(json.dumps(corpus))
     reader = next(i for i, c in enumerate(corpus[1]["chunks"]) if "ReadNext" in c["content"])
     return corpus, reader
+
+
+@pytest.fixture(autouse=True)
+def _settings_overrides_end_with_the_test():
+    """A command run in this process (``cli.main([... "--home", x])``) sets settings overrides for
+    the rest of the process, as it would in its own; here each test starts without them."""
+    from situate.resources.settings import restored_overrides
+
+    with restored_overrides():
+        yield
