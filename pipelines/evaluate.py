@@ -37,6 +37,7 @@ fusion-cv           a weighted RRF over up to seven rankings (``contextual``'s t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -471,10 +472,95 @@ def evaluate(
     """
     from situate.pipelines.operations import ingest, prepare_env
     from situate.pipelines.settings import resources_from_env
-    from situate.resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
-    from situate.resources.store.retrieval import FUSIONS, contextualized_text, fuse, hybrid_search
 
     t_all = time.perf_counter()
+    configs, fusions = _checked_options(configs, fusions)
+    corpus_path = Path(corpus).expanduser()
+    if not corpus_path.exists():
+        raise FileNotFoundError(f"{corpus} does not exist")
+    home_path = _eval_home(home, corpus_path)
+    corpus_file, qs = _load_corpus(corpus_path, queries, home_path)
+    _check_recorded_docs(home_path, corpus_file)
+    echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
+    # the evaluation's own Dagster instance, never the user's
+    os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
+    _check_blurb_files(blurbs, questions, echo)
+    summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
+    for line in summary.lines():
+        echo(f"situate eval: ingest: {line}")
+    prepare_env(str(home_path))
+    res = resources_from_env(plain=True)
+    store = res["store"]
+    if save_blurbs:
+        n_saved = write_blurb_file(store, res["llm"], save_blurbs)
+        echo(f"situate eval: {n_saved} blurbs written to {save_blurbs}")
+    run = _Run.start(store, res["embedder"], qs, home_path, echo)
+    ingest_calls = sum(v.get("model_calls", v.get("chunks", 0)) for v in summary.per_document.values())
+    if "document-context" in configs:
+        keys = sorted({r["document_key"] for r in run.rows})
+        run.doc_blurbs, run.doc_calls = document_blurbs(store, res["llm"], keys, echo)
+    if "blurb-ungrounded" in configs or "contextual-ungrounded" in configs:
+        run.ungrounded = _ungrounded_blurbs(store, run.rows)
+    for config in configs:
+        if config not in ("contextual", "fusion-cv") + RERANKED:
+            _score_config(run, config, fusions)
+    reranked = [c for c in RERANKED if c in configs]
+    contextual_top = {}
+    if "contextual" in configs or reranked:
+        contextual_top = _score_contextual(run, "contextual" in configs, fusions, ingest_calls + run.queries_embedded)
+    if reranked:
+        _score_reranked(run, reranked, fusions, contextual_top, rerank_depth)
+    cv = None
+    if "fusion-cv" in configs:
+        cv = _fit_fusion(run, questions, cv_folds, cv_repeats, late_chunking, rerank_depth if cv_rerank else 0, cv_sets)
+    files = {"blurbs": blurbs, "questions": questions}
+    report = _report(
+        run, corpus_path, queries, home_path, fusions, rerank_depth, summary, ingest_calls, res["llm"], files
+    )
+    report["seconds"] = round(time.perf_counter() - t_all, 1)
+    report["markdown"] = report.pop("markdown")  # last, as before
+    if cv is not None:
+        report["fusion_cv"] = cv
+        report["markdown"] += "\n\n" + _cv_markdown(cv)
+    return report
+
+
+def _fit_fusion(
+    run: _Run, questions: str | None, folds: int, repeats: int, late: bool, rerank_depth: int, sets
+) -> dict:
+    """The ``fusion-cv`` configuration (:func:`fusion_cv`) on ``run``'s rows, its tables echoed."""
+    t0 = time.perf_counter()
+    cv = fusion_cv(
+        run.store,
+        run.rows,
+        run.qs,
+        run.qv,
+        run.embedder,
+        run.dcache,
+        questions,
+        folds,
+        repeats,
+        run.echo,
+        late=late,
+        rerank_depth=rerank_depth,
+        sets=sets,
+    )
+    cv["seconds"] = round(time.perf_counter() - t0, 1)
+    for line in _cv_markdown(cv).splitlines():
+        run.echo(f"situate eval: {line}")
+    return cv
+
+
+def _checked_options(configs: list[str] | None, fusions: list[str] | None) -> tuple[list[str], list[str]]:
+    """``(configs, fusions)`` with their defaults.
+
+    Raises
+    ------
+    ValueError
+        An unknown configuration or fusion, naming the choices.
+    """
+    from situate.resources.store.retrieval import FUSIONS
+
     configs = list(configs or ev.CONFIGS)
     fusions = list(fusions or ["rrf"])
     for c in configs:
@@ -483,9 +569,17 @@ def evaluate(
     for f in fusions:
         if f not in FUSIONS:
             raise ValueError(f"unknown fusion {f!r}: choose from {', '.join(FUSIONS)}")
-    corpus_path = Path(corpus).expanduser()
-    if not corpus_path.exists():
-        raise FileNotFoundError(f"{corpus} does not exist")
+    return configs, fusions
+
+
+def _eval_home(home: str | None, corpus_path: Path) -> Path:
+    """The evaluation's local data folder (``home``, else :func:`default_home`), checked.
+
+    Raises
+    ------
+    ValueError
+        ``home`` (or ``$SITUATE_HOME`` when no ``home``) is an object-store URI.
+    """
     from situate.pipelines.preflight import check_data_folder
     from situate.resources.store.objects import is_uri
 
@@ -494,7 +588,20 @@ def evaluate(
             "situate eval keeps its datasets in a local data folder: give --home a local path "
             "(the evaluation measures retrieval, not the store)"
         )
-    home_path = check_data_folder(Path(home).expanduser().resolve() if home else default_home(corpus_path))
+    return check_data_folder(Path(home).expanduser().resolve() if home else default_home(corpus_path))
+
+
+def _load_corpus(corpus_path: Path, queries: str | None, home_path: Path) -> tuple[Path, list]:
+    """``(corpus file to ingest, queries)``: a BEIR folder is written as one corpus file in the
+    data folder (rewritten only when it changed) and brings its queries unless ``queries`` is given.
+
+    Raises
+    ------
+    FileNotFoundError
+        The queries file does not exist.
+    ValueError
+        A corpus file without ``queries``, or no query with golden chunks.
+    """
     if corpus_path.is_dir():
         beir_corpus, qs = ev.load_beir(corpus_path)
         corpus_file = home_path / f"{corpus_path.name}.corpus.json"
@@ -510,215 +617,265 @@ def evaluate(
             raise FileNotFoundError(f"{queries} does not exist")
         corpus_file = corpus_path.resolve()
         qs = ev.load_queries(Path(queries).expanduser())
-
     if not qs:
-        raise ValueError(f"no queries with golden chunks in {queries or corpus}")
+        raise ValueError(f"no queries with golden chunks in {queries or corpus_path}")
+    return corpus_file, qs
+
+
+def _check_recorded_docs(home_path: Path, corpus_file: Path) -> None:
+    """Refuse a data folder that holds another corpus (the ingest would delete its rows).
+
+    Raises
+    ------
+    ValueError
+        Naming both corpora.
+    """
     recorded = home_path / "docs-root"
     if recorded.exists() and recorded.read_text().strip() not in ("", str(corpus_file)):
         raise ValueError(
             f"{home_path} is the data folder of {recorded.read_text().strip()}, not of "
             f"{corpus_file}: an evaluation would delete its rows. Use another --home."
         )
-    echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
-    # the evaluation's own Dagster instance, never the user's
-    os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
+
+
+def _check_blurb_files(blurbs: str | None, questions: str | None, echo) -> None:
+    """Point the ingest at the blurb file ``blurbs`` (``SITUATE_BLURBS_FILE``, an override).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``blurbs`` or ``questions`` is not a file.
+    """
     if blurbs:
         if not Path(blurbs).expanduser().is_file():
             raise FileNotFoundError(f"blurb file {blurbs} does not exist")
         override("SITUATE_BLURBS_FILE", str(Path(blurbs).expanduser().resolve()))
+        echo(f"situate eval: blurbs from {blurbs} where it has them (no LLM call for those)")
     if questions and not Path(questions).expanduser().is_file():
         raise FileNotFoundError(f"questions blurb file {questions} does not exist")
-        echo(f"situate eval: blurbs from {blurbs} where it has them (no LLM call for those)")
-    summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
-    for line in summary.lines():
-        echo(f"situate eval: ingest: {line}")
-    prepare_env(str(home_path))
-    res = resources_from_env(plain=True)
-    store, embedder = res["store"], res["embedder"]
-    if save_blurbs:
-        n_saved = write_blurb_file(store, res["llm"], save_blurbs)
-        echo(f"situate eval: {n_saved} blurbs written to {save_blurbs}")
-    rows = store.columns(["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]).to_pylist()
-    if not rows:
-        raise ValueError(f"the table of {home_path} has no rows: every document failed (see the FAILED lines above)")
-    rows.sort(key=lambda r: r["chunk_id"])
-    by_id = {r["chunk_id"]: r for r in rows}
-    ids = [r["chunk_id"] for r in rows]
-    known = {(r["doc_id"], int(r["chunk_index"])) for r in rows}
-    missing = sum(g not in known for q in qs for g in q.golden)
-    if missing:
-        echo(f"situate eval: warning: {missing} golden chunks are not in the table (failed documents?)")
 
-    qtexts = [q.query for q in qs]
-    qv, q_new, _ = embed_with_cache(embedder, qtexts, embedding_cache_for(store, embedder, query=True), query=True)
-    dcache = embedding_cache_for(store, embedder)
-    ingest_calls = sum(v.get("model_calls", v.get("chunks", 0)) for v in summary.per_document.values())
 
-    doc_blurbs: dict[str, str] = {}
-    doc_calls = 0
-    if "document-context" in configs:
-        doc_blurbs, doc_calls = document_blurbs(store, res["llm"], sorted({r["document_key"] for r in rows}), echo)
+def _ungrounded_blurbs(store, rows: list[dict]) -> dict[str, str]:
+    """Each chunk's blurb cleaned but not checked against its document: ``{chunk_id: text}``."""
+    from situate.contextual.prompting import clean_blurb
 
-    def texts_for(config: str) -> list[str]:
+    out = {}
+    for key in {r["document_key"] for r in rows}:
+        chunk_list = store.read_stage(key, "chunks")["chunks"]
+        for c, b in zip(chunk_list, store.read_stage(key, "blurbs")["blurbs"]):
+            out[c["chunk_id"]] = clean_blurb(b["raw"], c["text"]).text
+    return out
+
+
+def _cv_markdown(cv: dict) -> str:
+    """``fusion-cv``'s tables: the first set's fit, then every set's."""
+    from situate.evaluation.fusion_fit import markdown, sets_markdown
+
+    return markdown(cv) + "\n\n" + sets_markdown(cv["sets"])
+
+
+@dataclasses.dataclass
+class _Run:
+    """One evaluation's table rows (sorted by chunk id), queries and their vectors, and the
+    scores recorded so far (``results``, ``ranks``: in the order recorded, which the report keeps)."""
+
+    store: object
+    embedder: object
+    qs: list
+    rows: list[dict]
+    qv: np.ndarray
+    queries_embedded: int
+    dcache: object
+    echo: object
+    doc_blurbs: dict = dataclasses.field(default_factory=dict)
+    doc_calls: int = 0
+    ungrounded: dict = dataclasses.field(default_factory=dict)
+    results: dict = dataclasses.field(default_factory=dict)
+    ranks: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def start(cls, store, embedder, qs: list, home_path: Path, echo) -> _Run:
+        """Read the table's rows and embed the queries (through the embedding cache).
+
+        Raises
+        ------
+        ValueError
+            The table has no rows (every document failed).
+        """
+        from situate.resources.store.cache import embed_with_cache, embedding_cache_for
+
+        rows = store.columns(
+            ["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]
+        ).to_pylist()
+        if not rows:
+            raise ValueError(
+                f"the table of {home_path} has no rows: every document failed (see the FAILED lines above)"
+            )
+        rows.sort(key=lambda r: r["chunk_id"])
+        known = {(r["doc_id"], int(r["chunk_index"])) for r in rows}
+        missing = sum(g not in known for q in qs for g in q.golden)
+        if missing:
+            echo(f"situate eval: warning: {missing} golden chunks are not in the table (failed documents?)")
+        qv, q_new, _ = embed_with_cache(
+            embedder, [q.query for q in qs], embedding_cache_for(store, embedder, query=True), query=True
+        )
+        return cls(store, embedder, qs, rows, qv, q_new, embedding_cache_for(store, embedder), echo)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r["chunk_id"] for r in self.rows]
+
+    @property
+    def by_id(self) -> dict[str, dict]:
+        return {r["chunk_id"]: r for r in self.rows}
+
+    @property
+    def qtexts(self) -> list[str]:
+        return [q.query for q in self.qs]
+
+    def texts(self, config: str) -> list[str]:
+        """What configuration ``config`` embeds and BM25-indexes for each row."""
+        from situate.resources.store.retrieval import contextualized_text
+
+        rows = self.rows
         if config in ("chunk", "chunk+bm25"):
             return [r["text"] for r in rows]
         if config == "heuristic":
             return [contextualized_text("", r["text"], r["context"] or "") for r in rows]
         if config == "document-context":
-            return [contextualized_text(doc_blurbs.get(r["document_key"], ""), r["text"]) for r in rows]
+            return [contextualized_text(self.doc_blurbs.get(r["document_key"], ""), r["text"]) for r in rows]
         if config in ("contextual-dense", "blurb"):
             return [contextualized_text(r["blurb"] or "", r["text"]) for r in rows]
         if config == "blurb-ungrounded":
-            return [contextualized_text(ungrounded.get(r["chunk_id"], ""), r["text"]) for r in rows]
+            return [contextualized_text(self.ungrounded.get(r["chunk_id"], ""), r["text"]) for r in rows]
         if config == "contextual-ungrounded":
-            return [contextualized_text(ungrounded.get(r["chunk_id"], ""), r["text"], r["context"] or "") for r in rows]
+            return [
+                contextualized_text(self.ungrounded.get(r["chunk_id"], ""), r["text"], r["context"] or "") for r in rows
+            ]
         return [contextualized_text(r["blurb"] or "", r["text"], r["context"] or "") for r in rows]
 
-    ungrounded: dict[str, str] = {}
-    if "blurb-ungrounded" in configs or "contextual-ungrounded" in configs:
-        from situate.contextual.prompting import clean_blurb
+    def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """``(vectors, texts embedded now)``, through the data folder's embedding cache."""
+        from situate.resources.store.cache import embed_with_cache
 
-        for key in {r["document_key"] for r in rows}:
-            chunk_list = store.read_stage(key, "chunks")["chunks"]
-            for c, b in zip(chunk_list, store.read_stage(key, "blurbs")["blurbs"]):
-                ungrounded[c["chunk_id"]] = clean_blurb(b["raw"], c["text"]).text
+        dv, n, _ = embed_with_cache(self.embedder, texts, self.dcache)
+        return dv, n
 
-    results: dict[str, dict] = {}
-    ranks: dict[str, dict] = {}
-
-    def record(name: str, ranked_ids: list[list[str]], seconds: float, calls: int) -> None:
+    def record(self, name: str, ranked_ids: list[list[str]], seconds: float, calls: int) -> None:
+        """Score one configuration's rankings (chunk ids, best first, one list per query)."""
+        by_id = self.by_id
         keyed = [_keys(by_id, r) for r in ranked_ids]
-        results[name] = {**ev.score(keyed, qs), "seconds": round(seconds, 2), "model_calls": calls}
-        ranks[name] = {q.query_id: ev.golden_ranks(k, q.golden) for q, k in zip(qs, keyed)}
-        r = results[name]
-        echo(
+        self.results[name] = {**ev.score(keyed, self.qs), "seconds": round(seconds, 2), "model_calls": calls}
+        self.ranks[name] = {q.query_id: ev.golden_ranks(k, q.golden) for q, k in zip(self.qs, keyed)}
+        r = self.results[name]
+        self.echo(
             f"situate eval: {name:<28} Pass@5 {r['pass@5']:6.2f}  Pass@10 {r['pass@10']:6.2f}  "
             f"Pass@20 {r['pass@20']:6.2f}  failure@20 {r['failure@20']:6.2f}  MRR@10 {r['mrr@10']:.4f}"
         )
 
-    contextual_top: dict[str, list[list[str]]] = {}
-    for config in configs:
-        if config in ("contextual", "fusion-cv") + RERANKED:
-            continue
-        if config == "contextual+structural-bm25":
-            t0 = time.perf_counter()
-            ctx_texts = texts_for("contextual")
-            dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
-            lists = [
-                ev.dense_rankings(qv, dv_ctx, ids),
-                ev.bm25_rankings(ctx_texts, ids, qtexts),
-                ev.bm25_rankings(texts_for("heuristic"), ids, qtexts),
-            ]
-            record(
-                config, [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)], time.perf_counter() - t0, n1
-            )
-            continue
+
+def _fused(lists: list[list[list[str]]], fusion: str = "rrf") -> list[list[str]]:
+    """Per query, the rankings of ``lists`` (each one list per query) fused by ``fusion``."""
+    from situate.resources.store.retrieval import fuse
+
+    return [[i for i, _ in fuse(list(per_query), fusion)] for per_query in zip(*lists)]
+
+
+def _score_config(run: _Run, config: str, fusions: list[str]) -> None:
+    """Score one in-memory configuration (every one but ``contextual``, the reranked and ``fusion-cv``)."""
+    t0 = time.perf_counter()
+    ids, qtexts = run.ids, run.qtexts
+    if config in ("contextual+structural-bm25", "ensemble"):
+        ctx_texts = run.texts("contextual")
+        dv_ctx, n = run.embed(ctx_texts)
+        lists = [ev.dense_rankings(run.qv, dv_ctx, ids), ev.bm25_rankings(ctx_texts, ids, qtexts)]
         if config == "ensemble":
-            t0 = time.perf_counter()
-            ctx_texts = texts_for("contextual")
-            dv_ctx, n1, _ = embed_with_cache(embedder, ctx_texts, dcache)
-            dv_chunk, n2, _ = embed_with_cache(embedder, texts_for("chunk"), dcache)
-            lists = [
-                ev.dense_rankings(qv, dv_ctx, ids),
-                ev.bm25_rankings(ctx_texts, ids, qtexts),
-                ev.dense_rankings(qv, dv_chunk, ids),
-            ]
-            # three rankings: RRF only (the cookbook's weights are for two)
-            record(
-                config,
-                [[i for i, _ in fuse(list(trio), "rrf")] for trio in zip(*lists)],
-                time.perf_counter() - t0,
-                n1 + n2,
-            )
-            continue
+            dv_chunk, n2 = run.embed(run.texts("chunk"))
+            lists.append(ev.dense_rankings(run.qv, dv_chunk, ids))
+            n += n2
+        else:
+            lists.append(ev.bm25_rankings(run.texts("heuristic"), ids, qtexts))
+        # three rankings: RRF only (the cookbook's weights are for two)
+        run.record(config, _fused(lists), time.perf_counter() - t0, n)
+        return
+    texts = run.texts(config)
+    dv, n_embedded = run.embed(texts)
+    dense = ev.dense_rankings(run.qv, dv, ids)
+    calls = n_embedded + (run.doc_calls if config == "document-context" else 0)
+    if config in ("chunk", "contextual-dense"):
+        run.record(config, dense, time.perf_counter() - t0, calls)
+        return
+    sparse = ev.bm25_rankings(texts, ids, qtexts)
+    for f in fusions:
+        name = config if f == fusions[0] else f"{config} ({f})"
+        run.record(name, _fused([dense, sparse], f), time.perf_counter() - t0, calls)
+
+
+def _score_contextual(run: _Run, record: bool, fusions: list[str], calls: int) -> dict[str, list[list[str]]]:
+    """``situate search``'s own top :data:`situate.evaluation.metrics.DEPTH` per query and fusion
+    (``{fusion: [[chunk_id, ...] per query]}``), recorded as ``contextual`` when ``record``."""
+    from situate.resources.store.retrieval import hybrid_search
+
+    contextual_top = {}
+    for f in fusions:
         t0 = time.perf_counter()
-        texts = texts_for(config)
-        dv, n_embedded, _ = embed_with_cache(embedder, texts, dcache)
-        dense = ev.dense_rankings(qv, dv, ids)
-        if config in ("chunk", "contextual-dense"):
-            record(
-                config, dense, time.perf_counter() - t0, n_embedded + (doc_calls if config == "document-context" else 0)
-            )
-            continue
-        sparse = ev.bm25_rankings(texts, ids, qtexts)
+        top = []
+        for i, q in enumerate(run.qtexts):
+            hits, _ = hybrid_search(run.store, run.qv[i], q, k=ev.DEPTH, fusion=f)
+            top.append([h.chunk_id for h in hits])
+        contextual_top[f] = top
+        if record:
+            run.record("contextual" if f == fusions[0] else f"contextual ({f})", top, time.perf_counter() - t0, calls)
+    return contextual_top
+
+
+def _score_reranked(run: _Run, reranked: list[str], fusions: list[str], contextual_top: dict, depth: int) -> None:
+    """Score the reranked configurations: ``contextual``'s top ``depth`` reordered by the local
+    cross-encoder (scores cached in the data folder), fused with the first stage or replacing it."""
+    from situate.pipelines.settings import reranker_from_env
+    from situate.resources.models.reranker import rerank_order, rerank_passage
+
+    score_cache = RerankCache(run.store.root / "cache" / "rerank.json", reranker_from_env())
+    by_id = run.by_id
+    for config in reranked:
+        how = "replace" if config.endswith("-replace") else "rrf"
+        with_blurb = config.endswith("-blurb")
         for f in fusions:
+            t0 = time.perf_counter()
+            before = score_cache.computed
+            out = []
+            for q, top in zip(run.qtexts, contextual_top[f]):
+                head, tail = top[:depth], top[depth:]
+                passages = [
+                    rerank_passage(by_id[i]["text"], by_id[i]["context"] or "", by_id[i]["blurb"] or "", with_blurb)
+                    for i in head
+                ]
+                scores = score_cache.scores(q, passages)
+                if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
+                    score_cache.save()  # keep work done if the run is stopped
+                out.append([head[j] for j, _ in rerank_order(scores, how)] + tail)
+            score_cache.save()
             name = config if f == fusions[0] else f"{config} ({f})"
-            fused = [[i for i, _ in fuse([d, s], f)] for d, s in zip(dense, sparse)]
-            calls = n_embedded + (doc_calls if config == "document-context" else 0)
-            record(name, fused, time.perf_counter() - t0, calls)
+            run.record(name, out, time.perf_counter() - t0, score_cache.computed - before)
 
-    reranked = [c for c in RERANKED if c in configs]
-    if "contextual" in configs or reranked:
-        for f in fusions:
-            t0 = time.perf_counter()
-            top = []
-            for i, q in enumerate(qtexts):
-                hits, _ = hybrid_search(store, qv[i], q, k=ev.DEPTH, fusion=f)
-                top.append([h.chunk_id for h in hits])
-            contextual_top[f] = top
-            if "contextual" in configs:
-                name = "contextual" if f == fusions[0] else f"contextual ({f})"
-                record(name, top, time.perf_counter() - t0, ingest_calls + q_new)
-    if reranked:
-        from situate.pipelines.settings import reranker_from_env
-        from situate.resources.models.reranker import rerank_order, rerank_passage
 
-        reranker = reranker_from_env()
-        score_cache = RerankCache(store.root / "cache" / "rerank.json", reranker)
-        for config in reranked:
-            how = "replace" if config.endswith("-replace") else "rrf"
-            with_blurb = config.endswith("-blurb")
-            for f in fusions:
-                t0 = time.perf_counter()
-                before = score_cache.computed
-                out = []
-                for q, top in zip(qtexts, contextual_top[f]):
-                    head, tail = top[:rerank_depth], top[rerank_depth:]
-                    passages = [
-                        rerank_passage(by_id[i]["text"], by_id[i]["context"] or "", by_id[i]["blurb"] or "", with_blurb)
-                        for i in head
-                    ]
-                    scores = score_cache.scores(q, passages)
-                    if score_cache.computed - before and (score_cache.computed - before) % 500 < len(head):
-                        score_cache.save()  # keep work done if the run is stopped
-                    out.append([head[j] for j, _ in rerank_order(scores, how)] + tail)
-                score_cache.save()
-                name = config if f == fusions[0] else f"{config} ({f})"
-                record(name, out, time.perf_counter() - t0, score_cache.computed - before)
+def _report(
+    run: _Run, corpus_path, queries, home_path, fusions, rerank_depth, summary, ingest_calls, llm, files: dict
+) -> dict:
+    """The report :func:`evaluate` returns, less its ``seconds`` and ``fusion_cv``; ``files`` are
+    the blurb files given (``{"blurbs": path or None, "questions": path or None}``), named with
+    their sha256."""
+    from situate.resources.store.cache import file_sha256
 
-    cv = None
-    if "fusion-cv" in configs:
-        from situate.evaluation.fusion_fit import markdown as cv_markdown
-        from situate.evaluation.fusion_fit import sets_markdown
-
-        t0 = time.perf_counter()
-        cv = fusion_cv(
-            store,
-            rows,
-            qs,
-            qv,
-            embedder,
-            dcache,
-            questions,
-            cv_folds,
-            cv_repeats,
-            echo,
-            late=late_chunking,
-            rerank_depth=rerank_depth if cv_rerank else 0,
-            sets=cv_sets,
-        )
-        cv["seconds"] = round(time.perf_counter() - t0, 1)
-        for line in (cv_markdown(cv) + "\n\n" + sets_markdown(cv["sets"])).splitlines():
-            echo(f"situate eval: {line}")
-    ordered = {n: results[n] for n in results}
-    report = {
+    keys = sorted({r["document_key"] for r in run.rows})
+    return {
         "corpus": str(corpus_path),
         "queries_file": str(queries) if queries else None,
         "data_folder": str(home_path),
-        "n_queries": len(qs),
-        "n_chunks": len(rows),
-        "configs": ordered,
-        "golden_ranks": ranks,
+        "n_queries": len(run.qs),
+        "n_chunks": len(run.rows),
+        "configs": dict(run.results),
+        "golden_ranks": run.ranks,
         "fusions": fusions,
         "rerank_depth": rerank_depth,
         "ingest": {
@@ -732,23 +889,16 @@ def evaluate(
             "blurbs_from_cache": summary.blurbs_from_cache,
             "seconds": round(summary.seconds, 1),
         },
-        "context_mode": res["llm"].context,
-        "prompt": res["llm"].prompt,
+        "context_mode": llm.context,
+        "prompt": llm.prompt,
         "files": {
-            name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())}
-            for name, f in (("blurbs", blurbs), ("questions", questions))
-            if f
+            name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())} for name, f in files.items() if f
         },
-        "llm_model": res["llm"].resolved_model_id(),
-        "document_summaries": {"llm_calls": doc_calls, "empty": sum(1 for v in doc_blurbs.values() if not v)},
-        "blurb_quality": blurb_quality(store, sorted({r["document_key"] for r in rows})),
-        "seconds": round(time.perf_counter() - t_all, 1),
-        "markdown": ev.markdown_table(ordered, len(qs)),
+        "llm_model": llm.resolved_model_id(),
+        "document_summaries": {"llm_calls": run.doc_calls, "empty": sum(1 for v in run.doc_blurbs.values() if not v)},
+        "blurb_quality": blurb_quality(run.store, keys),
+        "markdown": ev.markdown_table(dict(run.results), len(run.qs)),
     }
-    if cv is not None:
-        report["fusion_cv"] = cv
-        report["markdown"] += "\n\n" + cv_markdown(cv) + "\n\n" + sets_markdown(cv["sets"])
-    return report
 
 
 class RerankCache:
