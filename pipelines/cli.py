@@ -59,8 +59,38 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.models.registry import ModelFileError
+    from situate.resources.store.objects import DataFolderURIError
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
+    try:
+        return _run(args)
+    except (StartupError, ModelFileError, DataFolderURIError) as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _parser() -> _Parser:
+    """The ``situate`` command line: one subcommand per action."""
     parser = _Parser(prog="situate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_models(sub)
+    _add_ingest(sub)
+    _add_search(sub)
+    _add_demo(sub)
+    _add_eval(sub)
+    _add_eval_fusion_cv(sub.choices["eval"])
+    _add_servers(sub)
+    return parser
+
+
+def _add_models(sub) -> None:
+    """``situate models install|list|check [NAME ...]``."""
     p_models = sub.add_parser("models", help="install, list or check the local models")
     p_models.add_argument("action", choices=["install", "list", "check"])
     p_models.add_argument(
@@ -69,6 +99,10 @@ def _main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="blurb models or embedders to install besides the defaults (see `situate models list`)",
     )
+
+
+def _add_ingest(sub) -> None:
+    """``situate ingest PATH``."""
     p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
     p_ingest.add_argument("path")
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
@@ -91,6 +125,10 @@ def _main(argv: list[str] | None = None) -> int:
         "PATH would take: every document is read, chunked and fitted, no model is "
         "asked and nothing is written",
     )
+
+
+def _add_search(sub) -> None:
+    """``situate search QUERY``."""
     p_search = sub.add_parser(
         "search",
         help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "  # noqa: E501
@@ -108,11 +146,19 @@ def _main(argv: list[str] | None = None) -> int:
         help="candidates the local cross-encoder reranks (default $SITUATE_RERANK_DEPTH "
         "or 0, off; 30 is the measured depth; about 0.06-0.08 s a candidate on 2 CPU cores)",
     )
+
+
+def _add_demo(sub) -> None:
+    """``situate demo``."""
     p_demo = sub.add_parser("demo", help="ingest the demo corpus and run example searches")
     p_demo.add_argument("--home")
     p_demo.add_argument(
         "--replace", action="store_true", help="the data folder holds another docs folder's documents: replace them"
     )
+
+
+def _add_eval(sub) -> None:
+    """``situate eval --corpus FILE ...``: the options every configuration takes."""
     p_eval = sub.add_parser(
         "eval",
         help="retrieval quality: ingest an evaluation corpus, score every "
@@ -141,6 +187,10 @@ def _main(argv: list[str] | None = None) -> int:
         "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)",
     )
     p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
+
+
+def _add_eval_fusion_cv(p_eval) -> None:
+    """``situate eval``'s options of the ``fusion-cv`` configuration."""
     p_eval.add_argument(
         "--questions",
         metavar="FILE",
@@ -176,6 +226,10 @@ def _main(argv: list[str] | None = None) -> int:
         default=10,
         help="fusion-cv: seeded shuffles of the folds (1-100; default 10)",
     )
+
+
+def _add_servers(sub) -> None:
+    """``situate serve``, ``situate mcp`` and ``situate dev``."""
     p_serve = sub.add_parser("serve", help="the search service (HTTP JSON API and a search page), models loaded once")
     p_serve.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another needs SITUATE_API_TOKEN)"
@@ -185,136 +239,157 @@ def _main(argv: list[str] | None = None) -> int:
     p_mcp = sub.add_parser("mcp", help="a Model Context Protocol server over stdio with a `search` tool")
     p_mcp.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
-    args = parser.parse_args(argv)
-    from situate.pipelines.preflight import StartupError
-    from situate.resources.models.registry import ModelFileError
-    from situate.resources.store.objects import DataFolderURIError
-
-    out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
-    try:
-        return _run(args)
-    except (StartupError, ModelFileError, DataFolderURIError) as e:
-        print(f"situate: error: {e}", file=sys.stderr)
-        return 2
-    finally:
-        sys.stdout, sys.stderr = out, err
 
 
 def _run(args) -> int:
     """Carry out a parsed ``situate`` command; returns the exit status."""
-
-    if args.command == "models":
-        from situate.resources.models import registry as models
-
-        if args.action == "install":
-            try:
-                models.install(names=args.names)
-            except models.ModelInstallError as e:
-                print(f"situate: error: {e}".splitlines()[0], file=sys.stderr)
-                return 2
-            return 0
-        if args.action == "list":
-            current = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)[0]
-            print(f"{'name':<36} {'role':<19} {'size':>9} {'licence':<11} installed")
-            for r in models.listing():
-                mark = " (in use)" if r["role"] == "blurb LLM" and r["path"] == current else ""
-                print(
-                    f"{r['name']:<36} {r['role']:<19} {r['size'] / 1e6:>6,.0f} MB {r['licence']:<11} "
-                    f"{'yes' if r['installed'] else 'no'}{' (default)' if r['default'] else ''}{mark}"
-                )
-            return 0
-        bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
-        print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
-        return 1 if bad else 0
     if args.command == "ingest" and args.estimate:
-        from situate.pipelines.estimate import estimate
-        from situate.pipelines.preflight import StartupError, check_docs, preflight_models
-        from situate.pipelines.settings import resources_from_env
-        from situate.resources.models.server import ServerError
+        return _estimate_cmd(args)
+    commands = {
+        "models": _models_cmd,
+        "ingest": _ingest_cmd,
+        "search": _search_cmd,
+        "eval": _eval_cmd,
+        "demo": _demo_cmd,
+        "serve": _serve,
+        "mcp": _mcp_cmd,
+        "dev": _dev_cmd,
+    }
+    return commands[args.command](args) if args.command in commands else 2
 
-        try:
-            res = resources_from_env(docs_path=str(check_docs(args.path)), plain=True)
-            for warning in preflight_models(res):  # the API, the model and the prompt, before the folder is read
-                print(f"situate: warning: {warning}", file=sys.stderr)
-            est = estimate(res, echo=lambda m: print(m, file=sys.stderr))
-        except (StartupError, ServerError) as e:
-            print(f"situate: error: {e}", file=sys.stderr)
-            return 2
-        for line in est.lines():
-            print(f"situate: estimate: {line}")
-        if args.json:
-            Path(args.json).write_text(json.dumps(dataclasses.asdict(est), indent=2))
-        return 0
-    if args.command == "ingest":
-        summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal)
-        for line in summary.lines():
-            print(f"situate: {line}")
-        if args.json:
-            Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
-        return 2 if summary.removal_held else 1 if summary.failed else 0
-    if args.command == "search":
-        try:
-            hits, warnings = search(args.query, args.k, args.home, args.rerank)
-        except QueryError as e:
-            print(f"situate: error: {e}", file=sys.stderr)
-            return 2
-        for w in warnings:
-            print(f"situate: warning: {w}", file=sys.stderr)
-        print_hits(hits, args.json)
-        return 0
-    if args.command == "eval":
-        from situate.pipelines.evaluate import RERANK_DEPTH, run_eval
 
+def _models_cmd(args) -> int:
+    """``situate models``: install (exit 2 on a failed install), list, or check (exit 1 when one is missing)."""
+    from situate.resources.models import registry as models
+
+    if args.action == "install":
         try:
-            report = run_eval(
-                args.corpus,
-                args.queries,
-                [c.strip() for c in args.configs.split(",")] if args.configs else None,
-                args.home,
-                [f.strip() for f in args.fusion.split(",")],
-                args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
-                blurbs=args.blurbs,
-                save_blurbs=args.save_blurbs,
-                questions=args.questions,
-                cv_folds=args.cv_folds,
-                cv_repeats=args.cv_repeats,
-                late_chunking=args.late_chunking,
-                cv_rerank=args.cv_rerank,
-                cv_sets=[[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
-                if args.cv_rankings
-                else None,
+            models.install(names=args.names)
+        except models.ModelInstallError as e:
+            print(f"situate: error: {e}".splitlines()[0], file=sys.stderr)
+            return 2
+        return 0
+    if args.action == "list":
+        current = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)[0]
+        print(f"{'name':<36} {'role':<19} {'size':>9} {'licence':<11} installed")
+        for r in models.listing():
+            mark = " (in use)" if r["role"] == "blurb LLM" and r["path"] == current else ""
+            print(
+                f"{r['name']:<36} {r['role']:<19} {r['size'] / 1e6:>6,.0f} MB {r['licence']:<11} "
+                f"{'yes' if r['installed'] else 'no'}{' (default)' if r['default'] else ''}{mark}"
             )
-        except (FileNotFoundError, ValueError) as e:
-            print(f"situate eval: error: {e}", file=sys.stderr)
-            return 2
-        print(report["markdown"])
-        print("blurb quality (% of chunk blurbs): " + ", ".join(f"{k} {v}" for k, v in report["blurb_quality"].items()))
-        print(f"situate eval: {report['seconds']:.1f} s in all")
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2))
-        if args.markdown:
-            Path(args.markdown).write_text(report["markdown"] + "\n")
         return 0
-    if args.command == "demo":
-        from situate.pipelines.demo import run_demo
+    bad = [m.key for m in models.DEFAULTS if not models.is_installed(m)]
+    print("all models present and verified" if not bad else f"missing or corrupt: {', '.join(bad)}")
+    return 1 if bad else 0
 
-        return run_demo(args.home, args.replace)
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "mcp":
-        from situate.mcp_server import main as mcp_main
 
-        prepare_env(args.home)
-        return mcp_main(args.home)
-    if args.command == "dev":
-        from situate.pipelines.settings import check_environment
+def _estimate_cmd(args) -> int:
+    """``situate ingest --estimate``: what an ingest would ask of the model, nothing written."""
+    from situate.pipelines.estimate import estimate
+    from situate.pipelines.preflight import StartupError, check_docs, preflight_models
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.models.server import ServerError
 
-        check_environment()  # the code location would refuse to load: say it here, in one line
-        prepare_env(None)
-        root = Path(__file__).resolve().parent.parent
-        os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])
-    return 2
+    try:
+        res = resources_from_env(docs_path=str(check_docs(args.path)), plain=True)
+        for warning in preflight_models(res):  # the API, the model and the prompt, before the folder is read
+            print(f"situate: warning: {warning}", file=sys.stderr)
+        est = estimate(res, echo=lambda m: print(m, file=sys.stderr))
+    except (StartupError, ServerError) as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+    for line in est.lines():
+        print(f"situate: estimate: {line}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dataclasses.asdict(est), indent=2))
+    return 0
+
+
+def _ingest_cmd(args) -> int:
+    """``situate ingest``: exit 2 when a mass removal was held, 1 when a document failed."""
+    summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal)
+    for line in summary.lines():
+        print(f"situate: {line}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
+    return 2 if summary.removal_held else 1 if summary.failed else 0
+
+
+def _search_cmd(args) -> int:
+    """``situate search``: exit 2 on a refused query."""
+    try:
+        hits, warnings = search(args.query, args.k, args.home, args.rerank)
+    except QueryError as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+    for w in warnings:
+        print(f"situate: warning: {w}", file=sys.stderr)
+    print_hits(hits, args.json)
+    return 0
+
+
+def _eval_cmd(args) -> int:
+    """``situate eval``: exit 2 on a missing file or a bad option."""
+    from situate.pipelines.evaluate import RERANK_DEPTH, run_eval
+
+    sets = None
+    if args.cv_rankings:
+        sets = [[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
+    try:
+        report = run_eval(
+            args.corpus,
+            args.queries,
+            [c.strip() for c in args.configs.split(",")] if args.configs else None,
+            args.home,
+            [f.strip() for f in args.fusion.split(",")],
+            args.rerank_depth if args.rerank_depth is not None else RERANK_DEPTH,
+            blurbs=args.blurbs,
+            save_blurbs=args.save_blurbs,
+            questions=args.questions,
+            cv_folds=args.cv_folds,
+            cv_repeats=args.cv_repeats,
+            late_chunking=args.late_chunking,
+            cv_rerank=args.cv_rerank,
+            cv_sets=sets,
+        )
+    except (FileNotFoundError, ValueError) as e:
+        print(f"situate eval: error: {e}", file=sys.stderr)
+        return 2
+    print(report["markdown"])
+    print("blurb quality (% of chunk blurbs): " + ", ".join(f"{k} {v}" for k, v in report["blurb_quality"].items()))
+    print(f"situate eval: {report['seconds']:.1f} s in all")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    if args.markdown:
+        Path(args.markdown).write_text(report["markdown"] + "\n")
+    return 0
+
+
+def _demo_cmd(args) -> int:
+    """``situate demo``."""
+    from situate.pipelines.demo import run_demo
+
+    return run_demo(args.home, args.replace)
+
+
+def _mcp_cmd(args) -> int:
+    """``situate mcp``: the MCP server over stdio."""
+    from situate.mcp_server import main as mcp_main
+
+    prepare_env(args.home)
+    return mcp_main(args.home)
+
+
+def _dev_cmd(args) -> int:
+    """``situate dev``: ``dagster dev`` on this project's workspace (replaces this process)."""
+    from situate.pipelines.settings import check_environment
+
+    check_environment()  # the code location would refuse to load: say it here, in one line
+    prepare_env(None)
+    root = Path(__file__).resolve().parent.parent
+    os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])
+    return 2  # not reached: execv replaces the process
 
 
 def _serve(args) -> int:
