@@ -6,25 +6,9 @@ import dagster as dg
 from situate.assets.partitions import PARTITIONS
 from situate.assets.per_document import tag_worker
 from situate.contextual import table_checks
-from situate.resources.models.llm import parse_setting
-from situate.resources.settings import env
-from situate.resources.store.retrieval import bm25_ids, rebuild_bm25_from_table
+from situate.contextual.table_checks import CHECKS, ids_match, max_fallback_share
+from situate.resources.store.retrieval import rebuild_bm25_from_table
 from situate.resources.store.store import Store
-
-CHECKS = {
-    "ids_match_table": "The BM25 index's row ids equal the table's chunk ids.",
-    "rows_match_chunks": "Per document, rows in the table equal chunks in its chunks stage file; "
-    "no rows of unregistered documents.",
-    "unique_chunk_ids": "No chunk_id appears twice in the table.",
-    "vectors_sound": "Every vector has the embedder's dimension, finite values and unit L2 norm.",
-    "fallback_share": "The share of blurbs that fell back to the chunk alone is under the threshold "
-    "(SITUATE_MAX_FALLBACK_SHARE, default 0.9).",
-    "documents_not_stuck": "No document has used its run attempts (MAX_RUN_ATTEMPTS failed runs of the "
-    "same version): the sensor stopped asking for it; fails naming it and its last error.",
-    "no_removal_held": "No sync is holding back the removal of most (or all) documents: an unmounted or "
-    "emptied docs folder removes nothing until SITUATE_ALLOW_MASS_REMOVAL=1 or "
-    "`situate ingest --allow-removal`.",
-}
 
 
 class TableCheckConfig(dg.Config):
@@ -38,34 +22,6 @@ class TableCheckConfig(dg.Config):
     """
 
     max_fallback_share: float | None = None
-
-
-def max_fallback_share() -> float:
-    """``$SITUATE_MAX_FALLBACK_SHARE`` within its bound, else
-    :data:`situate.contextual.table_checks.MAX_FALLBACK_SHARE`.
-
-    Raises
-    ------
-    situate.resources.errors.SettingError
-        The value is not a number or is outside 0 to 1.
-    """
-    raw = env("SITUATE_MAX_FALLBACK_SHARE")
-    return parse_setting("SITUATE_MAX_FALLBACK_SHARE", raw) if raw else table_checks.MAX_FALLBACK_SHARE
-
-
-def ids_match(store: Store) -> tuple[bool, dict]:
-    """Whether the saved BM25 index's ids equal the table's chunk ids, with the counts."""
-    index_ids = bm25_ids(store.bm25_dir) or []
-    table_ids = store.columns(["chunk_id"]).column("chunk_id").to_pylist()
-    missing = sorted(set(table_ids) - set(index_ids))
-    extra = sorted(set(index_ids) - set(table_ids))
-    ok = not missing and not extra and len(index_ids) == len(table_ids)
-    return ok, {
-        "index_rows": len(index_ids),
-        "table_rows": len(table_ids),
-        "missing_from_index": len(missing),
-        "stale_in_index": len(extra),
-    }
 
 
 @dg.asset(

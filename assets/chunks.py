@@ -1,41 +1,14 @@
 """Asset ``chunks``: token-sized chunks with stable ids and heading paths (stage ``chunks``)."""
 
-import functools
-
 import dagster as dg
 
 from situate.assets.partitions import BACKFILL, documents
-from situate.assets.per_document import for_each_document, read_ok
+from situate.assets.per_document import for_each_document
 from situate.contextual.chunking import make_chunks
 from situate.contextual.code_context import document_contexts
+from situate.contextual.tokens import count_cl100k
 from situate.resources.documents.docs import Chunking
-from situate.resources.store.store import Store
-
-
-@functools.lru_cache(maxsize=1)
-def cl100k():
-    """tiktoken ``cl100k_base``, read from the models folder (never downloaded at run time).
-
-    Raises
-    ------
-    RuntimeError
-        The cl100k file is not installed (run ``situate models install``).
-    """
-    from situate.resources.models import registry as models
-
-    models.use_offline_tiktoken()
-    if not models.is_installed(models.CL100K, verify=False):
-        raise RuntimeError(
-            f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: run `situate models install`"
-        )
-    import tiktoken
-
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def count_cl100k(text: str) -> int:
-    """Length of ``text`` in cl100k_base tokens (special tokens counted as text)."""
-    return len(cl100k().encode(text, disallowed_special=()))
+from situate.resources.store.store import Store, read_ok
 
 
 @dg.asset(

@@ -1,176 +1,24 @@
 """Asset ``embeddings``: contextualised text → vectors, written as the document's rows of the
 LanceDB table ``chunks`` (the pipeline's output)."""
 
-import hashlib
-import json
-import os
 import time
 
 import dagster as dg
-import numpy as np
-import pyarrow as pa
 
 from situate.assets.partitions import BACKFILL, documents
-from situate.assets.per_document import UpstreamError, for_each_document, read_ok
-from situate.contextual.prompting import CONTEXT_VERSION, PROMPT_VERSION
+from situate.assets.per_document import for_each_document
+from situate.contextual.indexing import (
+    build_rows,
+    check_one_version,
+    embedding_totals,
+    fingerprint,
+    indexed_texts,
+    migration_message,
+)
 from situate.resources.documents.docs import Chunking
 from situate.resources.models.llm import BlurbLLM, Embedder
-from situate.resources.store.cache import embed_with_cache, embedding_cache_for, file_sha256
-from situate.resources.store.retrieval import contextualized_text
-from situate.resources.store.store import Store, table_schema
-
-
-def blurb_file_id(path: str) -> str:
-    """sha256 of a blurb file (the same digest :func:`situate.contextual.blurb_files.read` records), or
-    ``"unreadable"`` when it is missing, not a regular file (a FIFO is never opened here) or over
-    :data:`situate.contextual.blurb_files.MAX_FILE_BYTES`: the blurbs step then names the reason."""
-    import stat
-
-    from situate.contextual.blurb_files import MAX_FILE_BYTES
-
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
-            return "unreadable"
-        return file_sha256(path)
-    except OSError:
-        return "unreadable"
-
-
-def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
-    """Hash of every setting that changes a row: a document whose rows carry another fingerprint is
-    stale and is ingested again.  A blurb file (``SITUATE_BLURBS_FILE``) counts by its sha256:
-    setting, replacing or removing it makes the documents stale, and their blurbs taken from a
-    file no longer set are written by the model (:func:`situate.contextual.edits.written_by_model`).  A model
-    server counts by what it says it serves (:meth:`situate.resources.models.llm.BlurbLLM.identity`), so
-    another model under the same name re-ingests."""
-    settings = {
-        "llm": llm.resolved_model_id(),
-        "n_ctx": llm.n_ctx,
-        "max_tokens": llm.max_tokens,
-        "repeat_penalty": llm.repeat_penalty,
-        "prompt": PROMPT_VERSION,
-        **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
-        **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
-        **({"context_mode": llm.context} if llm.context != "chunk" else {}),
-        **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
-        "context": CONTEXT_VERSION,
-        **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure" else {}),
-        **({"llm_served": llm.identity()} if llm.remote and llm.context != "structure" else {}),
-        "embedder": embedder.resolved_model_id(),
-        "embed_ctx": embedder.n_ctx,
-        **({"embed_served": embedder.identity()} if embedder.server_url else {}),
-        "chunk_tokens": chunking.chunk_tokens,
-        "overlap_tokens": chunking.overlap_tokens,
-    }
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def build_rows(
-    key: str,
-    doc: dict,
-    chunk_list: list[dict],
-    blurb_list: list[dict],
-    vectors: np.ndarray,
-    llm_model: str,
-    embed_model: str,
-    fp: str,
-    llm_backend: str = "",
-) -> pa.Table:
-    """The document's rows for the ``chunks`` table (schema :func:`situate.resources.store.store.table_schema`);
-    ``llm_backend``: what ran the blurb model (:meth:`situate.resources.models.llm.BlurbLLM.backend_kind`).
-
-    Raises
-    ------
-    ValueError
-        Chunks, blurbs and vectors differ in number or order.
-    """
-    if not (len(chunk_list) == len(blurb_list) == len(vectors)):
-        raise ValueError(f"{len(chunk_list)} chunks, {len(blurb_list)} blurbs, {len(vectors)} vectors")
-    for c, b in zip(chunk_list, blurb_list):
-        if c["chunk_id"] != b["chunk_id"]:
-            raise ValueError(f"blurb for {b['chunk_id']} where {c['chunk_id']} was expected: re-run blurbs")
-    n = len(chunk_list)
-    cols = {
-        "chunk_id": [c["chunk_id"] for c in chunk_list],
-        "document_key": [key] * n,
-        "doc_id": [doc["doc_id"]] * n,
-        "source": [doc["source"]] * n,
-        "title": [doc["title"]] * n,
-        "chunk_index": [c["index"] for c in chunk_list],
-        "heading_path": [" > ".join(c["heading_path"]) for c in chunk_list],
-        "context": [c.get("context", "") for c in chunk_list],
-        "text": [c["text"] for c in chunk_list],
-        "blurb": [b["blurb"] for b in blurb_list],
-        "blurb_status": [b["status"] for b in blurb_list],
-        "content_sha256": [hashlib.sha256(c["text"].encode()).hexdigest() for c in chunk_list],
-        "doc_sha256": [doc["sha256"]] * n,
-        "llm_model": [llm_model if b.get("mode", "") != "structure" else "" for b in blurb_list],
-        "llm_backend": [llm_backend if b.get("mode", "") != "structure" else "" for b in blurb_list],
-        "embed_model": [embed_model] * n,
-        "prompt_version": [PROMPT_VERSION] * n,
-        "fingerprint": [fp] * n,
-        "context_mode": [b.get("mode", "") for b in blurb_list],
-        "blurb_doc_sha256": [b.get("doc_sha256", "") for b in blurb_list],
-    }
-    schema = table_schema(vectors.shape[1])
-    arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "vector"]
-    flat = pa.array(vectors.astype(np.float32).ravel(), pa.float32())
-    arrays.append(pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def check_one_version(key: str, doc: dict, chunk_data: dict, blurb_data: dict) -> None:
-    """The document, chunks and blurbs stages were made from one version of the document (their
-    ``doc_sha256``; stage files of earlier versions without it pass): two runs of one document
-    that interleave stage by stage (the lock is taken per stage) would otherwise write rows that
-    carry the new version's hash with the old version's text.
-
-    Raises
-    ------
-    UpstreamError
-        The versions differ: nothing is committed; the run that wrote the newest stages commits
-        its own rows, and the next sync sees the document as it is.
-    """
-    versions = {
-        "document": doc.get("sha256"),
-        "chunks": chunk_data.get("doc_sha256"),
-        "blurbs": blurb_data.get("doc_sha256"),
-    }
-    seen = {v for v in versions.values() if v}
-    if len(seen) > 1:
-        raise UpstreamError(
-            f"{key}: the document changed while this run worked on it "
-            f"({', '.join(f'{k} {v[:12]}' for k, v in versions.items() if v)}): "
-            "not committed; the run of the newer version writes its rows"
-        )
-
-
-def indexed_texts(chunk_list: list[dict], blurbs: list[dict]) -> list[str]:
-    """The contextualised text of each chunk of a document, what is embedded and BM25-indexed:
-    structural context + blurb + chunk (:func:`situate.resources.store.retrieval.contextualized_text`),
-    from the ``chunks`` and ``blurbs`` stages' entries, in chunk order."""
-    return [contextualized_text(b["blurb"], c["text"], c.get("context", "")) for b, c in zip(blurbs, chunk_list)]
-
-
-def migration_message(migration: dict) -> str:
-    """The run's warning while the table's vectors change width
-    (:meth:`situate.resources.store.store.Store.migration`)."""
-    return (
-        f"embeddings: the chunks table holds {migration['table_dim']}-wide vectors and this embedder "
-        f"writes {migration['next_dim']}: {migration['documents_done']} documents wait in chunks-next, "
-        f"{migration['documents_waiting']} are still to be embedded again; the table keeps its rows "
-        "until every document is, then takes the new rows in one commit"
-    )
-
-
-def embedding_totals(ok: dict) -> dict:
-    """The run's totals over its documents' entries: rows written, texts embedded, cache hits."""
-    return {
-        "rows_written": sum(v["rows"] for v in ok.values()),
-        "texts_embedded": sum(v["embedded"] for v in ok.values()),
-        "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
-    }
+from situate.resources.store.cache import embed_with_cache, embedding_cache_for
+from situate.resources.store.store import Store, read_ok
 
 
 @dg.asset(

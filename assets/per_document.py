@@ -19,15 +19,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from situate.resources.documents.reading import DocumentError
-from situate.resources.errors import UpstreamError  # noqa: F401  (importable from here as before)
-
-
-def read_ok(store, key: str, stage: str):
-    """The stage's JSON for ``key``, or :class:`UpstreamError` if that stage recorded a failure."""
-    data = store.read_stage(key, stage)
-    if isinstance(data, dict) and data.get("error"):
-        raise UpstreamError(data["error"])
-    return data
+from situate.resources.errors import UpstreamError
 
 
 @dataclasses.dataclass

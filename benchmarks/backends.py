@@ -154,7 +154,7 @@ def _prefix_reuse(home: Path, records: list[dict], head: int, evaluated: list[in
 def _head_tokens() -> int:
     """Tokens of the default model's chat template before the user message (the start of every
     prompt's document prefix)."""
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
 
     return len(prompt_builder(resources_from_env(plain=True)["llm"])._head)

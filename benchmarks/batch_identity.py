@@ -9,8 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from the repository: the imports below need it
-from situate.assets.blurbs import STOP  # noqa: E402
-from situate.assets.fitted_preambles import prompt_builder  # noqa: E402
+from situate.contextual.document_blurbs import STOP  # noqa: E402
+from situate.contextual.fitting import prompt_builder  # noqa: E402
 from situate.pipelines.settings import resources_from_env  # noqa: E402
 from situate.resources.models.batching import SharedPrefixBatcher  # noqa: E402
 

@@ -51,10 +51,10 @@ def sample(corpus: Path, n_docs: int, n_chunks: int) -> list[dict]:
 
 
 def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_dir) -> dict:
-    from situate.assets.blurbs import STOP, blurb_key
-    from situate.assets.fitted_preambles import fit_document, prompt_builder
     from situate.contextual.code_context import detect_language
     from situate.contextual.contextualize import contextualize
+    from situate.contextual.document_blurbs import STOP, blurb_key
+    from situate.contextual.fitting import fit_document, prompt_builder
     from situate.contextual.prompting import PROMPTS
     from situate.pipelines.settings import resources_from_env
     from situate.resources.store.cache import BlurbCache

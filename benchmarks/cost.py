@@ -2,7 +2,8 @@
 
 For each mode (today's prompt, chunks by reference, the document mode; the structure mode makes no
 LLM call) the same documents go through the same plain functions the ``blurbs`` asset calls
-(:func:`situate.contextual.contextualize.contextualize`, :func:`situate.assets.blurbs.document_records`), each
+(:func:`situate.contextual.contextualize.contextualize`,
+:func:`situate.contextual.document_blurbs.document_records`), each
 document from an empty KV cache, with no blurb cache.  Reported per mode: LLM seconds a chunk,
 prompt tokens evaluated and tokens generated a chunk, and the ratio to the floor.
 
@@ -67,10 +68,10 @@ def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = N
     docs : list of (corpus name, cookbook-form document), optional
         The documents instead (``run.py --tiny``: one short one).
     """
-    from situate.assets.blurbs import document_records, stops
-    from situate.assets.fitted_preambles import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
     from situate.contextual.code_context import is_source
     from situate.contextual.contextualize import contextualize
+    from situate.contextual.document_blurbs import document_records, stops
+    from situate.contextual.fitting import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
     from situate.contextual.prompting import PROMPTS
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models.llm import BlurbLLM

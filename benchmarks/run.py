@@ -177,8 +177,8 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     ValueError
         The corpus holds no document of the size measured.
     """
-    from situate.assets.blurbs import STOP
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.document_blurbs import STOP
+    from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"]
@@ -344,7 +344,7 @@ def llm_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
 def _blurb_run(llm, builder, prefix: list[int], sufs: list[list[int]], tiny: bool = False) -> dict:
     """Blurbs of ``sufs`` after ``prefix`` back to back (cache reset first), and the model's rates
     at that depth; the first blurb (which reads the prefix) is reported apart."""
-    from situate.assets.blurbs import stops
+    from situate.contextual.document_blurbs import stops
 
     L = llm.load()
     L.reset()
@@ -377,7 +377,7 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     """The ``models`` figures (module docstring).  ``tiny`` (a smoke run): 2 chunks of the shortest
     document with 2+, every model and setting; the window comparison on the shortest document
     that needs 2+ windows of 384 tokens, against 768, one blurb a window."""
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models import registry as models
     from situate.resources.models.llm import _CACHE, BlurbLLM
@@ -430,7 +430,7 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     # a long document: windows of 4,096 against 8,192 tokens (each chunk reads less document)
     from cost import corpus_spans
 
-    from situate.assets.fitted_preambles import fit_document, generation_bound
+    from situate.contextual.fitting import fit_document, generation_bound
 
     sizes = (768, 384) if tiny else (8192, 4096)
 

@@ -34,9 +34,9 @@ def real_folders() -> dict[str, Path]:
 def folder_counts(root: Path, max_bytes: int = 60_000_000) -> dict:
     """Chunks and flagged chunks of the documents discovery finds under ``root`` (files read in
     discovery order until ``max_bytes`` of text)."""
-    from situate.assets.chunks import count_cl100k
     from situate.contextual.chunking import make_chunks
     from situate.contextual.skipping import chunk_reasons
+    from situate.contextual.tokens import count_cl100k
     from situate.resources.documents.reading import DocumentError, discover, load
 
     reasons: collections.Counter = collections.Counter()

@@ -5,8 +5,8 @@ import json
 
 import dagster as dg
 
-from situate.assets.embeddings import fingerprint
 from situate.assets.partitions import documents
+from situate.contextual.indexing import fingerprint
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
 from situate.pipelines.settings import int_from_env

@@ -124,8 +124,9 @@ def estimate(res: dict, echo=print) -> Estimate:
     situate.resources.models.server.ServerError
         Through Anthropic's API: the model check failed (the rates are the model's).
     """
-    from situate.assets.chunks import count_cl100k
-    from situate.assets.fitted_preambles import (
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.code_context import is_source
+    from situate.contextual.fitting import (
         document_builder,
         fit_bound,
         fit_document,
@@ -133,9 +134,8 @@ def estimate(res: dict, echo=print) -> Estimate:
         generation_bound,
         prompt_builder,
     )
-    from situate.contextual.chunking import make_chunks
-    from situate.contextual.code_context import is_source
     from situate.contextual.skipping import chunk_reasons
+    from situate.contextual.tokens import count_cl100k
     from situate.resources.documents.reading import DocumentError, load
 
     docs, llm, chunking = res["docs"], res["llm"], res["chunking"]

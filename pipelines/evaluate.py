@@ -73,9 +73,9 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
     (blurbs, model_calls)
         ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
     """
-    from situate.assets.blurbs import STOP, blurb_key
-    from situate.assets.fitted_preambles import fit_document, prompt_builder
     from situate.contextual.contextualize import contextualize
+    from situate.contextual.document_blurbs import STOP, blurb_key
+    from situate.contextual.fitting import fit_document, prompt_builder
     from situate.contextual.prompting import DOCUMENT_SUMMARY
     from situate.resources.store.cache import blurb_cache_for
 

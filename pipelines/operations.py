@@ -117,7 +117,8 @@ class IngestSummary:
     removal_held: str = ""
 
     def add_document(self, key: str, s: dict) -> None:
-        """Count one ingested document's blurb summary ``s`` (:func:`situate.assets.blurbs.blurb_summary`)."""
+        """Count one ingested document's blurb summary ``s``
+        (:func:`situate.contextual.document_blurbs.blurb_summary`)."""
         self.per_document[key] = s
         self.ingested += 1
         self.chunks += s["chunks"]
@@ -326,7 +327,7 @@ def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestS
 def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary, echo) -> None:
     """Run the BM25 index job when documents changed or the index is of an older version; a failed
     index run is a failure of the ingest (``summary.failed["(bm25 index)"]``), not a footnote."""
-    from situate.assets.bm25_index import ids_match
+    from situate.contextual.table_checks import ids_match
     from situate.resources.store.retrieval import STRUCTURAL
 
     behind = not ids_match(store)[0] or not (store.bm25_dir / STRUCTURAL).exists()
@@ -353,8 +354,8 @@ def _stage_error(store, key: str) -> str | None:
 def _add_document_summaries(store, stale, summary: IngestSummary) -> None:
     """Add each ingested document's blurb summary to ``summary``; a document with a stage error
     goes to ``summary.failed`` with it."""
-    from situate.assets.blurbs import blurb_summary
     from situate.contextual.contextualize import BlurbRecord
+    from situate.contextual.document_blurbs import blurb_summary
 
     for key in stale:
         err = _stage_error(store, key)

@@ -168,7 +168,7 @@ def check_models(llm_path: str | None, embed_path: str | None, embed_tokenizer: 
 def context_warning(llm) -> str | None:
     """One line when ``llm.n_ctx`` leaves no room for any document preamble (so every chunk will be
     indexed alone, without a blurb), else None.  Loads the LLM's vocabulary only."""
-    from situate.assets.fitted_preambles import fit_document, generation_bound, prompt_builder
+    from situate.contextual.fitting import fit_document, generation_bound, prompt_builder
 
     builder = prompt_builder(llm)
     plan = fit_document("x", [(0, 1)], builder, llm.n_ctx, generation_bound(llm, builder))
@@ -300,7 +300,7 @@ def preflight_models(res: dict) -> list[str]:
         As :func:`check_models`, :func:`check_server`, :func:`check_chat_api_prompt`; an unknown
         ``SITUATE_CONTEXT``; ``SITUATE_LLM_BATCH=1`` without Anthropic's API.
     """
-    from situate.assets.blurbs import CONTEXT_MODES
+    from situate.contextual.document_blurbs import CONTEXT_MODES
 
     if res["llm"].context not in CONTEXT_MODES:
         raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")

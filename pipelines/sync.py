@@ -114,7 +114,7 @@ def plan_sync(
     states : dict
         :meth:`situate.resources.store.store.Store.document_states`.
     fingerprint : str
-        Current settings fingerprint (:func:`situate.assets.embeddings.fingerprint`).
+        Current settings fingerprint (:func:`situate.contextual.indexing.fingerprint`).
     bad_inputs : dict of key → (sha256, reason), optional
         Documents whose last read failed as bad input.
     allow_mass_removal : bool

@@ -24,8 +24,8 @@ def _real_document() -> tuple[str, list[str]]:
 @needs_models
 @pytest.mark.models
 def test_batched_greedy_output_equals_sequential_token_for_token():
-    from situate.assets.blurbs import STOP
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.document_blurbs import STOP
+    from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"batch": 3})
@@ -73,8 +73,8 @@ class FakeBatch:
 
 
 def test_contextualize_batches_only_uncached_chunks_in_order(fake_tokenizer, tmp_path):
-    from situate.assets.fitted_preambles import fit_document
     from situate.contextual.contextualize import contextualize
+    from situate.contextual.fitting import fit_document
     from situate.resources.store.cache import BlurbCache, digest
 
     text, spans = doc_and_spans(5)

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from situate.assets.chunks import count_cl100k
 from situate.contextual.chunking import chunk_id, chunk_text, heading_path_at, locate, make_chunks
+from situate.contextual.tokens import count_cl100k
 from situate.resources.documents.reading import markdown_headings
 
 

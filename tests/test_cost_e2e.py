@@ -180,12 +180,12 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     """A window's blurbs in one generation by the real model; then the same answer garbled (a
     line dropped, one repeated, one emptied): those chunks fall back to their own calls, whose
     blurbs are exactly what chunks by reference give them, and no chunk is left without one."""
-    from situate.assets.blurbs import stops
-    from situate.assets.chunks import count_cl100k
-    from situate.assets.fitted_preambles import fit_bound, fit_document, prompt_builder
     from situate.contextual.chunking import make_chunks
     from situate.contextual.contextualize import contextualize
+    from situate.contextual.document_blurbs import stops
+    from situate.contextual.fitting import fit_bound, fit_document, prompt_builder
     from situate.contextual.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
+    from situate.contextual.tokens import count_cl100k
     from situate.pipelines.settings import resources_from_env
 
     text = "".join(DOTENV.read_text().splitlines(keepends=True)[:140])
@@ -243,7 +243,7 @@ def test_one_generation_lines_stop_where_the_context_ends():
     fit: fewer lines than asked come back (their chunks get their own calls), and llama.cpp's
     "Requested tokens exceed context window" is never raised (the codebase set's doc 52 asked
     for 8,203 tokens of an 8,192 context before this bound)."""
-    from situate.assets.blurbs import stops
+    from situate.contextual.document_blurbs import stops
     from situate.pipelines.settings import resources_from_env
 
     base = resources_from_env(plain=True)["llm"]

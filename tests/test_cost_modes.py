@@ -6,8 +6,8 @@ import gzip
 import json
 import zlib
 
-from situate.assets.fitted_preambles import fit_document
 from situate.contextual.contextualize import ChatFrame, PromptBuilder, contextualize
+from situate.contextual.fitting import fit_document
 from situate.contextual.prompting import BY_REFERENCE, chunk_mark, first_line
 from situate.resources.models.llm import Generation
 
@@ -239,8 +239,8 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
 
 # -- document mode -----------------------------------------------------------------------------
 def test_document_mode_makes_one_call_for_the_whole_document(fake_tokenizer):
-    from situate.assets.blurbs import blurb_summary, document_records
-    from situate.assets.fitted_preambles import fit_document as fit
+    from situate.contextual.document_blurbs import blurb_summary, document_records
+    from situate.contextual.fitting import fit_document as fit
     from situate.contextual.prompting import DOCUMENT_SUMMARY
 
     text, spans = doc_and_spans(6)
@@ -387,7 +387,7 @@ class FakeWindowGenerate:
 
 
 def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fake_tokenizer):
-    from situate.assets.blurbs import blurb_summary
+    from situate.contextual.document_blurbs import blurb_summary
     from situate.contextual.prompting import BY_REFERENCE_WINDOW
 
     text, spans = doc_and_spans(6)

@@ -335,8 +335,8 @@ def test_a_context_too_small_for_any_preamble_is_said_once(tmp_path):
 
 
 def test_a_5_mb_line_and_a_20_mb_file_are_chunked_within_bounds(tmp_path):
-    from situate.assets.chunks import count_cl100k
     from situate.contextual.chunking import make_chunks
+    from situate.contextual.tokens import count_cl100k
     from situate.resources.documents.reading import discover, load
     from situate.resources.models import registry as models
 

@@ -114,7 +114,7 @@ def test_long_document_gets_several_windows_and_every_chunk_a_prompt(env):
 
 
 def test_bm25_ids_equal_the_table(env):
-    from situate.assets.bm25_index import ids_match
+    from situate.contextual.table_checks import ids_match
 
     ok, figures = ids_match(_store(env))
     assert ok, figures
@@ -346,7 +346,7 @@ def test_dagster_cli_validates_and_materialises_one_partition(env):
 
 
 def test_sensor_removes_a_deleted_document(env):
-    from situate.assets.bm25_index import ids_match
+    from situate.contextual.table_checks import ids_match
     from situate.pipelines.automation import documents_sensor
     from situate.pipelines.definitions import build_definitions
 

@@ -3,8 +3,8 @@
 import pytest
 from conftest import needs_models
 
-from situate.assets.fitted_preambles import fit_document
 from situate.contextual.contextualize import ChatFrame, PromptBuilder, chat_frame
+from situate.contextual.fitting import fit_document
 from situate.contextual.preambles import FitPlan, cut_to_tokens, token_cuts
 
 FRAME = ChatFrame("<|user|>\n", "<|end|>\n<|assistant|>\n", True)
@@ -208,7 +208,7 @@ def test_primed_prompt_starts_the_answer(fake_tokenizer):
 
 
 def test_unknown_prompt_is_a_clear_error():
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.fitting import prompt_builder
     from situate.resources.models.llm import BlurbLLM
 
     with pytest.raises(ValueError, match="unknown prompt 'mine'.*anthropic-2024"):
@@ -220,7 +220,7 @@ def test_unknown_prompt_is_a_clear_error():
 def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
     """A document quoting the chat template's special tokens and the prompt's own tags: with the
     real SmolLM2 tokenizer, none becomes a control token, so it cannot end the turn."""
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"]
@@ -243,7 +243,7 @@ def test_special_tokens_and_prompt_tags_in_a_document_stay_plain_text():
 def test_structure_mode_plans_no_prompt():
     """``SITUATE_CONTEXT=structure``: no window, each chunk's allowance its length in characters,
     and the run's metadata says nothing fits (no LLM prompt is built)."""
-    from situate.assets.fitted_preambles import document_plan, plan_summary
+    from situate.contextual.fitting import document_plan, plan_summary
     from situate.resources.models.llm import BlurbLLM
 
     llm = BlurbLLM(model_path="/nonexistent.gguf", context="structure")

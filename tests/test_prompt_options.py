@@ -49,8 +49,8 @@ def test_a_system_line_goes_before_the_user_turn():
 @needs_models
 @pytest.mark.models
 def test_options_with_the_real_default_model():
-    from situate.assets.blurbs import STOP
-    from situate.assets.fitted_preambles import prompt_builder
+    from situate.contextual.document_blurbs import STOP
+    from situate.contextual.fitting import prompt_builder
     from situate.contextual.prompting import PROMPTS, SITUATING_SYSTEM, SITUATING_SYSTEM_CODE, clean_blurb
     from situate.pipelines.settings import resources_from_env
 

@@ -35,8 +35,8 @@ def test_reasoning_model_outputs_keep_their_answer():
 
 
 def test_reasoning_models_do_not_stop_at_a_blank_line():
-    from situate.assets.blurbs import STOP, stops
     from situate.contextual.contextualize import chat_frame
+    from situate.contextual.document_blurbs import STOP, stops
 
     r1 = (
         "{% for m in messages %}<｜User｜>{{ m['content'] }}{% endfor %}"

@@ -39,7 +39,7 @@ def test_bm25_rejects_duplicate_ids(tmp_path):
 
 def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
     """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
-    from situate.assets.embeddings import build_rows
+    from situate.contextual.indexing import build_rows
     from situate.resources.store.retrieval import rebuild_bm25_from_table
     from situate.resources.store.store import Store
 
@@ -70,7 +70,7 @@ def test_hybrid_search_fuses_dense_and_bm25(tmp_path):
 def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path):
     """The index holds a second BM25 over structural context + chunk without the blurb, and
     search fuses it as a third RRF ranking (FAKE 4-d vectors stand in for the embedder)."""
-    from situate.assets.embeddings import build_rows
+    from situate.contextual.indexing import build_rows
     from situate.resources.store.retrieval import STRUCTURAL, rebuild_bm25_from_table, rrf
     from situate.resources.store.store import Store
 
@@ -114,7 +114,7 @@ def test_a_misleading_blurb_cannot_push_a_chunk_out_of_every_bm25_list(tmp_path)
 
 def test_odd_queries_get_answers_not_tracebacks(tmp_path):
     """Stopword-only query, ``k`` above the row count, an empty table (FAKE 4-d vectors)."""
-    from situate.assets.embeddings import build_rows
+    from situate.contextual.indexing import build_rows
     from situate.resources.store.retrieval import rebuild_bm25_from_table
     from situate.resources.store.store import Store
 

@@ -496,8 +496,8 @@ def test_a_hand_registered_key_never_fails_the_table_check(tmp_path):
 def test_stages_of_two_versions_of_one_document_are_never_committed_together():
     """Two runs of one document interleaving stage by stage (issue 24): the rows would carry the new
     version's hash with the old version's text.  The embeddings stage refuses to commit them."""
-    from situate.assets.embeddings import check_one_version
     from situate.assets.per_document import UpstreamError
+    from situate.contextual.indexing import check_one_version
 
     check_one_version("a.md", {"sha256": "new"}, {"doc_sha256": "new"}, {"doc_sha256": "new"})
     check_one_version("a.md", {"sha256": "new"}, {"chunks": []}, {})  # stage files of an earlier release

@@ -147,8 +147,8 @@ def test_the_blurb_llm_defaults_agree_with_the_settings():
 def test_run_settings_are_read_when_the_run_starts(monkeypatch):
     """Settings an asset's run config falls back to are read at the run, not when the code
     location is imported: one set after the import applies."""
-    from situate.assets.bm25_index import max_fallback_share
     from situate.assets.retrieval_eval import EvalConfig, eval_command
+    from situate.contextual.table_checks import max_fallback_share
     from situate.resources.errors import SettingError
 
     assert max_fallback_share() == 0.9

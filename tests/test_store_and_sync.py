@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from conftest import needs_models
 
-from situate.assets.embeddings import build_rows
+from situate.contextual.indexing import build_rows
 from situate.pipelines.sync import contiguous_ranges, plan_sync
 from situate.resources.documents.reading import SourceRef
 from situate.resources.store.retrieval import bm25_ids, rebuild_bm25_from_table

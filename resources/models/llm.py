@@ -281,7 +281,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         int,
         "64: the minimum since settings were first checked (commit d7866b5); under it the summary "
         "reads less than a title and a first sentence.  No upper bound: the summary reads at most "
-        "what n_ctx leaves (situate.assets.fitted_preambles.fit_summary)",
+        "what n_ctx leaves (situate.contextual.fitting.fit_summary)",
     ),
     "SITUATE_CHUNK_TOKENS": Bound(
         1,

@@ -35,6 +35,8 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
+from situate.resources.errors import UpstreamError
+
 TABLE = "chunks"
 #: Table that collects a document's rows while the embedding width changes: the ``chunks`` table
 #: keeps serving every document until each of its documents has rows here, then one commit
@@ -762,3 +764,17 @@ class Store(dg.ConfigurableResource):
         """Rows in the ``chunks`` table (0 before the first write)."""
         table = self.table()
         return 0 if table is None else table.count_rows()
+
+
+def read_ok(store: Store, key: str, stage: str):
+    """Stage ``stage``'s JSON for document ``key``.
+
+    Raises
+    ------
+    situate.resources.errors.UpstreamError
+        That stage recorded a failure (``{"error": ...}``): the document stops here, with its reason.
+    """
+    data = store.read_stage(key, stage)
+    if isinstance(data, dict) and data.get("error"):
+        raise UpstreamError(data["error"])
+    return data

@@ -312,14 +312,14 @@ def read(path: str | Path, mode: str | None = None, model_sha256: str | None = N
 
 
 def stage_lines(stage: dict, doc_id: str, model_sha256: str) -> list[dict]:
-    """The lines of one document's ``blurbs`` stage (records written by :mod:`situate.assets.blurbs`).
+    """The lines of one document's ``blurbs`` stage (records written by :mod:`situate.contextual.document_blurbs`).
 
     Only what a model wrote is exported: outside ``structure`` mode a record with no raw text (a
     fallback no model made, such as ``fallback:n_ctx``) is left out, so loading the file sends that
     chunk to the model instead of repeating the fallback.  A blurb the run took from a blurb file
     keeps that provenance: its line's status is ``file``, not ``model``.  Every line carries the
     stage's document version (``doc_sha256``): a blurb kept across an edit was checked again
-    against that version (:mod:`situate.assets.blurbs`), and is found again under it.
+    against that version (:mod:`situate.contextual.document_blurbs`), and is found again under it.
     """
     out = []
     version = stage.get("doc_sha256", "")

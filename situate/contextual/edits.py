@@ -109,7 +109,7 @@ def kept_blurbs(
     ----------
     previous : dict or None
         The document's last ``blurbs`` stage: ``doc_sha256``, ``settings`` (what made the blurbs:
-        model file, prompt, mode, ``n_ctx``, the chunk limit; :func:`situate.assets.blurbs.settings_id`),
+        model file, prompt, mode, ``n_ctx``, the chunk limit; :func:`situate.contextual.document_blurbs.settings_id`),
         ``blurbs`` (each with ``text_sha256``, ``blurb``, ``raw``, ``status``, ``doc_sha256``) and
         ``versions`` (``{doc_sha256: [text_sha256, ...]}`` of older versions its kept records were
         written against; :func:`version_chunks`).  Only records with status ``model`` and a raw

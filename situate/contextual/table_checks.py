@@ -10,6 +10,11 @@ import collections
 
 import numpy as np
 
+from situate.resources.models.llm import parse_setting
+from situate.resources.settings import env
+from situate.resources.store.retrieval import bm25_ids
+from situate.resources.store.store import Store
+
 #: Largest share of rows whose blurb fell back to the chunk alone (``blurb_status`` other than
 #: ``model``) before the check fails.  SmolLM2-135M with the published prompt falls back on 60%
 #: of the codebase set's chunks (docs/quality.md), so the default leaves room for it and still
@@ -181,3 +186,48 @@ def documents_not_stuck(store) -> tuple[bool, dict]:
         return True, {"stuck": 0}
     first = sorted(stuck)[:5]
     return False, {"stuck": len(stuck), "documents": ", ".join(first), "last_error": stuck[first[0]][:500]}
+
+
+#: The asset checks of the ``bm25_index`` asset, by name, each with what it checks.
+CHECKS = {
+    "ids_match_table": "The BM25 index's row ids equal the table's chunk ids.",
+    "rows_match_chunks": "Per document, rows in the table equal chunks in its chunks stage file; "
+    "no rows of unregistered documents.",
+    "unique_chunk_ids": "No chunk_id appears twice in the table.",
+    "vectors_sound": "Every vector has the embedder's dimension, finite values and unit L2 norm.",
+    "fallback_share": "The share of blurbs that fell back to the chunk alone is under the threshold "
+    "(SITUATE_MAX_FALLBACK_SHARE, default 0.9).",
+    "documents_not_stuck": "No document has used its run attempts (MAX_RUN_ATTEMPTS failed runs of the "
+    "same version): the sensor stopped asking for it; fails naming it and its last error.",
+    "no_removal_held": "No sync is holding back the removal of most (or all) documents: an unmounted or "
+    "emptied docs folder removes nothing until SITUATE_ALLOW_MASS_REMOVAL=1 or "
+    "`situate ingest --allow-removal`.",
+}
+
+
+def max_fallback_share() -> float:
+    """``$SITUATE_MAX_FALLBACK_SHARE`` within its bound, else
+    :data:`situate.contextual.MAX_FALLBACK_SHARE`.
+
+    Raises
+    ------
+    situate.resources.errors.SettingError
+        The value is not a number or is outside 0 to 1.
+    """
+    raw = env("SITUATE_MAX_FALLBACK_SHARE")
+    return parse_setting("SITUATE_MAX_FALLBACK_SHARE", raw) if raw else MAX_FALLBACK_SHARE
+
+
+def ids_match(store: Store) -> tuple[bool, dict]:
+    """Whether the saved BM25 index's ids equal the table's chunk ids, with the counts."""
+    index_ids = bm25_ids(store.bm25_dir) or []
+    table_ids = store.columns(["chunk_id"]).column("chunk_id").to_pylist()
+    missing = sorted(set(table_ids) - set(index_ids))
+    extra = sorted(set(index_ids) - set(table_ids))
+    ok = not missing and not extra and len(index_ids) == len(table_ids)
+    return ok, {
+        "index_rows": len(index_ids),
+        "table_rows": len(table_ids),
+        "missing_from_index": len(missing),
+        "stale_in_index": len(extra),
+    }
