@@ -305,8 +305,6 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         ``Host`` names answered besides the loopback ones (default ``SITUATE_ALLOWED_HOSTS``);
         others get 400 (:func:`allowed_hosts`).
     """
-    from situate.pipelines.operations import QueryError, search
-    from situate.pipelines.preflight import StartupError
     from situate.resources.store.objects import is_uri, normalize_home
 
     home = normalize_home(data_folder(home))
@@ -317,13 +315,7 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         else (urlsplit(home).path.rstrip("/").rsplit("/", 1)[-1] if is_uri(home) else Path(home).name)
         or "the data folder"
     )
-
-    def public(text: str) -> str:
-        """What a caller reads of a message: whole with a token, else :func:`redact`."""
-        return text if token else redact(text, home, shown)
-
-    turn = threading.Lock()  # one search at a time (one llama.cpp embedder; the reranker's seconds)
-    waiting_lock, waiting = threading.Lock(), [0]
+    searcher = _Searcher(home, shown, token)
     app = FastAPI(
         title="situate",
         version=_version(),
@@ -335,6 +327,72 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
     app.add_middleware(_BodyLimit)
     app.add_middleware(_SameOrigin)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(token, hosts), www_redirect=False)
+    _add_guards(app, token, searcher.public)
+    _add_routes(app, searcher)
+    return app
+
+
+class _Searcher:
+    """The service's searches of one data folder: one at a time (one llama.cpp embedder; the
+    reranker's seconds), at most :data:`MAX_WAITING` waiting, each for at most :data:`MAX_WAIT_S`
+    seconds; what a caller without the token reads of a message is redacted (:func:`redact`)."""
+
+    def __init__(self, home: str, shown: str, token: str | None):
+        self.home, self.shown, self.token = home, shown, token
+        self.turn = threading.Lock()
+        self.waiting_lock, self.waiting = threading.Lock(), 0
+
+    def public(self, text: str) -> str:
+        """What a caller reads of a message: whole with a token, else :func:`redact`."""
+        return text if self.token else redact(text, self.home, self.shown)
+
+    def answer(self, query: str, k: int, rerank: int | None) -> JSONResponse:
+        """The hits of ``query`` as JSON (warnings in ``X-Situate-Warning-N`` headers), or 422 for
+        an empty or refused query, 404 for a missing data folder or table, 503 when busy."""
+        if not query.strip():
+            return JSONResponse({"detail": "empty query: give the words to search for"}, status_code=422)
+        with self.waiting_lock:
+            if self.waiting >= MAX_WAITING:
+                return _busy(f"{self.waiting} searches are waiting for the one in progress")
+            self.waiting += 1
+        try:
+            got = self.turn.acquire(timeout=MAX_WAIT_S)
+        finally:
+            with self.waiting_lock:
+                self.waiting -= 1
+        if not got:
+            return _busy(f"no turn within {MAX_WAIT_S:g} s")
+        try:
+            return self._search(query, k, rerank)
+        finally:
+            self.turn.release()
+
+    def _search(self, query: str, k: int, rerank: int | None) -> JSONResponse:
+        from situate.pipelines.operations import QueryError, search
+        from situate.pipelines.preflight import StartupError
+
+        try:
+            hits, warnings = search(query, k, self.home, rerank)
+        except QueryError as e:
+            return JSONResponse({"detail": self.public(str(e))}, status_code=422)
+        except StartupError as e:
+            return JSONResponse({"detail": self.public(str(e))}, status_code=404 if "does not exist" in str(e) else 503)
+        if any(w.startswith("the table in") and "is empty" in w for w in warnings):
+            detail = self.public(f"no table in {self.home} yet: run `situate ingest PATH --home {self.home}`")
+            return JSONResponse({"detail": detail}, status_code=404)
+        headers = {
+            f"X-Situate-Warning-{i}": self.public(w).encode("ascii", "backslashreplace").decode()
+            for i, w in enumerate(warnings, start=1)
+        }
+        return JSONResponse([h.to_json() for h in hits], headers=headers)
+
+
+def _busy(why: str) -> JSONResponse:
+    return JSONResponse({"detail": f"busy: {why}; try again shortly"}, status_code=503, headers={"Retry-After": "1"})
+
+
+def _add_guards(app: FastAPI, token: str | None, public) -> None:
+    """The bearer token check (401), and errors as one-line JSON messages (422, 500), never a traceback."""
 
     @app.middleware("http")
     async def bearer_token(request: Request, call_next):
@@ -364,42 +422,9 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
             {"detail": public(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])}, status_code=500
         )
 
-    def busy(why: str):
-        return JSONResponse(
-            {"detail": f"busy: {why}; try again shortly"}, status_code=503, headers={"Retry-After": "1"}
-        )
 
-    def answer(query: str, k: int, rerank: int | None):
-        if not query.strip():
-            return JSONResponse({"detail": "empty query: give the words to search for"}, status_code=422)
-        with waiting_lock:
-            if waiting[0] >= MAX_WAITING:
-                return busy(f"{waiting[0]} searches are waiting for the one in progress")
-            waiting[0] += 1
-        try:
-            got = turn.acquire(timeout=MAX_WAIT_S)
-        finally:
-            with waiting_lock:
-                waiting[0] -= 1
-        if not got:
-            return busy(f"no turn within {MAX_WAIT_S:g} s")
-        try:
-            hits, warnings = search(query, k, home, rerank)
-        except QueryError as e:
-            return JSONResponse({"detail": public(str(e))}, status_code=422)
-        except StartupError as e:
-            return JSONResponse({"detail": public(str(e))}, status_code=404 if "does not exist" in str(e) else 503)
-        finally:
-            turn.release()
-        if any(w.startswith("the table in") and "is empty" in w for w in warnings):
-            return JSONResponse(
-                {"detail": public(f"no table in {home} yet: run `situate ingest PATH --home {home}`")}, status_code=404
-            )
-        headers = {
-            f"X-Situate-Warning-{i}": public(w).encode("ascii", "backslashreplace").decode()
-            for i, w in enumerate(warnings, start=1)
-        }
-        return JSONResponse([h.to_json() for h in hits], headers=headers)
+def _add_routes(app: FastAPI, searcher: _Searcher) -> None:
+    """``/search`` (GET and POST), ``/health``, the search page ``/`` and the API page ``/docs``."""
 
     @app.get("/search", summary="Search (query string)")
     def search_get(
@@ -407,15 +432,15 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         k: int = Query(10, ge=1, le=MAX_SERVICE_K),
         rerank: int | None = Query(None, ge=0, le=MAX_SERVICE_RERANK),
     ):
-        return answer(q, k, rerank)
+        return searcher.answer(q, k, rerank)
 
     @app.post("/search", summary="Search (JSON body)")
     def search_post(body: SearchRequest):
-        return answer(body.query, body.k, body.rerank)
+        return searcher.answer(body.query, body.k, body.rerank)
 
     @app.get("/health", summary="Table, index and models")
     def health():
-        return {**health_report(home), "home": shown}
+        return {**health_report(searcher.home), "home": searcher.shown}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page():
@@ -424,8 +449,6 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     def docs():
         return HTMLResponse(_docs_page(app.openapi()))
-
-    return app
 
 
 def health_report(home: str) -> dict:
