@@ -412,105 +412,134 @@ def contextualize(
             if out[i] is None:
                 out[i] = BlurbRecord("", f"fallback:{plan.reason}", "", [], 0, 0, 0, 0, 0.0, -1)
         return out  # type: ignore[return-value]
+    job = _Document(
+        text, chunks, plan, builder, generate, log, on_blurb, cache, cache_key, ground, generate_batch, spans
+    )
     for w_index, window in enumerate(plan.windows):
+        members = [i for i in window.chunks if i not in kept]
+        if members:
+            job.window(w_index, window, members, out, generate_window)
+    return out  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class _Document:
+    """One document's :func:`contextualize` call: its arguments, shared by its windows."""
+
+    text: str
+    chunks: list[str]
+    plan: FitPlan
+    builder: PromptBuilder
+    generate: Callable
+    log: logging.Logger | None
+    on_blurb: Callable[[int, BlurbRecord], None] | None
+    cache: object
+    cache_key: Callable[[str, str], str] | None
+    ground: bool
+    generate_batch: Callable | None
+    spans: list[tuple[int, int]] | None
+
+    def emit(self, i: int, rec: BlurbRecord, out: list) -> None:
+        out[i] = rec
+        if self.on_blurb:
+            self.on_blurb(i, rec)
+
+    def window(self, w_index: int, window, members: list[int], out: list, generate_window: Callable | None) -> None:
+        """The records of the chunks ``members`` of window ``w_index``, into ``out``: from the
+        cache, one generation over the window, a batch over its shared prefix, or a call each."""
+        builder, plan, text, spans = self.builder, self.plan, self.text, self.spans
         fell_back: dict[int, str] = {}
         unpaid: dict = {}
-        members = [i for i in window.chunks if i not in kept]
-        if not members:
-            continue
         window_text = builder.window_text(text, spans, window.start, window.end)
         prefix = builder.window_prefix(text, spans, window.start, window.end)
-        prompts = {i: chunks[i][: plan.chunk_prompt_ends[i]] for i in members}
+        prompts = {i: self.chunks[i][: plan.chunk_prompt_ends[i]] for i in members}
         keys = {
-            i: cache_key(window_text, builder.chunk_text(i, prompts[i]) if builder.by_reference else prompts[i])
-            if cache is not None
+            i: self.cache_key(window_text, builder.chunk_text(i, prompts[i]) if builder.by_reference else prompts[i])
+            if self.cache is not None
             else None
             for i in members
         }
-        entries = {i: cache.get(keys[i]) if keys[i] else None for i in members}
-        batched: dict[int, object] = {}
-        if builder.template.one_generation and generate_window is not None:
-            todo = [i for i in members if entries[i] is None]
-            if todo:
-                done, fell_back, unpaid = _one_generation(
-                    text,
-                    chunks,
-                    todo,
-                    prefix,
-                    builder,
-                    generate_window,
-                    plan.n_ctx,
-                    plan.max_tokens,
-                    w_index,
-                    window_text,
-                    cache,
-                    cache_key,
-                    ground,
-                )
-                for i, rec in done.items():
-                    out[i] = rec
-                    if on_blurb:
-                        on_blurb(i, rec)
-                members = [i for i in members if i not in done]
-                if not members:
-                    continue
-        if generate_batch is not None:
-            todo = [i for i in members if entries[i] is None]
-            if todo:
-                gens = generate_batch(prefix, [builder.suffix(prompts[i], i) for i in todo])
-                batched = dict(zip(todo, gens))
-        for i in members:
-            chunk_prompt = prompts[i]
-            key, entry = keys[i], entries[i]
-            t0 = time.perf_counter()
-            if entry is not None:
-                raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
-                seconds = time.perf_counter() - t0
-            else:
-                gen = batched[i] if i in batched else generate(prefix + builder.suffix(chunk_prompt, i))
-                gen.text = builder.template.answer_prefix + gen.text
-                raw, n_prompt, n_eval, n_reused, n_gen = (
-                    gen.text,
-                    gen.prompt_tokens,
-                    gen.evaluated,
-                    gen.reused,
-                    gen.generated,
-                )
-                seconds = gen.seconds if i in batched else time.perf_counter() - t0
-                if key:
-                    cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
-            rec = record_from_raw(
-                raw,
-                chunks[i],
-                text if ground else None,
-                builder.by_reference,
-                n_prompt,
-                n_eval,
-                n_reused,
-                n_gen,
-                round(seconds, 4),
+        entries = {i: self.cache.get(keys[i]) if keys[i] else None for i in members}
+        todo = [i for i in members if entries[i] is None]
+        if builder.template.one_generation and generate_window is not None and todo:
+            done, fell_back, unpaid = _one_generation(
+                text,
+                self.chunks,
+                todo,
+                prefix,
+                builder,
+                generate_window,
+                plan.n_ctx,
+                plan.max_tokens,
                 w_index,
-                entry is not None,
+                window_text,
+                self.cache,
+                self.cache_key,
+                self.ground,
             )
-            if rec.status != "model" and log is not None:
-                log.warning(
-                    "chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
-                    i,
-                    ", ".join(rec.problems),
-                    raw[:200],
-                )
-            if entry is None:
-                rec.written = getattr(gen, "written", 0)
+            for i, rec in done.items():
+                self.emit(i, rec, out)
+            members = [i for i in members if i not in done]
+            todo = [i for i in todo if i not in done]
+        batched: dict[int, object] = {}
+        if self.generate_batch is not None and todo:
+            gens = self.generate_batch(prefix, [builder.suffix(prompts[i], i) for i in todo])
+            batched = dict(zip(todo, gens))
+        for i in members:
+            rec = self.record(i, prefix, prompts[i], keys[i], entries[i], batched.get(i), w_index)
             if i in fell_back:
                 rec.problems = rec.problems + [f"one-generation-fallback:{fell_back[i]}"]
                 if unpaid:  # the window's call made no usable line: its figures go here
                     for k in ("prompt_tokens", "evaluated", "reused", "generated", "seconds"):
                         setattr(rec, k, getattr(rec, k) + unpaid[k])
                     unpaid = {}
-            out[i] = rec
-            if on_blurb:
-                on_blurb(i, rec)
-    return out  # type: ignore[return-value]
+            self.emit(i, rec, out)
+
+    def record(self, i: int, prefix, chunk_prompt: str, key, entry, batched, w_index: int) -> BlurbRecord:
+        """Chunk ``i``'s record: from its cache ``entry``, its ``batched`` generation, or a call
+        of ``generate`` over the window's ``prefix`` (written to the cache under ``key``)."""
+        builder = self.builder
+        t0 = time.perf_counter()
+        gen = None
+        if entry is not None:
+            raw, n_prompt, n_eval, n_reused, n_gen = entry["raw"], entry["prompt_tokens"], 0, 0, entry["generated"]
+            seconds = time.perf_counter() - t0
+        else:
+            gen = batched if batched is not None else self.generate(prefix + builder.suffix(chunk_prompt, i))
+            gen.text = builder.template.answer_prefix + gen.text
+            raw, n_prompt, n_eval, n_reused, n_gen = (
+                gen.text,
+                gen.prompt_tokens,
+                gen.evaluated,
+                gen.reused,
+                gen.generated,
+            )
+            seconds = gen.seconds if batched is not None else time.perf_counter() - t0
+            if key:
+                self.cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
+        rec = record_from_raw(
+            raw,
+            self.chunks[i],
+            self.text if self.ground else None,
+            builder.by_reference,
+            n_prompt,
+            n_eval,
+            n_reused,
+            n_gen,
+            round(seconds, 4),
+            w_index,
+            entry is not None,
+        )
+        if rec.status != "model" and self.log is not None:
+            self.log.warning(
+                "chunk %d: unusable blurb (%s), indexing the chunk alone; model wrote %r",
+                i,
+                ", ".join(rec.problems),
+                raw[:200],
+            )
+        if gen is not None:
+            rec.written = getattr(gen, "written", 0)
+        return rec
 
 
 def _one_generation(
