@@ -200,9 +200,7 @@ class SharedPrefixBatcher:
 
     def _generate_group(self, prefix: list[int], suffixes: list[list[int]]) -> list[Generation]:
         import llama_cpp
-        from llama_cpp import _internals as internals
 
-        llm = self.llm
         need = len(prefix) + max(len(s) for s in suffixes) + self.max_tokens
         if need > self.n_ctx:
             raise ValueError(f"{need} tokens needed, batched context holds {self.n_ctx}")
@@ -214,55 +212,11 @@ class SharedPrefixBatcher:
         for s in seqs[1:]:
             llama_cpp.llama_memory_seq_rm(self._mem, s, -1, -1)
             llama_cpp.llama_memory_seq_cp(self._mem, 0, s, -1, -1)
-        samplers = []
-        for _ in seqs:
-            smp = internals.LlamaSampler()
-            smp.add_penalties(
-                n_vocab=llm._n_vocab,
-                penalty_last_n=llm.last_n_tokens_size,
-                penalty_repeat=self.repeat_penalty,
-                penalty_freq=0.0,
-                penalty_present=0.0,
-            )
-            smp.add_greedy()
-            samplers.append(smp)
         prompts = [prefix + suf for suf in suffixes]
         limits = [
             self.max_tokens if self.max_tokens + len(p) < self.n_ctx_seq else self.n_ctx_seq - len(p) for p in prompts
         ]
-        completion: list[list[int]] = [[] for _ in seqs]
-        texts: list[bytes | None] = [None] * len(seqs)
-        multibyte = [0] * len(seqs)
-        vocab = llm._model.vocab
-        step: list[tuple[int, int]] = []  # (sequence index, token to decode next)
-
-        def take(k: int, i: int) -> None:
-            """Sample sequence ``k``'s next token from batch row ``i``; apply create_completion's
-            stop rules; queue the token unless the sequence is done."""
-            tok = samplers[k].sample(self._ctx, i)
-            if llama_cpp.llama_vocab_is_eog(vocab, tok):
-                texts[k] = llm.detokenize(completion[k], prev_tokens=prompts[k])
-                return
-            completion[k].append(tok)
-            all_text = llm.detokenize(completion[k], prev_tokens=prompts[k])
-            for pos, char in enumerate(all_text[-3:]):
-                rem = 3 - pos
-                for num, pattern in _MULTIBYTE:
-                    if num > rem and pattern & char == pattern:
-                        multibyte[k] = num - rem
-            if multibyte[k] > 0:  # create_completion skips the stop and length checks
-                multibyte[k] -= 1
-                step.append((k, tok))
-                return
-            hits = [s for s in self.stop if s in all_text]
-            if hits:
-                texts[k] = all_text[: all_text.index(hits[0])]
-                return
-            if len(completion[k]) >= limits[k]:
-                texts[k] = all_text
-                return
-            step.append((k, tok))
-
+        group = _Sequences(self, prompts, limits, [self._sampler() for _ in seqs])
         # The suffixes, sequence after sequence, in n_batch slices (as llama-cpp-python's eval
         # slices a prompt); each sequence's first token is sampled as soon as its last prompt
         # token has logits.
@@ -270,18 +224,76 @@ class SharedPrefixBatcher:
         for k, (s, suf) in enumerate(zip(seqs, suffixes)):
             owner[len(items) + len(suf) - 1] = k
             items.extend((t, n_p + j, s, j == len(suf) - 1) for j, t in enumerate(suf))
-        self._decode(items, lambda item, i: take(owner[item], i))
-        while step:
-            current, step[:] = list(step), []
+        self._decode(items, lambda item, i: group.take(owner[item], i))
+        while group.step:
+            current, group.step = list(group.step), []
             self._decode(
-                [(tok, n_p + len(suffixes[k]) + len(completion[k]) - 1, seqs[k], True) for k, tok in current],
-                lambda item, i: take(current[item][0], i),  # noqa: B023 (called within this step)
+                [(tok, n_p + len(suffixes[k]) + len(group.completion[k]) - 1, seqs[k], True) for k, tok in current],
+                lambda item, i: group.take(current[item][0], i),  # noqa: B023 (called within this step)
             )
         seconds = (time.perf_counter() - t0) / len(seqs)
         out = []
         for k, p in enumerate(prompts):
             evaluated = len(suffixes[k]) + (prefix_evaluated if k == 0 else 0)
-            text = (texts[k] or b"").decode("utf-8", errors="ignore")
-            out.append(Generation(text, len(p), evaluated, len(p) - evaluated, len(completion[k]), seconds))
+            text = (group.texts[k] or b"").decode("utf-8", errors="ignore")
+            out.append(Generation(text, len(p), evaluated, len(p) - evaluated, len(group.completion[k]), seconds))
         llama_cpp.llama_memory_seq_rm(self._mem, 0, n_p, -1)
         return out
+
+    def _sampler(self):
+        """One sequence's sampler: llama.cpp's repeat penalty over the last ``last_n_tokens_size``
+        tokens, then greedy (what ``create_completion`` does at temperature 0)."""
+        from llama_cpp import _internals as internals
+
+        smp = internals.LlamaSampler()
+        smp.add_penalties(
+            n_vocab=self.llm._n_vocab,
+            penalty_last_n=self.llm.last_n_tokens_size,
+            penalty_repeat=self.repeat_penalty,
+            penalty_freq=0.0,
+            penalty_present=0.0,
+        )
+        smp.add_greedy()
+        return smp
+
+
+class _Sequences:
+    """The sequences of one :meth:`SharedPrefixBatcher._generate_group` call as they are decoded:
+    each one's completion tokens, its text once done (bytes), and the tokens to decode next."""
+
+    def __init__(self, batcher: SharedPrefixBatcher, prompts: list[list[int]], limits: list[int], samplers: list):
+        self.batcher, self.prompts, self.limits, self.samplers = batcher, prompts, limits, samplers
+        self.completion: list[list[int]] = [[] for _ in prompts]
+        self.texts: list[bytes | None] = [None] * len(prompts)
+        self.multibyte = [0] * len(prompts)
+        self.step: list[tuple[int, int]] = []  # (sequence index, token to decode next)
+
+    def take(self, k: int, i: int) -> None:
+        """Sample sequence ``k``'s next token from batch row ``i``; apply create_completion's
+        stop rules; queue the token unless the sequence is done."""
+        import llama_cpp
+
+        b, llm = self.batcher, self.batcher.llm
+        tok = self.samplers[k].sample(b._ctx, i)
+        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok):
+            self.texts[k] = llm.detokenize(self.completion[k], prev_tokens=self.prompts[k])
+            return
+        self.completion[k].append(tok)
+        all_text = llm.detokenize(self.completion[k], prev_tokens=self.prompts[k])
+        for pos, char in enumerate(all_text[-3:]):
+            rem = 3 - pos
+            for num, pattern in _MULTIBYTE:
+                if num > rem and pattern & char == pattern:
+                    self.multibyte[k] = num - rem
+        if self.multibyte[k] > 0:  # create_completion skips the stop and length checks
+            self.multibyte[k] -= 1
+            self.step.append((k, tok))
+            return
+        hits = [s for s in b.stop if s in all_text]
+        if hits:
+            self.texts[k] = all_text[: all_text.index(hits[0])]
+            return
+        if len(self.completion[k]) >= self.limits[k]:
+            self.texts[k] = all_text
+            return
+        self.step.append((k, tok))
