@@ -124,21 +124,9 @@ def estimate(res: dict, echo=print) -> Estimate:
     situate.resources.models.server.ServerError
         Through Anthropic's API: the model check failed (the rates are the model's).
     """
-    from situate.contextual.chunking import make_chunks
-    from situate.contextual.code_context import is_source
-    from situate.contextual.fitting import (
-        document_builder,
-        fit_bound,
-        fit_document,
-        fit_summary,
-        generation_bound,
-        prompt_builder,
-    )
-    from situate.contextual.skipping import chunk_reasons
-    from situate.contextual.tokens import count_cl100k
     from situate.resources.documents.reading import DocumentError, load
 
-    docs, llm, chunking = res["docs"], res["llm"], res["chunking"]
+    docs, llm = res["docs"], res["llm"]
     api = llm.api == "anthropic"
     est = Estimate(unit="bytes" if api else "tokens")
     approx = {"evaluated": 0.0, "written": 0.0, "read": 0.0}
@@ -154,57 +142,82 @@ def estimate(res: dict, echo=print) -> Estimate:
             est.failed[ref.key] = str(e)
             continue
         est.readable += 1
-        text = doc.text
-        chunks = make_chunks(
-            ref.key, text, doc.headings, count_cl100k, chunking.chunk_tokens, chunking.overlap_tokens, doc.given_chunks
-        )
-        spans = [(c.start, c.end) for c in chunks]
-        reasons = chunk_reasons(doc.source, [c.text for c in chunks])
-        if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
-            continue
-        kind = "document" if llm.context == "document" else is_source(doc.to_json())
-        if kind not in builders:
-            builders[kind] = document_builder(llm) if kind == "document" else prompt_builder(llm, source=kind)
-        builder = builders[kind]
-        if kind == "document":
-            plan = fit_summary(text, builder, llm)
-        else:
-            plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
-        if plan.reason:
-            est.failed[ref.key] = f"no prompt fits: {plan.reason}"
-            continue
-        bound = generation_bound(llm, builder)
-        ratio = count_cl100k(text) / max(len(text.encode("utf-8")), 1) if api else 1.0
-        for prefix, rest, first in _requests(text, spans, reasons, plan, builder, llm.context):
-            est.requests += 1
-            est.generated_bound += bound
-            if first:
-                est.prompt_written += prefix + rest
-                est.cache_writes += prefix
-                approx["written"] += prefix * ratio
-            else:
-                est.prompt_written += rest
-                est.prompt_read += prefix
-                approx["read"] += prefix * ratio
-            approx["evaluated"] += (prefix + rest if first else rest) * ratio
+        _count_document(est, approx, ref.key, doc, llm, res["chunking"], builders, api)
     if api:
         est.approx_tokens = {k: round(v) for k, v in approx.items()}
-        from situate.pipelines.settings import llm_price
-        from situate.resources.models.anthropic_api import cost_usd
-
-        price = llm_price(llm.resolved_model_id())
-        if price is None:
-            est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
-        else:
-            est.cost_usd = cost_usd(
-                price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound, batch=llm.api_batch
-            )
-            # no hit: every request's prefix written again (the dearest the cache can make it)
-            prefixes = est.cache_writes + est.prompt_read
-            est.cost_usd_bound = cost_usd(
-                price, est.prompt_written + est.prompt_read, prefixes, 0, est.generated_bound, batch=llm.api_batch
-            )
-            est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
-                ", half of it through the Message Batches API" if llm.api_batch else ""
-            )
+        _add_cost(est, llm)
     return est
+
+
+def _count_document(est: Estimate, approx: dict, key: str, doc, llm, chunking, builders: dict, api: bool) -> None:
+    """Add document ``key``'s requests to ``est`` (and, through an API, its cl100k_base token
+    approximations to ``approx``); a document no prompt fits goes to ``est.failed``."""
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.code_context import is_source
+    from situate.contextual.fitting import (
+        document_builder,
+        fit_bound,
+        fit_document,
+        fit_summary,
+        generation_bound,
+        prompt_builder,
+    )
+    from situate.contextual.skipping import chunk_reasons
+    from situate.contextual.tokens import count_cl100k
+
+    text = doc.text
+    chunks = make_chunks(
+        key, text, doc.headings, count_cl100k, chunking.chunk_tokens, chunking.overlap_tokens, doc.given_chunks
+    )
+    spans = [(c.start, c.end) for c in chunks]
+    reasons = chunk_reasons(doc.source, [c.text for c in chunks])
+    if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
+        return
+    kind = "document" if llm.context == "document" else is_source(doc.to_json())
+    if kind not in builders:
+        builders[kind] = document_builder(llm) if kind == "document" else prompt_builder(llm, source=kind)
+    builder = builders[kind]
+    if kind == "document":
+        plan = fit_summary(text, builder, llm)
+    else:
+        plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
+    if plan.reason:
+        est.failed[key] = f"no prompt fits: {plan.reason}"
+        return
+    bound = generation_bound(llm, builder)
+    ratio = count_cl100k(text) / max(len(text.encode("utf-8")), 1) if api else 1.0
+    for prefix, rest, first in _requests(text, spans, reasons, plan, builder, llm.context):
+        est.requests += 1
+        est.generated_bound += bound
+        if first:
+            est.prompt_written += prefix + rest
+            est.cache_writes += prefix
+            approx["written"] += prefix * ratio
+        else:
+            est.prompt_written += rest
+            est.prompt_read += prefix
+            approx["read"] += prefix * ratio
+        approx["evaluated"] += (prefix + rest if first else rest) * ratio
+
+
+def _add_cost(est: Estimate, llm) -> None:
+    """The cost of ``est`` through Anthropic's API at the model's rates, where they are known:
+    with every cache hit, and with none (every prefix written again, the dearest)."""
+    from situate.pipelines.settings import llm_price
+    from situate.resources.models.anthropic_api import cost_usd
+
+    price = llm_price(llm.resolved_model_id())
+    if price is None:
+        est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
+        return
+    est.cost_usd = cost_usd(
+        price, est.prompt_written, est.cache_writes, est.prompt_read, est.generated_bound, batch=llm.api_batch
+    )
+    # no hit: every request's prefix written again (the dearest the cache can make it)
+    prefixes = est.cache_writes + est.prompt_read
+    est.cost_usd_bound = cost_usd(
+        price, est.prompt_written + est.prompt_read, prefixes, 0, est.generated_bound, batch=llm.api_batch
+    )
+    est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
+        ", half of it through the Message Batches API" if llm.api_batch else ""
+    )

@@ -8,10 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: Lines of a function's body, its docstring not counted (issue: "no function over about 60 lines").
 LIMIT = 60
-#: The functions still to split, with their length when this test was written: none may grow.
-TO_SPLIT = {
-    "pipelines/estimate.py:estimate": 84,
-}
+#: The functions still to split, with their length when this test was written: none may grow
+#: (empty since every one of them was split).
+TO_SPLIT: dict[str, int] = {}
 
 
 def body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
