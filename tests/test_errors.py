@@ -10,7 +10,7 @@ import pytest
 import situate
 from situate.resources import errors
 
-PACKAGES = ("assets", "resources", "pipelines", "situate")
+PACKAGES = ("situate", "situate.assets", "situate.resources", "situate.pipelines")
 
 
 def _own_exception_classes() -> dict[str, type]:

@@ -158,3 +158,19 @@ def test_the_wiring_modules_import_each_other_without_a_circle():
         return False
 
     assert not any(visit(m, []) for m in sorted(graph) if m not in state), cycle
+
+
+def test_loading_the_code_location_and_the_servers_loads_no_bare_layer_name():
+    """Importing the code location, the service and the MCP server (in a fresh interpreter, run
+    from outside the repository) loads every module under ``situate.`` only: a module loaded twice,
+    bare and under ``situate.``, would hold two copies of its classes."""
+    import sys
+
+    code = (
+        "import sys, situate, situate.pipelines.definitions, situate.service, situate.mcp_server, "
+        "situate.pipelines.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('assets', 'resources', 'pipelines')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert out.stdout.strip() == "[]"
