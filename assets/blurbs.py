@@ -10,7 +10,7 @@ import dagster as dg
 from situate.assets.partitions import BACKFILL, LLM_POOL, documents
 from situate.assets.per_document import for_each_document
 from situate.contextual.document_blurbs import DocumentBlurber, blurb_totals
-from situate.contextual.prompting import PROMPT_VERSION
+from situate.contextual.prompts import PROMPT_VERSION
 from situate.resources.models.llm import API_USAGE, BlurbLLM, api_usage_since
 from situate.resources.models.message_batches import BatchLedger
 from situate.resources.store.store import Store

@@ -55,7 +55,7 @@ def run_variant(docs, prompt_name, repeat_penalty, max_tokens, n_chunks, cache_d
     from situate.contextual.contextualize import contextualize
     from situate.contextual.document_blurbs import STOP, blurb_key
     from situate.contextual.fitting import fit_document, prompt_builder
-    from situate.contextual.prompting import PROMPTS
+    from situate.contextual.prompts import PROMPTS
     from situate.pipelines.settings import resources_from_env
     from situate.resources.store.cache import BlurbCache
 

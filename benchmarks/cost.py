@@ -72,7 +72,7 @@ def cost_section(quick: bool, log=print, docs: list[tuple[str, dict]] | None = N
     from situate.contextual.contextualize import contextualize
     from situate.contextual.document_blurbs import document_records, stops
     from situate.contextual.fitting import document_builder, fit_bound, fit_document, fit_summary, prompt_builder
-    from situate.contextual.prompting import PROMPTS
+    from situate.contextual.prompts import PROMPTS
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models.llm import BlurbLLM
 

@@ -65,7 +65,7 @@ def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
 
 
 def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, str], int]:
-    """One LLM summary per document in ``store`` (prompt :data:`situate.contextual.prompting.DOCUMENT_SUMMARY`,
+    """One LLM summary per document in ``store`` (prompt :data:`situate.contextual.prompts.DOCUMENT_SUMMARY`,
     the first window of a long document), through the blurb cache.
 
     Returns
@@ -76,7 +76,7 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
     from situate.contextual.contextualize import contextualize
     from situate.contextual.document_blurbs import STOP, blurb_key
     from situate.contextual.fitting import fit_document, prompt_builder
-    from situate.contextual.prompting import DOCUMENT_SUMMARY
+    from situate.contextual.prompts import DOCUMENT_SUMMARY
     from situate.resources.store.cache import blurb_cache_for
 
     builder = prompt_builder(llm, DOCUMENT_SUMMARY)
@@ -163,7 +163,7 @@ def side_blurbs(store, rows: list[dict], path: str, mode: str) -> tuple[dict[str
     from situate.contextual import blurb_files
     from situate.contextual.contextualize import record_from_raw
     from situate.contextual.edits import text_sha256
-    from situate.contextual.prompting import PROMPTS
+    from situate.contextual.prompts import PROMPTS
 
     f = blurb_files.read(path, mode=mode)
     prompt = PROMPTS.get(mode.split(":", 1)[1]) if mode.startswith("chunk:") else None
@@ -657,7 +657,7 @@ def _check_blurb_files(blurbs: str | None, questions: str | None, echo) -> None:
 
 def _ungrounded_blurbs(store, rows: list[dict]) -> dict[str, str]:
     """Each chunk's blurb cleaned but not checked against its document: ``{chunk_id: text}``."""
-    from situate.contextual.prompting import clean_blurb
+    from situate.contextual.cleaning import clean_blurb
 
     out = {}
     for key in {r["document_key"] for r in rows}:

@@ -252,7 +252,7 @@ def check_chat_api_prompt(llm) -> None:
     StartupError
         Naming ``SITUATE_PROMPT`` and the prompts that work.
     """
-    from situate.contextual.prompting import PROMPTS
+    from situate.contextual.prompts import PROMPTS
 
     if llm.context != "chunk" or llm.prompt not in PROMPTS:
         return

@@ -63,7 +63,7 @@ def _files_text(home: Path) -> str:
 
 
 def test_an_ingest_sends_the_published_prompt_with_the_document_block_cached(tmp_path, fake):
-    from situate.contextual.prompting import ANTHROPIC_2024
+    from situate.contextual.prompts import ANTHROPIC_2024
 
     docs, home = _docs(tmp_path), tmp_path / "home"
     # 2,500 bytes: the 3.9 kB guide needs two or more windows, each shared by several chunks

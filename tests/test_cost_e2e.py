@@ -184,7 +184,7 @@ def test_one_generation_with_the_real_model_and_a_garbled_answer(tmp_path):
     from situate.contextual.contextualize import contextualize
     from situate.contextual.document_blurbs import stops
     from situate.contextual.fitting import fit_bound, fit_document, prompt_builder
-    from situate.contextual.prompting import BY_REFERENCE, BY_REFERENCE_WINDOW
+    from situate.contextual.prompts import BY_REFERENCE, BY_REFERENCE_WINDOW
     from situate.contextual.tokens import count_cl100k
     from situate.pipelines.settings import resources_from_env
 

@@ -8,7 +8,7 @@ import zlib
 
 from situate.contextual.contextualize import ChatFrame, PromptBuilder, contextualize
 from situate.contextual.fitting import fit_document
-from situate.contextual.prompting import BY_REFERENCE, chunk_mark, first_line
+from situate.contextual.prompts import BY_REFERENCE, chunk_mark, first_line
 from situate.resources.models.llm import Generation
 
 FRAME = ChatFrame("<|user|>\n", "<|end|>\n<|assistant|>\n", True)
@@ -65,7 +65,7 @@ def test_by_reference_prompt_reads_each_chunk_once(fake_tokenizer):
     )
     assert suffix.endswith("<|end|>\n<|assistant|>\nThis chunk is about")
     # the chunk is quoted by its first line only, at most QUOTE_CHARS characters
-    from situate.contextual.prompting import QUOTE_CHARS
+    from situate.contextual.prompts import QUOTE_CHARS
 
     quote = suffix.split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
     assert len(quote) <= QUOTE_CHARS + 1 and text[slice(*spans[1])] not in suffix
@@ -241,7 +241,7 @@ def test_edit_keeps_unchanged_blurbs_within_the_bound():
 def test_document_mode_makes_one_call_for_the_whole_document(fake_tokenizer):
     from situate.contextual.document_blurbs import blurb_summary, document_records
     from situate.contextual.fitting import fit_document as fit
-    from situate.contextual.prompting import DOCUMENT_SUMMARY
+    from situate.contextual.prompts import DOCUMENT_SUMMARY
 
     text, spans = doc_and_spans(6)
     b = PromptBuilder(fake_tokenizer, FRAME, DOCUMENT_SUMMARY)
@@ -388,7 +388,7 @@ class FakeWindowGenerate:
 
 def test_one_generation_falls_back_per_chunk_with_nothing_lost_or_misassigned(fake_tokenizer):
     from situate.contextual.document_blurbs import blurb_summary
-    from situate.contextual.prompting import BY_REFERENCE_WINDOW
+    from situate.contextual.prompts import BY_REFERENCE_WINDOW
 
     text, spans = doc_and_spans(6)
     chunks = [text[a:z] for a, z in spans]
@@ -437,7 +437,7 @@ def test_the_examples_in_the_new_modules_hold():
 def test_the_default_mode_is_the_document_mode(monkeypatch):
     """Issue 23's choice: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; ``chunk`` (a blurb
     a chunk, today's prompt) stays one setting away."""
-    from situate.contextual.prompting import DEFAULT_PROMPT
+    from situate.contextual.prompts import DEFAULT_PROMPT
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models.llm import BlurbLLM
 
@@ -453,7 +453,7 @@ def test_the_default_mode_is_the_document_mode(monkeypatch):
 def test_a_line_that_is_only_the_answer_prefix_falls_back(fake_tokenizer):
     """A one-generation line with nothing after "This chunk is about" (the codebase set's one
     generation wrote two) is no blurb: that chunk gets its own call, and keeps its own section."""
-    from situate.contextual.prompting import BY_REFERENCE_WINDOW
+    from situate.contextual.prompts import BY_REFERENCE_WINDOW
 
     text, spans = doc_and_spans(4)
     chunks = [text[a:z] for a, z in spans]

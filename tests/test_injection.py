@@ -91,7 +91,7 @@ def test_a_disguised_order_in_an_answer_is_dropped_and_the_rest_kept():
 
 
 def test_no_committed_blurb_is_taken_for_an_instruction():
-    from situate.contextual.prompting import _sentences
+    from situate.contextual.cleaning import _sentences
 
     files = sorted((REPO / "benchmarks" / "blurbs").glob("*.jsonl.gz"))
     assert len(files) == 14

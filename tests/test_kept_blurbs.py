@@ -194,7 +194,7 @@ def test_a_raised_chunk_limit_situates_only_the_skipped_document(tmp_path):
 def test_an_edit_keeps_no_blurb_naming_what_it_removed(tmp_path):
     """Finding 2: a kept blurb is cleaned and grounded again against the new version; those that
     name what the edit removed are written again by the model, the others are kept."""
-    from situate.contextual.prompting import absent_names
+    from situate.contextual.cleaning import absent_names
 
     docs, home = tmp_path / "docs", tmp_path / "home"
     docs.mkdir()

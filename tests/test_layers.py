@@ -79,7 +79,7 @@ def test_no_module_imports_a_bare_top_level_layer_name():
 def test_the_domain_imports_no_dagster_and_nothing_above_it():
     for package in DOMAIN:
         assert _bad(package, ("dagster", "situate.assets", "situate.pipelines", *API)) == {}, package
-    assert "situate.contextual.prompting" in _package("situate.contextual")
+    assert "situate.contextual.prompts" in _package("situate.contextual")
     assert "situate.evaluation.metrics" in _package("situate.evaluation")
 
 

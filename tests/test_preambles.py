@@ -199,7 +199,7 @@ def test_blurb_naming_absent_things_is_grounded(fake_tokenizer):
 
 
 def test_primed_prompt_starts_the_answer(fake_tokenizer):
-    from situate.contextual.prompting import ANTHROPIC_2024_PRIMED
+    from situate.contextual.prompts import ANTHROPIC_2024_PRIMED
 
     b = PromptBuilder(fake_tokenizer, FRAME, ANTHROPIC_2024_PRIMED)
     prompt = bytes(t for t in b.prefix("DOC") + b.suffix("CHUNK") if t < 256).decode()

@@ -13,7 +13,7 @@ from test_batching import _real_document
 
 
 def test_every_option_keeps_the_published_prompt_verbatim():
-    from situate.contextual.prompting import ANTHROPIC_2024, PROMPTS
+    from situate.contextual.prompts import ANTHROPIC_2024, PROMPTS
 
     for name, p in PROMPTS.items():
         if name == "questions":  # doc2query, not a situating context: the document tags only
@@ -49,9 +49,10 @@ def test_a_system_line_goes_before_the_user_turn():
 @needs_models
 @pytest.mark.models
 def test_options_with_the_real_default_model():
+    from situate.contextual.cleaning import clean_blurb
     from situate.contextual.document_blurbs import STOP
     from situate.contextual.fitting import prompt_builder
-    from situate.contextual.prompting import PROMPTS, SITUATING_SYSTEM, SITUATING_SYSTEM_CODE, clean_blurb
+    from situate.contextual.prompts import PROMPTS, SITUATING_SYSTEM, SITUATING_SYSTEM_CODE
     from situate.pipelines.settings import resources_from_env
 
     llm = resources_from_env(plain=True)["llm"].model_copy(update={"n_ctx": 2048, "max_tokens": 60})

@@ -1,4 +1,5 @@
-from situate.contextual.prompting import MAX_BLURB_CHARS, clean_blurb, contextualized_text, cut_loops
+from situate.contextual.cleaning import MAX_BLURB_CHARS, clean_blurb, cut_loops
+from situate.resources.store.retrieval import contextualized_text
 
 CHUNK = 'def load_dotenv(path):\n    """Parse a .env file and set the variables in os.environ."""\n'
 GOOD = "This chunk defines load_dotenv, the entry point of python-dotenv that reads a .env file."
@@ -110,7 +111,7 @@ def test_instruction_sentences_and_dangling_colons_are_dropped():
 
 
 def test_grounding_drops_sentences_with_invented_names():
-    from situate.contextual.prompting import absent_names, ground_blurb
+    from situate.contextual.cleaning import absent_names, ground_blurb
 
     doc = "class Store:\n    def put_row(self, key): ...\n# uses LanceDB"
     assert absent_names("It defines put_row of the Store class.", doc) == []
@@ -127,7 +128,7 @@ def test_contextualized_text_with_structural_context():
 
 
 def test_grounding_keeps_abbreviations_calls_and_paths():
-    from situate.contextual.prompting import ground_blurb
+    from situate.contextual.cleaning import ground_blurb
 
     doc = "struct Config;\nimpl Config { fn new() -> Self { .. } }\nfn read_file(p: &str) {}"
     for good in (
@@ -146,7 +147,7 @@ def test_prompt_texts_are_pinned_to_their_names():
     import hashlib
     import json
 
-    from situate.contextual.prompting import DOCUMENT_SUMMARY, PROMPT_VERSION, PROMPTS
+    from situate.contextual.prompts import DOCUMENT_SUMMARY, PROMPT_VERSION, PROMPTS
 
     def h(t):
         d = dataclasses.asdict(t)

@@ -165,7 +165,7 @@ def test_run_settings_are_read_when_the_run_starts(monkeypatch):
 def test_each_default_is_written_once():
     """:data:`situate.resources.settings.DEFAULTS` is the default: the reference shows it, and the
     resources' field defaults and the modules' constants that predate it equal it."""
-    from situate.contextual.prompting import DEFAULT_PROMPT
+    from situate.contextual.prompts import DEFAULT_PROMPT
     from situate.contextual.table_checks import MAX_FALLBACK_SHARE
     from situate.resources.documents.docs import CHUNK_TOKENS, OVERLAP_TOKENS, Chunking
     from situate.resources.models.llm import BlurbLLM

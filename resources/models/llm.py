@@ -541,7 +541,7 @@ class BlurbLLM(dg.ConfigurableResource):
         The model's own (``situate.resources.models.registry.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,
         which curbs the 135M model's loops), or ``SITUATE_REPEAT_PENALTY``.
     prompt : str
-        Name of the blurb prompt (``situate.contextual.prompting.PROMPTS``); default
+        Name of the blurb prompt (``situate.contextual.prompts.PROMPTS``); default
         ``anthropic-2024-primed-about``, the published prompt with the answer started.
     batch : int
         Chunks of one document window decoded together over the shared prefix
@@ -631,7 +631,7 @@ class BlurbLLM(dg.ConfigurableResource):
     max_tokens: int = 80
     repeat_penalty: float = DEFAULT_REPEAT_PENALTY
     seed: int = 0
-    prompt: str = "anthropic-2024-primed-about"  # situate.contextual.prompting.DEFAULT_PROMPT
+    prompt: str = "anthropic-2024-primed-about"  # situate.contextual.prompts.DEFAULT_PROMPT
     flash_attn: bool = False
     kv_type: str = "f16"
     batch: int = 1

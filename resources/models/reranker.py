@@ -60,7 +60,7 @@ RERANK_FUSION = "rrf"
 
 def rerank_passage(text: str, context: str = "", blurb: str = "", with_blurb: bool = False) -> str:
     r"""What the cross-encoder reads of a chunk: its structural context, a blank line, the chunk
-    (:func:`situate.contextual.prompting.contextualized_text` without the LLM blurb); with ``with_blurb`` the
+    (:func:`situate.resources.store.retrieval.contextualized_text` without the LLM blurb); with ``with_blurb`` the
     blurb too, as it is embedded and BM25-indexed.
 
     The blurb is left out by default because it made the rerank worse on the cookbook codebase set

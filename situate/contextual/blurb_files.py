@@ -24,7 +24,7 @@ a missing or non-string field, a malformed sha256 or mode, an empty ``raw`` wher
 have written one, text over :data:`MAX_RAW_CHARS`) is rejected alone, counted and named
 (:attr:`BlurbFile.rejected`), and its chunk is made by the model.  The text kept is then cleaned and
 grounded like any model answer, instruction-like sentences included
-(:func:`situate.contextual.prompting.clean_blurb`, problem tag ``instruction``).
+(:func:`situate.contextual.cleaning.clean_blurb`, problem tag ``instruction``).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ import re
 import time
 from collections.abc import Callable
 
+from situate.contextual.cleaning import clean_blurb
 from situate.contextual.preambles import FitPlan
-from situate.contextual.prompting import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, clean_blurb, first_line
+from situate.contextual.prompts import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, first_line
 from situate.resources.errors import TemplateRefused  # noqa: F401  (importable from here as before)
 
 _SENTINEL = "\x00SITUATE-USER-MESSAGE\x00"
@@ -75,7 +76,7 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", s
 class PromptBuilder:
     """Token-exact prompts: ``frame.head + document block + chunk block + frame.tail``.
 
-    With a by-reference template (:attr:`situate.contextual.prompting.PromptTemplate.by_reference`) the
+    With a by-reference template (:attr:`situate.contextual.prompts.PromptTemplate.by_reference`) the
     document block carries a mark at each chunk start and the template's instruction, and the
     chunk block only names the chunk's mark and quotes its first line: the prefix is
     ``frame.head + <document> + text with marks + </document> + instruction`` and a chunk's
@@ -206,7 +207,7 @@ class BlurbRecord:
     raw : str
         What the model wrote.
     problems : list of str
-        Tags from :func:`situate.contextual.prompting.clean_blurb`.
+        Tags from :func:`situate.contextual.cleaning.clean_blurb`.
     prompt_tokens, evaluated, reused, generated : int
         LLM tokens: in the prompt, evaluated, served from the KV cache, generated.
     written : int
@@ -312,7 +313,7 @@ def record_from_raw(
     cached: bool = True,
 ) -> BlurbRecord:
     """The record of what the model wrote for a chunk: chunk marks removed (by reference),
-    cleaned and grounded against ``document`` (:func:`situate.contextual.prompting.clean_blurb`); status
+    cleaned and grounded against ``document`` (:func:`situate.contextual.cleaning.clean_blurb`); status
     ``model`` or ``fallback:<reason>``.  Used for fresh, cached and file-given outputs alike."""
     answer = MARK_RE.sub("", raw) if by_reference else raw
     cleaned = clean_blurb(answer, chunk, document=document)
@@ -369,7 +370,7 @@ def contextualize(
         Raw outputs by ``cache_key(window text, chunk prompt text)``: a hit makes no model call.
     ground : bool
         Drop blurb sentences naming things absent from the document
-        (:func:`situate.contextual.prompting.ground_blurb`).
+        (:func:`situate.contextual.cleaning.ground_blurb`).
     generate_batch : callable, optional
         ``(prefix tokens, [suffix tokens]) -> [Generation]`` (a
         :class:`situate.resources.models.batching.SharedPrefixBatcher`): a window's uncached chunks are generated
@@ -385,7 +386,7 @@ def contextualize(
     generate_window : callable, optional
         ``(tokens, line starts, max_tokens a line) -> Generation``
         (:meth:`situate.resources.models.llm.BlurbLLM.generate_lines`): with a one-generation template
-        (:attr:`situate.contextual.prompting.PromptTemplate.one_generation`), one sequence writes the lines of
+        (:attr:`situate.contextual.prompts.PromptTemplate.one_generation`), one sequence writes the lines of
         every uncached chunk of a window, each line started with its chunk's mark and the answer
         prefix (a 0.5B model asked for several lines at once wrote one and stopped); the lines are
         parsed back to their chunks (:func:`parse_window_lines`), and a chunk whose line is

@@ -18,7 +18,7 @@ from situate.contextual.contextualize import BlurbRecord, contextualize, record_
 from situate.contextual.edits import kept_blurbs, recheck, text_sha256
 from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound
 from situate.contextual.preambles import FitPlan
-from situate.contextual.prompting import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
+from situate.contextual.prompts import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from situate.contextual.skipping import chunk_reasons
 from situate.resources.models.llm import BlurbLLM
 from situate.resources.models.message_batches import BatchCache
@@ -188,7 +188,7 @@ def document_records(
     blurb_file: str = "",
 ) -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
-    :data:`situate.contextual.prompting.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
+    :data:`situate.contextual.prompts.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
     ``n`` chunks as their blurb; a chunk with a ``reasons`` entry gets ``skipped:<reason>`` instead,
     and when every chunk has one, no call is made.  The first chunk's record carries the call's
     tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:

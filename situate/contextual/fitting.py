@@ -18,9 +18,9 @@ def prompt_builder(llm: BlurbLLM, template=None, source: bool = False) -> Prompt
     Raises
     ------
     ValueError
-        ``llm.prompt`` names no prompt of :data:`situate.contextual.prompting.PROMPTS`.
+        ``llm.prompt`` names no prompt of :data:`situate.contextual.prompts.PROMPTS`.
     """
-    from situate.contextual.prompting import PROMPTS
+    from situate.contextual.prompts import PROMPTS
 
     if template is None and llm.prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {llm.prompt!r} (SITUATE_PROMPT): choose one of {', '.join(PROMPTS)}")
@@ -108,9 +108,9 @@ def fit_document(
 
 
 def document_builder(llm: BlurbLLM) -> PromptBuilder:
-    """The document mode's prompt (:data:`situate.contextual.prompting.DOCUMENT_SUMMARY`) in the model's chat
+    """The document mode's prompt (:data:`situate.contextual.prompts.DOCUMENT_SUMMARY`) in the model's chat
     template."""
-    from situate.contextual.prompting import DOCUMENT_SUMMARY
+    from situate.contextual.prompts import DOCUMENT_SUMMARY
 
     return prompt_builder(llm, DOCUMENT_SUMMARY)
 

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from situate.contextual.prompting import CONTEXT_VERSION, PROMPT_VERSION
+from situate.contextual.prompts import CONTEXT_VERSION, PROMPT_VERSION
 from situate.resources.documents.docs import Chunking
 from situate.resources.errors import UpstreamError
 from situate.resources.models.llm import BlurbLLM, Embedder

@@ -5,7 +5,7 @@ A blurb is served beside its chunk to RAG prompts and MCP agents, and it can com
 document the model echoed or from a blurb file (:mod:`situate.contextual.blurb_files`, untrusted input).  A
 sentence that carries a chat template's control tokens, a chat role label followed by an order,
 an order to set earlier instructions aside, or an order about the reply is dropped whole by
-:func:`situate.contextual.prompting.clean_blurb` (problem tag ``instruction``).
+:func:`situate.contextual.cleaning.clean_blurb` (problem tag ``instruction``).
 
 The text is matched in a folded form (:func:`fold`): Unicode NFKC, invisible format characters
 (zero-width spaces and joiners, soft hyphens, bidirectional controls: category Cf) removed, and
