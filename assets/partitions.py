@@ -9,7 +9,6 @@ import warnings
 import dagster as dg
 
 from situate.resources.documents.keys import KEY_PATTERN, PartitionKeyError, check_key, decode_key, encode_key  # noqa: F401
-from situate.resources.settings import env
 
 # backfill_policy (one run for many documents) is marked beta in Dagster 1.13; it is used on
 # purpose, so its warning is not repeated on every import.
@@ -22,18 +21,18 @@ PARTITIONS = "documents"
 documents = dg.DynamicPartitionsDefinition(name=PARTITIONS)
 
 
-def backfill_policy() -> dg.BackfillPolicy:
-    """How a backfill of many documents becomes runs: ``SITUATE_DOCS_PER_RUN=N`` gives runs of at
-    most N documents (``BackfillPolicy.multi_run(N)``: disjoint documents, each run loading its
-    model once, as many in parallel as the instance's run queue and the ``llm`` pool allow);
-    unset or 0, one run for the whole backfill (``single_run()``).  A value that is not a whole
-    number is refused by the settings check of every command (:mod:`situate.pipelines.settings`)."""
-    raw = env("SITUATE_DOCS_PER_RUN")
-    n = int(raw) if raw.isdigit() else 0
-    return dg.BackfillPolicy.multi_run(n) if n > 0 else dg.BackfillPolicy.single_run()
+def backfill_policy(docs_per_run: int = 0) -> dg.BackfillPolicy:
+    """How a backfill of many documents becomes runs: ``docs_per_run`` N > 0 gives runs of at most
+    N documents (``BackfillPolicy.multi_run(N)``: disjoint documents, each run loading its model
+    once, as many in parallel as the instance's run queue and the ``llm`` pool allow); 0, one run
+    for the whole backfill (``single_run()``).  The code location sets it from
+    ``SITUATE_DOCS_PER_RUN`` (:func:`situate.pipelines.definitions.build_definitions`)."""
+    return dg.BackfillPolicy.multi_run(docs_per_run) if docs_per_run > 0 else dg.BackfillPolicy.single_run()
 
 
-#: The policy of every per-document asset, fixed when the code location loads.
+#: The policy each per-document asset declares (one run for a backfill); the code location replaces
+#: it with the one its settings give (``AssetsDefinition.with_attributes``), so nothing is read when
+#: this module is imported.
 BACKFILL = backfill_policy()
 
 #: Concurrency pool of the steps that hold the blurb LLM: ``dagster instance concurrency set llm

@@ -9,7 +9,6 @@ from situate.assets.partitions import documents
 from situate.contextual.indexing import fingerprint
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
-from situate.pipelines.settings import int_from_env
 from situate.pipelines.sync import (
     ADD_BATCH,
     ALLOW_REMOVAL_ENV,
@@ -22,7 +21,7 @@ from situate.pipelines.sync import (
 )
 from situate.resources.documents.docs import Chunking, DocsFolder
 from situate.resources.models.llm import BlurbLLM, Embedder
-from situate.resources.settings import env
+from situate.resources.settings import env, read_settings
 from situate.resources.store.retrieval import rebuild_bm25_from_table
 from situate.resources.store.store import Store
 
@@ -195,7 +194,7 @@ def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
 
 def docs_per_run() -> int:
     """``SITUATE_DOCS_PER_RUN``: most documents in one ``ingest`` run (0, the default: no limit)."""
-    return int_from_env("SITUATE_DOCS_PER_RUN", 0)
+    return read_settings().docs_per_run
 
 
 def run_requests(

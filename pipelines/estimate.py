@@ -203,10 +203,10 @@ def _count_document(est: Estimate, approx: dict, key: str, doc, llm, chunking, b
 def _add_cost(est: Estimate, llm) -> None:
     """The cost of ``est`` through Anthropic's API at the model's rates, where they are known:
     with every cache hit, and with none (every prefix written again, the dearest)."""
-    from situate.pipelines.settings import llm_price
+    from situate.pipelines.settings import check_environment, llm_price
     from situate.resources.models.anthropic_api import cost_usd
 
-    price = llm_price(llm.resolved_model_id())
+    price = llm_price(llm.resolved_model_id(), check_environment())
     if price is None:
         est.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
         return

@@ -389,12 +389,12 @@ def _name_stuck_documents(store, plan, summary: IngestSummary) -> None:
 
 def _add_api_cost(llm, usage0: dict, summary: IngestSummary) -> None:
     """The Anthropic API's usage since ``usage0`` and, where the model's rate is known, its cost."""
-    from situate.pipelines.settings import llm_price
+    from situate.pipelines.settings import check_environment, llm_price
     from situate.resources.models.anthropic_api import usage_cost_usd
     from situate.resources.models.llm import api_usage_since
 
     summary.api_usage = api_usage_since(usage0)
-    price = llm_price(llm.resolved_model_id())
+    price = llm_price(llm.resolved_model_id(), check_environment())
     if price is None:
         summary.cost_rates = "no rate known for this model: set SITUATE_LLM_PRICE_INPUT and _OUTPUT"
         return
@@ -490,13 +490,13 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
         whole number ≥ 0; the table's vectors are not the embedder's width (an ingest with
         another embedder is under way, :meth:`situate.resources.store.store.Store.migration`).
     """
-    from situate.pipelines.settings import rerank_depth_from_env, reranker_from_env, resources_from_env
+    from situate.pipelines.settings import check_environment, reranker_from_env, resources_from_env
     from situate.resources.models.reranker import rerank_hits
     from situate.resources.store.retrieval import hybrid_search
 
     check_query(query, k, rerank)
     if rerank is None:
-        rerank = rerank_depth_from_env()
+        rerank = check_environment().rerank_depth
 
     from situate.resources.store.objects import normalize_home
 

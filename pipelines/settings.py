@@ -1,16 +1,13 @@
-"""Resources built from the environment, with the defaults a fresh clone needs.
+"""The pipeline's resources, built from the settings (:class:`situate.resources.settings.Settings`).
 
-Every variable, its default, its allowed values and one line of help are in one table,
-:data:`situate.resources.settings.SETTINGS` (the configuration page, ``docs/configuration.md``, is generated
-from it).
-
-Every numeric setting has a range, in one table (:data:`situate.resources.models.llm.SETTING_BOUNDS`, each
-end with its reason), checked wherever settings are read: :func:`check_environment` (every
-``situate`` command, ``situate dev`` before Dagster starts, the code location of ``dagster … -m
-situate.pipelines.definitions``) and the blurb LLM and embedder resources themselves (when built, and when a
-Dagster run resolves their ``dg.EnvVar`` values at its start).  A value outside is one line naming
-the variable, the value and the bound: ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to
-131072)``.
+The settings are read and checked once, by :func:`check_environment` (every ``situate`` command,
+``situate dev`` before Dagster starts, the code location of ``dagster … -m
+situate.pipelines.definitions``), and what is built from them gets them as arguments:
+:func:`resources_from_env` (the Dagster resources), :func:`reranker_from_env`, :func:`llm_price`.
+A value outside its bound (:data:`situate.resources.settings.SETTING_BOUNDS`, each end with its
+reason) is one line naming the variable, the value and the bound: ``SITUATE_N_CTX=0 is below its
+minimum, 1 (allowed 1 to 131072)``; the blurb LLM and embedder resources hold their fields to the
+same bounds when a Dagster run resolves their ``dg.EnvVar`` values at its start.
 """
 
 from __future__ import annotations
@@ -24,10 +21,19 @@ from pathlib import Path
 import dagster as dg
 
 from situate.resources.documents.docs import Chunking, DocsFolder
+from situate.resources.errors import SettingError
 from situate.resources.models import registry as models
-from situate.resources.models.llm import SETTING_BOUNDS, BlurbLLM, Embedder, SettingError, parse_setting
+from situate.resources.models.llm import BlurbLLM, Embedder
 from situate.resources.models.reranker import Reranker
-from situate.resources.settings import PREFIX, data_folder, default_of, env, unknown_settings
+from situate.resources.settings import (
+    Settings,
+    data_folder,
+    env,
+    field_name,
+    overridden,
+    read_settings,
+    unknown_settings,
+)
 from situate.resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
@@ -44,22 +50,6 @@ telemetry:
 #: so ``situate dev`` after ``situate ingest ~/notes`` follows ``~/notes`` and never mistakes an
 #: unrelated ``./docs`` for it (which would delete every row).
 DOCS_ROOT_FILE = "docs-root"
-
-
-def _raw(name: str) -> str:
-    """A variable's text: a ``SITUATE_*`` setting through :func:`situate.resources.settings.env`, another
-    (``ANTHROPIC_API_KEY``) as the environment holds it."""
-    return env(name) if name.startswith(PREFIX) else os.environ.get(name, "")
-
-
-def _env(name: str, default, cast=str):
-    """``dg.EnvVar(name)`` when the variable is set (so the UI shows where a value comes from),
-    else ``default``."""
-    if _raw(name) == "":
-        return default
-    if cast is int:
-        return dg.EnvVar.int(name)
-    return dg.EnvVar(name)
 
 
 #: The variables a run in its own data folder points elsewhere (``situate ingest --home``,
@@ -134,93 +124,37 @@ def record_docs_root(path: str) -> None:
     Store(home=str(situate_home())).write_file(DOCS_ROOT_FILE, str(Path(path).expanduser().resolve()).encode())
 
 
-def setting_from_env(name: str, default: int | float) -> int | float:
-    """The numeric setting ``name`` (a variable of :data:`situate.resources.models.llm.SETTING_BOUNDS`), or
-    ``default`` when unset or empty.
+def check_environment() -> Settings:
+    """The settings, read and checked once (:func:`situate.resources.settings.read_settings`):
+    every number inside its bound, each switch ``0`` or ``1``, the overlap below the chunk size.
+    Called wherever settings are read: :func:`resources_from_env` (so every command and the code
+    location), ``situate dev`` before Dagster starts.
 
-    Raises
-    ------
-    situate.pipelines.preflight.StartupError
-        Not a number of its kind (a whole number for an ``int`` setting), or outside its bound:
-        ``SITUATE_MAX_BLURB_CHUNKS=-1 is below its minimum, 0``.
-    """
-    raw = _raw(name)
-    if raw == "":
-        return default
-    try:
-        return parse_setting(name, raw)
-    except SettingError as e:
-        from situate.pipelines.preflight import StartupError
-
-        raise StartupError(str(e)) from None
-
-
-def int_from_env(name: str, default: int) -> int:
-    """The whole-number setting ``name``, or ``default`` when unset or empty
-    (:func:`setting_from_env`).
-
-    Raises
-    ------
-    situate.pipelines.preflight.StartupError
-        Not a whole number, or outside its bound (:data:`situate.resources.models.llm.SETTING_BOUNDS`).
-    """
-    return int(setting_from_env(name, default))
-
-
-def check_environment() -> dict[str, int | float]:
-    """Hold every set variable of :data:`situate.resources.models.llm.SETTING_BOUNDS` to its bound, and
-    each pair rule (``SITUATE_OVERLAP_TOKENS`` under ``SITUATE_CHUNK_TOKENS``): the one check of
-    the settings, made wherever they are read (:func:`resources_from_env`, so every command and the
-    code location; ``situate dev`` before Dagster starts).
-
-    A set ``SITUATE_*`` variable that :data:`situate.resources.settings.SETTINGS` does not list (a typo,
-    which would otherwise be ignored in silence) gets a :class:`UserWarning` naming the closest
-    setting.
+    A set ``SITUATE_*`` variable that :class:`~situate.resources.settings.Settings` does not have (a
+    typo, which would otherwise be ignored in silence) gets a :class:`UserWarning` naming the
+    closest setting.
 
     Returns
     -------
-    dict
-        The set variables' values, as numbers.
+    Settings
+        Every setting's value (set, or its default).
 
     Raises
     ------
     situate.pipelines.preflight.StartupError
-        The first variable that is not a number of its kind or is outside its bound, or a pair
-        out of order: ``SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100``.
+        The first variable that is not a number of its kind, is outside its bound, or is a switch
+        set to another value; a pair out of order: ``SITUATE_OVERLAP_TOKENS=100 is not below
+        SITUATE_CHUNK_TOKENS=100``.
     """
     from situate.pipelines.preflight import StartupError
 
     for name, close in unknown_settings(os.environ):
         hint = f" (did you mean {close}?)" if close else ""
         warnings.warn(f"{name} is not a situate setting and is ignored{hint}", UserWarning, stacklevel=2)
-
-    values = {name: setting_from_env(name, None) for name in SETTING_BOUNDS}
-    values = {k: v for k, v in values.items() if v is not None}
-    for name, bound in SETTING_BOUNDS.items():
-        if bound.below and (name in values or bound.below in values):
-            value = values.get(name, default_of(name))
-            limit = values.get(bound.below, default_of(bound.below))
-            if value >= limit:
-                raise StartupError(
-                    f"{name}={value} is not below {bound.below}={limit} (allowed {bound.low} to {limit - 1} with it)"
-                )
-    return values
-
-
-def _switch(name: str) -> bool:
-    """An on/off setting: unset, empty or ``0`` is off, ``1`` is on.
-
-    Raises
-    ------
-    situate.pipelines.preflight.StartupError
-        Any other value (``false``, ``no``: read as on by a looser test, so refused here).
-    """
-    raw = env(name)
-    if raw not in ("", "0", "1"):
-        from situate.pipelines.preflight import StartupError
-
-        raise StartupError(f"{name}={raw!r}: set 1 (on) or 0 (off)")
-    return raw == "1"
+    try:
+        return read_settings()
+    except SettingError as e:
+        raise StartupError(str(e)) from None
 
 
 #: Values of ``SITUATE_LLM_API`` (empty: ``openai``, an OpenAI-compatible server where
@@ -228,91 +162,98 @@ def _switch(name: str) -> bool:
 LLM_APIS = ("", "openai", "anthropic")
 
 
-def llm_price(model: str):
-    """The rates a run's cost is counted at for ``model`` (``SITUATE_LLM_PRICE_INPUT`` /
-    ``_OUTPUT`` where set, else Anthropic's published rate for it), or None.
-
-    Raises
-    ------
-    situate.pipelines.preflight.StartupError
-        A rate that is not a number or is outside its bound.
-    """
+def llm_price(model: str, settings: Settings):
+    """The rates a run's cost is counted at for ``model`` (``settings.llm_price_input`` /
+    ``_output`` where set, else Anthropic's published rate for it), or None."""
     from situate.resources.models.anthropic_api import price_of
 
-    given = [setting_from_env(n, -1.0) for n in ("SITUATE_LLM_PRICE_INPUT", "SITUATE_LLM_PRICE_OUTPUT")]
-    return price_of(model, *(None if g < 0 else float(g) for g in given))
+    return price_of(model, settings.llm_price_input, settings.llm_price_output)
 
 
-def _reader(plain: bool):
-    """``val(name, default=None, cast=str)``: a setting's value (``plain``) or its ``dg.EnvVar``
-    when set; unset, ``default`` or :data:`situate.resources.settings.DEFAULTS`'s."""
+def _reader(settings: Settings, plain: bool):
+    """``val(name, default=None)``: setting ``name``'s value in ``settings`` (``default`` where it
+    is empty), or, unless ``plain``, its ``dg.EnvVar`` where the environment sets it (so the UI
+    shows where a value comes from; a value this process set, :func:`~situate.resources.settings.
+    override`, is given as it is)."""
 
-    def val(name, default=None, cast=str):
-        default = default_of(name) if default is None else default
-        if plain:
-            if cast is int:
-                return int_from_env(name, default)
-            raw = _raw(name)
-            return default if raw == "" else cast(raw)
-        return _env(name, default, cast)
+    def val(name, default=None):
+        value = getattr(settings, field_name(name))
+        if value in ("", None):
+            return value if default is None else default
+        if plain or overridden(name) or env(name) == "" or isinstance(value, (bool, float)):
+            return value
+        return dg.EnvVar.int(name) if isinstance(value, int) else dg.EnvVar(name)
 
     return val
 
 
-def blurb_llm_from_env(val) -> BlurbLLM:
-    """The blurb LLM resource: its model resolved by name or path (``SITUATE_LLM_MODEL``), the API
-    it speaks, and every setting through ``val`` (:func:`_reader`).
+def _api_key(llm_api: str, settings: Settings, plain: bool):
+    """The blurb LLM's key: ``ANTHROPIC_API_KEY`` (Anthropic's own variable) for the Anthropic API,
+    else ``settings.llm_api_key``; a ``dg.EnvVar`` unless ``plain``, so no key is in the run's
+    config (it is resolved at the run's start, and never logged)."""
+    if llm_api != "anthropic":
+        return _reader(settings, plain)("SITUATE_LLM_API_KEY", "")
+    if os.environ.get("ANTHROPIC_API_KEY", "") == "":
+        return ""
+    return os.environ["ANTHROPIC_API_KEY"] if plain else dg.EnvVar("ANTHROPIC_API_KEY")
+
+
+def blurb_llm_from_env(settings: Settings, plain: bool = False) -> BlurbLLM:
+    """The blurb LLM resource from ``settings``: its model resolved by name or path
+    (``llm_model``), the API it speaks, every setting as a value (``plain``) or the ``dg.EnvVar``
+    that set it (:func:`_reader`).
 
     Raises
     ------
     situate.pipelines.preflight.StartupError
-        ``SITUATE_LLM_API`` is not ``openai`` or ``anthropic``; a setting outside its bound.
+        ``SITUATE_LLM_API`` is not ``openai`` or ``anthropic``.
     """
-    llm_path, llm_id, llm_spec = models.resolve_llm(env("SITUATE_LLM_MODEL") or None)
-    llm_api = env("SITUATE_LLM_API")
-    if llm_api not in LLM_APIS:
+    val = _reader(settings, plain)
+    llm_path, llm_id, llm_spec = models.resolve_llm(settings.llm_model or None)
+    if settings.llm_api not in LLM_APIS:
         from situate.pipelines.preflight import StartupError
 
-        raise StartupError(f"SITUATE_LLM_API={llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
-    llm_api = "" if llm_api == "openai" else llm_api
-    llm_penalty = setting_from_env(
-        "SITUATE_REPEAT_PENALTY", llm_spec.repeat_penalty if llm_spec else models.DEFAULT_REPEAT_PENALTY
-    )
+        raise StartupError(f"SITUATE_LLM_API={settings.llm_api!r}: choose one of {', '.join(a for a in LLM_APIS if a)}")
+    llm_api = "" if settings.llm_api == "openai" else settings.llm_api
+    penalty = settings.repeat_penalty
+    if penalty is None:
+        penalty = llm_spec.repeat_penalty if llm_spec else models.DEFAULT_REPEAT_PENALTY
     # a model name is resolved here (the path is what the UI shows), a path is taken as it is
     return BlurbLLM(
         model_path=llm_path,
         model_id=llm_id,
-        repeat_penalty=llm_penalty,
-        n_ctx=val("SITUATE_N_CTX", cast=int),
-        n_threads=val("SITUATE_N_THREADS", cast=int),
-        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
-        max_tokens=val("SITUATE_MAX_TOKENS", cast=int),
+        repeat_penalty=penalty,
+        n_ctx=val("SITUATE_N_CTX"),
+        n_threads=val("SITUATE_N_THREADS"),
+        n_gpu_layers=val("SITUATE_N_GPU_LAYERS"),
+        max_tokens=val("SITUATE_MAX_TOKENS"),
         prompt=val("SITUATE_PROMPT"),
-        batch=val("SITUATE_BATCH", cast=int),
-        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS", cast=int),
+        batch=val("SITUATE_BATCH"),
+        max_chunks_per_document=val("SITUATE_MAX_BLURB_CHUNKS"),
         context=val("SITUATE_CONTEXT"),
-        document_tokens=val("SITUATE_DOCUMENT_TOKENS", cast=int),
-        blurbs_file=val("SITUATE_BLURBS_FILE", ""),
-        server_url=val("SITUATE_LLM_URL", ""),
-        served_model=val("SITUATE_LLM_SERVED_MODEL", ""),
+        document_tokens=val("SITUATE_DOCUMENT_TOKENS"),
+        blurbs_file=val("SITUATE_BLURBS_FILE"),
+        server_url=val("SITUATE_LLM_URL"),
+        served_model=val("SITUATE_LLM_SERVED_MODEL"),
         api=llm_api,
-        api_batch=_switch("SITUATE_LLM_BATCH"),
-        batch_poll_s=val("SITUATE_LLM_BATCH_POLL", cast=int),
-        batch_wait_s=val("SITUATE_LLM_BATCH_WAIT", cast=int),
-        in_flight=val("SITUATE_LLM_IN_FLIGHT", cast=int),
-        server_key=val("ANTHROPIC_API_KEY" if llm_api == "anthropic" else "SITUATE_LLM_API_KEY", ""),
-        server_retries=val("SITUATE_LLM_RETRIES", cast=int),
-        server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
-        flash_attn=_switch("SITUATE_FLASH_ATTN"),
-        kv_type=env("SITUATE_KV_TYPE") or default_of("SITUATE_KV_TYPE"),
-        repack=_switch("SITUATE_LLM_REPACK"),
+        api_batch=settings.llm_batch,
+        batch_poll_s=val("SITUATE_LLM_BATCH_POLL"),
+        batch_wait_s=val("SITUATE_LLM_BATCH_WAIT"),
+        in_flight=val("SITUATE_LLM_IN_FLIGHT"),
+        server_key=_api_key(llm_api, settings, plain),
+        server_retries=val("SITUATE_LLM_RETRIES"),
+        server_timeout=val("SITUATE_LLM_TIMEOUT"),
+        flash_attn=settings.flash_attn,
+        kv_type=settings.kv_type,
+        repack=settings.llm_repack,
     )
 
 
-def embedder_from_env(val) -> Embedder:
-    """The embedder resource: a name resolved to its file, tokenizer, prefixes, pooling and context
-    (``SITUATE_EMBED_MODEL``), or a server (``SITUATE_EMBED_URL``); settings through ``val``."""
-    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(env("SITUATE_EMBED_MODEL") or None)
+def embedder_from_env(settings: Settings, plain: bool = False) -> Embedder:
+    """The embedder resource from ``settings``: a name resolved to its file, tokenizer, prefixes,
+    pooling and context (``embed_model``), or a server (``embed_url``)."""
+    val = _reader(settings, plain)
+    embed_path, embed_tok, embed_id, embed_spec = models.resolve_embedder(settings.embed_model or None)
     return Embedder(
         model_path=embed_path,
         model_id=embed_id,
@@ -321,81 +262,70 @@ def embedder_from_env(val) -> Embedder:
         pooling=embed_spec.pooling,
         document_prefix=embed_spec.document_prefix,
         query_prefix=embed_spec.query_prefix,
-        n_threads=val("SITUATE_N_THREADS", cast=int),
-        n_gpu_layers=val("SITUATE_N_GPU_LAYERS", cast=int),
-        server_url=val("SITUATE_EMBED_URL", ""),
-        served_model=val("SITUATE_EMBED_SERVED_MODEL", ""),
-        server_key=val("SITUATE_EMBED_API_KEY", ""),
-        server_retries=val("SITUATE_LLM_RETRIES", cast=int),
-        server_timeout=val("SITUATE_LLM_TIMEOUT", cast=int),
+        n_threads=val("SITUATE_N_THREADS"),
+        n_gpu_layers=val("SITUATE_N_GPU_LAYERS"),
+        server_url=val("SITUATE_EMBED_URL"),
+        served_model=val("SITUATE_EMBED_SERVED_MODEL"),
+        server_key=val("SITUATE_EMBED_API_KEY"),
+        server_retries=val("SITUATE_LLM_RETRIES"),
+        server_timeout=val("SITUATE_LLM_TIMEOUT"),
     )
 
 
-def resources_from_env(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dict:
-    """The pipeline's resources.  ``plain`` resolves environment variables now (for the CLI, which
-    calls resource methods outside a run); otherwise set variables become ``dg.EnvVar`` (resolved
-    by Dagster at a run's start, when the resources hold them to their bounds again).
+def resources_from_env(
+    docs_path: str | None = None, home: str | None = None, plain: bool = False, settings: Settings | None = None
+) -> dict:
+    """The pipeline's resources, built from ``settings`` (default: :func:`check_environment`).
+    ``plain`` gives values (for the CLI, which calls resource methods outside a run); otherwise a
+    value the environment set is its ``dg.EnvVar`` (resolved by Dagster at a run's start, when the
+    resources hold them to their bounds again).
 
     Raises
     ------
     situate.pipelines.preflight.StartupError
-        A numeric setting that is not a number or is outside its bound (:func:`check_environment`),
-        on both paths.
+        A setting that is not a number of its kind or is outside its bound (:func:`check_environment`).
     """
-    check_environment()
-
-    val = _reader(plain)
+    settings = settings or check_environment()
+    val = _reader(settings, plain)
     return {
         "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
         "store": Store(
             home=home or val("SITUATE_HOME"),
-            vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS", cast=int),
+            vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS"),
         ),
-        "llm": blurb_llm_from_env(val),
-        "embedder": embedder_from_env(val),
+        "llm": blurb_llm_from_env(settings, plain),
+        "embedder": embedder_from_env(settings, plain),
         "chunking": Chunking(
-            chunk_tokens=val("SITUATE_CHUNK_TOKENS", cast=int),
-            overlap_tokens=val("SITUATE_OVERLAP_TOKENS", cast=int),
+            chunk_tokens=val("SITUATE_CHUNK_TOKENS"),
+            overlap_tokens=val("SITUATE_OVERLAP_TOKENS"),
         ),
     }
 
 
-def reranker_from_env() -> Reranker:
-    """The local cross-encoder: ``SITUATE_RERANK_MODEL`` (an ONNX file with ``tokenizer.json``
-    in its folder) or the installed default (:data:`situate.resources.models.registry.RERANKER`), loaded
-    (:meth:`situate.resources.models.reranker.Reranker.load`: once a process) when both files exist, so a
-    corrupt or unreadable one is refused here, before any search uses it.
+def reranker_from_env(settings: Settings | None = None) -> Reranker:
+    """The local cross-encoder: ``settings.rerank_model`` (default :func:`check_environment`; an
+    ONNX file with ``tokenizer.json`` in its folder) or the installed default
+    (:data:`situate.resources.models.registry.RERANKER`), loaded
+    (:meth:`situate.resources.models.reranker.Reranker.load`: once a process) when both files exist,
+    so a corrupt or unreadable one is refused here, before any search uses it.
 
     Raises
     ------
     situate.pipelines.preflight.StartupError
-        A reranker file is corrupt (a pinned file whose size or sha256 is not the pinned one) or
-        unreadable by onnxruntime or tokenizers: one line naming the file and the reason.  A
-        missing file is not an error here: scoring raises ``FileNotFoundError``, and search
-        answers from the first stage.
+        A setting outside its bound; a reranker file is corrupt (a pinned file whose size or sha256
+        is not the pinned one) or unreadable by onnxruntime or tokenizers: one line naming the file
+        and the reason.  A missing file is not an error here: scoring raises ``FileNotFoundError``,
+        and search answers from the first stage.
     """
     from situate.pipelines.preflight import StartupError
 
-    path = env("SITUATE_RERANK_MODEL") or str(models.path_of(models.RERANKER))
+    settings = settings or check_environment()
+    path = settings.rerank_model or str(models.path_of(models.RERANKER))
     tok = str(Path(path).with_name("tokenizer.json"))
-    reranker = Reranker(model_path=path, tokenizer_path=tok, n_threads=int_from_env("SITUATE_N_THREADS", 0))
+    reranker = Reranker(model_path=path, tokenizer_path=tok, n_threads=settings.n_threads)
     if os.path.exists(path) and os.path.exists(tok):
         try:
             reranker.load()
         except models.ModelFileError as e:
             raise StartupError(str(e)) from None
     return reranker
-
-
-def rerank_depth_from_env() -> int:
-    """Search candidates the cross-encoder reranks: ``SITUATE_RERANK_DEPTH``, default
-    :data:`situate.resources.models.reranker.SEARCH_RERANK_DEPTH` (0: no rerank).
-
-    Raises
-    ------
-    situate.pipelines.preflight.StartupError
-        Not a whole number, or outside 0 to 1,000,000 (:data:`situate.resources.models.llm.SETTING_BOUNDS`).
-    """
-    from situate.resources.models.reranker import SEARCH_RERANK_DEPTH
-
-    return int_from_env("SITUATE_RERANK_DEPTH", SEARCH_RERANK_DEPTH)

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from situate.resources.models.llm import SETTING_BOUNDS
-from situate.resources.settings import SETTINGS, SETTINGS_BY_NAME, reference_markdown, unknown_settings
+from situate.resources.settings import (
+    SETTING_BOUNDS,
+    SETTINGS,
+    SETTINGS_BY_NAME,
+    reference_markdown,
+    unknown_settings,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Strings that name a group of settings in messages ("SITUATE_LLM_URL and the other SITUATE_LLM
@@ -23,6 +28,8 @@ def _names_in_code() -> dict[str, str]:
     found = {}
     for folder in ("assets", "resources", "pipelines", "situate"):
         for path in (ROOT / folder).rglob("*.py"):
+            if path == ROOT / "resources" / "settings.py":  # where the fields are: not a use
+                continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     if re.fullmatch(r"SITUATE_[A-Z0-9_]+", node.value):
@@ -32,13 +39,20 @@ def _names_in_code() -> dict[str, str]:
 
 def test_every_variable_the_code_reads_is_in_the_table():
     names = _names_in_code()
-    assert len(names) >= 40  # the walk finds the code's settings
+    assert len(names) >= 30  # the walk finds the code's settings (those read through a field are not named)
     missing = {n: where for n, where in names.items() if n not in SETTINGS_BY_NAME and n not in GROUP_LABELS}
     assert not missing, missing
     assert set(SETTING_BOUNDS) <= set(SETTINGS_BY_NAME)  # every bounded setting is listed
     assert len(SETTINGS_BY_NAME) == len(SETTINGS)  # no name twice
-    # and nothing listed that no code reads
-    assert set(SETTINGS_BY_NAME) - set(names) == set()
+    # and nothing listed that no code uses: its variable named, or its field read (``settings.n_ctx``)
+    code = "\n".join(
+        p.read_text()
+        for folder in ("assets", "resources", "pipelines", "situate")
+        for p in (ROOT / folder).rglob("*.py")
+        if p != ROOT / "resources" / "settings.py"
+    )
+    unused = [s.name for s in SETTINGS if s.name not in names and f".{s.field}" not in code]
+    assert unused == []
 
 
 def test_the_configuration_page_is_the_generated_table():
@@ -230,3 +244,48 @@ def test_a_commands_folders_are_overrides_not_environment_writes(monkeypatch, tm
             override("SITUATE_HOMEE", "x")
     assert env("SITUATE_HOME") == "/from/the/environment"
     assert env("SITUATE_DOCS") == ""
+
+
+def test_the_settings_are_one_typed_frozen_object():
+    """``read_settings`` gives each field its type (a number, a switch, text) or its default; a
+    ``Settings`` made directly is held to the same bounds; it cannot be changed; no key is in its
+    repr (so in no log)."""
+    import dataclasses
+
+    from situate.resources.errors import SettingError, SituateError
+    from situate.resources.settings import Settings, read_settings
+
+    s = read_settings(
+        {"SITUATE_N_CTX": " 4096 ", "SITUATE_FLASH_ATTN": "1", "SITUATE_REPEAT_PENALTY": "1.05", "SITUATE_HOME": "/d"}
+    )
+    assert (s.n_ctx, s.flash_attn, s.repeat_penalty, s.home) == (4096, True, 1.05, "/d")
+    assert (s.chunk_tokens, s.overlap_tokens, s.llm_repack, s.llm_price_input) == (800, 80, False, None)
+    assert read_settings({"SITUATE_N_CTX": ""}).n_ctx == 8192  # empty is unset
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.n_ctx = 1
+    with pytest.raises(SettingError, match=r"SITUATE_CHUNK_TOKENS=0 is below its minimum, 1"):
+        Settings(chunk_tokens=0)
+    with pytest.raises(SituateError, match=r"SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100"):
+        Settings(chunk_tokens=100, overlap_tokens=100)
+    with pytest.raises(SettingError, match=r"SITUATE_N_THREADS='two' is not a whole number"):
+        read_settings({"SITUATE_N_THREADS": "two"})
+    secret = read_settings({"SITUATE_API_TOKEN": "tok-123", "SITUATE_LLM_API_KEY": "key-456"})
+    assert secret.api_token == "tok-123" and "tok-123" not in repr(secret) and "key-456" not in repr(secret)
+
+
+def test_nothing_is_read_when_the_code_location_is_imported():
+    """Importing every asset module reads no setting: with ``SITUATE_DOCS_PER_RUN=abc`` (and a bad
+    fallback share) the imports succeed; building the definitions is what refuses it, by name."""
+    import subprocess
+    import sys
+
+    code = (
+        "import situate.assets.partitions, situate.assets.blurbs, situate.assets.bm25_index, "
+        "situate.assets.embeddings, situate.assets.chunks; print('imported')"
+    )
+    env = {**os.environ, "SITUATE_DOCS_PER_RUN": "abc", "SITUATE_MAX_FALLBACK_SHARE": "x"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "imported" in out.stdout, out.stderr[-2000:]
+    build = "from situate.pipelines.definitions import build_definitions"
+    out = subprocess.run([sys.executable, "-c", build], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "SITUATE_DOCS_PER_RUN='abc' is not a whole number" in out.stderr

@@ -326,13 +326,22 @@ def test_documents_per_run_cut_ranges_and_set_the_backfill_policy(monkeypatch):
     ]
     assert spans == [("d0", "d1"), ("d2", "d3"), ("d5", "d6")]
     assert len({r.run_key for r in reqs}) == 3  # disjoint documents, distinct runs
-    from situate.assets.partitions import backfill_policy
+    from dagster import AssetKey
 
-    monkeypatch.setenv("SITUATE_DOCS_PER_RUN", "2")
-    policy = backfill_policy()
+    from situate.assets.partitions import backfill_policy
+    from situate.pipelines.definitions import build_definitions
+
+    policy = backfill_policy(2)
     assert policy.max_partitions_per_run == 2 and policy.policy_type.value == "MULTI_RUN"
+    assert backfill_policy(0).policy_type.value == "SINGLE_RUN"
+    # the code location sets every per-document asset's policy from the settings when it is built
+    monkeypatch.setenv("SITUATE_DOCS_PER_RUN", "2")
+    graph = build_definitions(plain=True).resolve_asset_graph()
+    policies = {k.to_user_string(): graph.get(k).backfill_policy for k in graph.get_all_asset_keys()}
+    assert policies["blurbs"].max_partitions_per_run == 2 and policies["chunks"].policy_type.value == "MULTI_RUN"
     monkeypatch.delenv("SITUATE_DOCS_PER_RUN")
-    assert backfill_policy().policy_type.value == "SINGLE_RUN"
+    graph = build_definitions(plain=True).resolve_asset_graph()
+    assert graph.get(AssetKey("blurbs")).backfill_policy.policy_type.value == "SINGLE_RUN"
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

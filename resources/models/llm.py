@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import math
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import dagster as dg
 import numpy as np
 import pydantic
 
-from situate.resources.errors import SettingError  # noqa: F401  (importable from here as before)
 from situate.resources.models.registry import DEFAULT_REPEAT_PENALTY
 from situate.resources.models.threads import fit_threads
+from situate.resources.settings import check_setting, parse_setting
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -193,188 +191,7 @@ class Generation:
     written: int = 0
 
 
-# -- setting bounds ------------------------------------------------------------------------------
-class Bound(NamedTuple):
-    """The allowed range of one numeric setting (both ends inclusive).
-
-    Attributes
-    ----------
-    low, high : int, float or None
-        Smallest and largest allowed value; None: no bound on that side.
-    kind : type
-        ``int`` (a whole number) or ``float``.
-    source : str
-        Why these ends: what goes wrong past them, or where the number comes from.
-    below : str
-        Another variable of this table whose value this one must stay under ("" for none).
-    """
-
-    low: int | float | None
-    high: int | float | None
-    kind: type
-    source: str
-    below: str = ""
-
-
-#: The one table of bounds of situate's numeric settings, by environment variable.  The blurb
-#: LLM and the embedder hold their fields to it themselves (:func:`_held_to_bounds`: whoever builds
-#: them, and again when a Dagster run resolves their ``dg.EnvVar`` values at its start);
-#: :func:`situate.pipelines.settings.check_environment` holds every variable to it wherever settings are
-#: read (``situate`` commands, the code location of ``situate dev`` and ``dagster … -m
-#: situate.pipelines.definitions``).  Issue 32, finding 9: the bounds held on the CLI path only, so through
-#: Dagster ``SITUATE_MAX_BLURB_CHUNKS=-1`` marked every document too large.
-SETTING_BOUNDS: dict[str, Bound] = {
-    "SITUATE_N_CTX": Bound(
-        1,
-        131_072,
-        int,
-        "0 is no context: llama-cpp-python 0.3.36 cannot create one (measured: every document failed "
-        "with 'could not create a context of n_ctx 0'); a context too small for any preamble is "
-        "situate.pipelines.preflight.context_warning's warning, not a refusal.  131,072: Qwen2.5's longest "
-        "context (YaRN; Qwen2.5-Coder is trained on 32,768), the longest of the listed models; its f16 "
-        "KV cache alone is then 1.5 GiB (0.5B: 24 layers x 2 KV heads x 64 x 2 x 2 bytes a token) to "
-        "3.5 GiB (1.5B: 28 layers x 2 x 128 x 2 x 2 bytes)",
-    ),
-    "SITUATE_MAX_TOKENS": Bound(
-        1,
-        None,
-        int,
-        "0 or less means 'no bound: until the context is full' to llama-cpp-python's "
-        "create_completion (max_tokens <= 0); no upper bound of its own: one that leaves no room for "
-        "a prompt in n_ctx is situate.pipelines.preflight.context_warning's warning (every chunk then keeps "
-        "its structural context only)",
-    ),
-    "SITUATE_N_THREADS": Bound(
-        0,
-        512,
-        int,
-        "0 follows the cores other processes leave free (situate.resources.models.threads); 512 = "
-        "GGML_MAX_N_THREADS (ggml.h), the most threads ggml's thread pool holds; also the onnxruntime "
-        "embedder's and reranker's intra-op threads",
-    ),
-    "SITUATE_N_GPU_LAYERS": Bound(
-        -1,
-        2**31 - 1,
-        int,
-        "-1 offloads every layer (llama.cpp's convention), 0 none; llama.cpp offloads min(n, layers); "
-        "2**31 - 1: llama_model_params.n_gpu_layers is an int32_t (llama.h), and a larger count "
-        "overflowed the ctypes field (wrapped negative) instead of being refused",
-    ),
-    "SITUATE_BATCH": Bound(
-        1,
-        256,
-        int,
-        "1 is the sequential path; 256 = LLAMA_MAX_SEQ (llama.cpp's llama-cparams.h), the most "
-        "sequences of one context: with 257 llama-cpp-python 0.3.36 could not create the batched "
-        "context (measured: 'Failed to create llama_context'), with 256 it could",
-    ),
-    "SITUATE_MAX_BLURB_CHUNKS": Bound(
-        0,
-        None,
-        int,
-        "0 is no limit; a negative limit makes every document 'too large' (blurb status "
-        "skipped:large-document for all of them: issue 32, finding 9)",
-    ),
-    "SITUATE_DOCUMENT_TOKENS": Bound(
-        64,
-        None,
-        int,
-        "64: the minimum since settings were first checked (commit d7866b5); under it the summary "
-        "reads less than a title and a first sentence.  No upper bound: the summary reads at most "
-        "what n_ctx leaves (situate.contextual.fitting.fit_summary)",
-    ),
-    "SITUATE_CHUNK_TOKENS": Bound(
-        1,
-        None,
-        int,
-        "situate.contextual.chunking.chunk_text refuses chunk_tokens < 1 (every document would fail); no upper "
-        "bound: a chunk longer than the embedder's context is cut to it, and the run says how many",
-    ),
-    "SITUATE_OVERLAP_TOKENS": Bound(
-        0,
-        None,
-        int,
-        "tokens shared by consecutive chunks, so at least 0 and under the chunk size "
-        "(situate.contextual.chunking.chunk_text: overlap in [0, chunk_tokens), else every document fails)",
-        below="SITUATE_CHUNK_TOKENS",
-    ),
-    "SITUATE_VECTOR_INDEX_MIN_ROWS": Bound(
-        0,
-        None,
-        int,
-        "a row count (situate.resources.store.store.Store.ensure_vector_index); 0 indexes from the first row",
-    ),
-    "SITUATE_RERANK_DEPTH": Bound(
-        0,
-        1_000_000,
-        int,
-        "0 is no rerank; 1,000,000 = situate.pipelines.operations.MAX_K, the bound of --rerank and -k",
-    ),
-    "SITUATE_DOCS_PER_RUN": Bound(
-        0, None, int, "0 is no limit (one run per range of documents); a count of documents otherwise"
-    ),
-    "SITUATE_REPEAT_PENALTY": Bound(
-        1.0,
-        None,
-        float,
-        "llama.cpp divides a repeated token's positive logit by it (and multiplies a negative one): "
-        "1.0 is off, under 1 rewards repetition (the loops it is there to curb), 0 divides by zero",
-    ),
-    "SITUATE_LLM_RETRIES": Bound(
-        0,
-        10,
-        int,
-        "tries after the first when a model server refuses, drops, times out or answers 429/5xx "
-        "(situate.resources.models.server); the waits double from 1 s, so 10 retries wait up to 17 min in all",
-    ),
-    "SITUATE_LLM_TIMEOUT": Bound(
-        1,
-        3600,
-        int,
-        "seconds one model-server request may take in all (situate.resources.models.server); an hour is "
-        "longer than any blurb or summary on a CPU (a 2,048-token summary: about 25 s on 2 cores)",
-    ),
-    "SITUATE_LLM_PRICE_INPUT": Bound(
-        0.0,
-        10_000.0,
-        float,
-        "USD per million input tokens of a paid API (situate.resources.models.anthropic_api.price_of); a price "
-        "is not negative, and 10,000 is 100 times the dearest published rate (Claude Opus 4: 75 for "
-        "output)",
-    ),
-    "SITUATE_LLM_PRICE_OUTPUT": Bound(
-        0.0, 10_000.0, float, "USD per million output tokens (as SITUATE_LLM_PRICE_INPUT)"
-    ),
-    "SITUATE_LLM_IN_FLIGHT": Bound(
-        1,
-        256,
-        int,
-        "documents whose blurbs are asked of a model server or API at once (situate.assets.per_document."
-        "for_each_document, one thread each); 256: llama.cpp's most sequences (LLAMA_MAX_SEQ), so no "
-        "llama-server has more slots to keep documents on",
-    ),
-    "SITUATE_LLM_BATCH_POLL": Bound(
-        1,
-        3600,
-        int,
-        "seconds between two looks at a Message Batch in progress (situate.resources.models.message_batches); "
-        "an hour: most batches end within one (Anthropic's Message Batches docs)",
-    ),
-    "SITUATE_LLM_BATCH_WAIT": Bound(
-        1,
-        172_800,
-        int,
-        "seconds a run waits for its Message Batches; a batch expires 24 hours after it is sent "
-        "(Anthropic's docs), so 48 hours is past any answer",
-    ),
-    "SITUATE_MAX_FALLBACK_SHARE": Bound(
-        0.0,
-        1.0,
-        float,
-        "a share of rows (situate.contextual.table_checks.fallback_share): over 1 the check could never fail, "
-        "under 0 it always would",
-    ),
-}
+# -- setting bounds: situate.resources.settings (SETTING_BOUNDS, check_setting, parse_setting) ---
 
 #: The :class:`BlurbLLM` fields set from the environment, and their variables.
 LLM_SETTINGS = {
@@ -404,60 +221,6 @@ EMBEDDER_SETTINGS = {
 #: Dagster's whole-number ``dg.EnvVar.int`` reference (an ``int`` subclass whose value is a 0
 #: placeholder until a run resolves it).
 _INT_ENV_VAR = type(dg.EnvVar.int("SITUATE_N_CTX"))
-
-
-def check_setting(name: str, value: int | float, label: str = "") -> int | float:
-    """``value`` of setting ``name`` (a key of :data:`SETTING_BOUNDS`), when inside its bound.
-
-    Parameters
-    ----------
-    name : str
-        The setting's environment variable.
-    value : int or float
-        Its value (tokens, threads, layers, rows… as the table says).
-    label : str
-        The name said in the message (default ``name``): the variable a ``dg.EnvVar`` read.
-
-    Returns
-    -------
-    int or float
-        ``value``.
-
-    Raises
-    ------
-    SettingError
-        Outside the bound: ``SITUATE_N_CTX=0 is below its minimum, 1 (allowed 1 to 131072)``; a
-        float that is not finite.
-    KeyError
-        ``name`` is not in the table.
-    """
-    bound = SETTING_BOUNDS[name]
-    label = label or name
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SettingError(f"{label}={value} is not a finite number")
-    span = f" (allowed {bound.low} to {bound.high})" if bound.low is not None and bound.high is not None else ""
-    if bound.low is not None and value < bound.low:
-        raise SettingError(f"{label}={value} is below its minimum, {bound.low}{span}")
-    if bound.high is not None and value > bound.high:
-        raise SettingError(f"{label}={value} is above its maximum, {bound.high}{span}")
-    return value
-
-
-def parse_setting(name: str, raw: str, label: str = "") -> int | float:
-    """The text ``raw`` of setting ``name`` as its kind of number, checked by :func:`check_setting`.
-
-    Raises
-    ------
-    SettingError
-        Not a whole number (an ``int`` setting) or not a number, or outside the bound.
-    """
-    bound = SETTING_BOUNDS[name]
-    try:
-        value = bound.kind(raw.strip())
-    except ValueError:
-        kind = "a whole number" if bound.kind is int else "a number"
-        raise SettingError(f"{label or name}={raw!r} is not {kind}") from None
-    return check_setting(name, value, label)
 
 
 def _held_to_bounds(data, fields: dict[str, str]):

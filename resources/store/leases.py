@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from situate.resources.errors import LeaseLost  # noqa: F401  (importable from here as before)
-from situate.resources.settings import env
+from situate.resources.settings import read_settings
 
 RENEW_S = 15.0
 STALE_S = 90.0
@@ -70,11 +70,7 @@ RELEASED = json.dumps({"owner": None, "released": True}).encode()
 def stale_after_s() -> float:
     """Seconds of one unchanged version after which a waiter takes a lease for its dead holder's:
     ``SITUATE_LEASE_STALE_S`` or :data:`STALE_S`."""
-    raw = env("SITUATE_LEASE_STALE_S")
-    try:
-        return max(float(raw), 1.0) if raw else STALE_S
-    except ValueError:
-        return STALE_S
+    return read_settings().lease_stale_s
 
 
 def _parse(raw: bytes) -> dict:

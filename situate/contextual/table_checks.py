@@ -10,8 +10,7 @@ import collections
 
 import numpy as np
 
-from situate.resources.models.llm import parse_setting
-from situate.resources.settings import env
+from situate.resources.settings import read_settings
 from situate.resources.store.retrieval import bm25_ids
 from situate.resources.store.store import Store
 
@@ -214,8 +213,7 @@ def max_fallback_share() -> float:
     situate.resources.errors.SettingError
         The value is not a number or is outside 0 to 1.
     """
-    raw = env("SITUATE_MAX_FALLBACK_SHARE")
-    return parse_setting("SITUATE_MAX_FALLBACK_SHARE", raw) if raw else MAX_FALLBACK_SHARE
+    return read_settings().max_fallback_share
 
 
 def ids_match(store: Store) -> tuple[bool, dict]:
