@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
@@ -199,8 +200,6 @@ def for_each_document(
         for n, key in enumerate(keys, start=1):
             one(n, key)
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=f"situate-{stage}") as pool:
             list(pool.map(one, range(1, len(keys) + 1), keys))
     report.seconds = time.perf_counter() - t0

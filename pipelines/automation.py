@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import socket
 
 import dagster as dg
 
@@ -103,8 +104,6 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
     pid's start time, so a reused pid does not pass for the dead worker); runs without them
     (queued, or still starting) are left alone.
     """
-    import socket
-
     from situate.assets.per_document import process_start
 
     host = socket.gethostname()

@@ -37,6 +37,7 @@ fusion-cv           a weighted RRF over up to seven rankings (``contextual``'s t
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -44,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from situate.evaluation import metrics as ev
 from situate.resources.models.reranker import RERANK_DEPTH  # candidates reranked; settable per run
@@ -116,8 +118,6 @@ def write_blurb_file(store, llm, path: str) -> int:
 def blurb_quality(store, keys: list[str]) -> dict:
     """Share (percent) of the chunk blurbs of documents ``keys`` with each problem found by
     cleaning, and of those indexed (``usable``)."""
-    import collections
-
     counts: collections.Counter = collections.Counter()
     n = 0
     for key in keys:
@@ -193,7 +193,6 @@ def embedder_spans(embedder):
     a GGUF or served embedder (not measured)."""
     if embedder.server_url or not embedder.is_onnx():
         return None
-    from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(embedder.tokenizer_path)
     tok.no_truncation()

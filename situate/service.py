@@ -52,6 +52,7 @@ import re
 import sys
 import tempfile
 import threading
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -481,8 +482,6 @@ def health_report(home: str) -> dict:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("situate")
     except PackageNotFoundError:

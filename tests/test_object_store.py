@@ -287,7 +287,7 @@ def test_reingest_calls_no_model_and_a_deleted_document_goes(s3_env):
 
 @needs_models
 @pytest.mark.models
-def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finishes(tmp_path):
+def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finishes(tmp_path, monkeypatch):
     """The S3 server is killed while `situate ingest` is writing blurbs, then started again on the
     same ports and data: the interrupted ingest ends (its documents failed, named), the table holds
     no half document, and the next ingest finishes every document with every row once."""
@@ -322,7 +322,8 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
         )
         from situate.resources.store.objects import ObjectFolder
 
-        os.environ.update(s3["env"])
+        for k, v in s3["env"].items():  # this server's endpoint, for this test only
+            monkeypatch.setenv(k, v)
         folder = ObjectFolder(uri)
         deadline = time.monotonic() + 600
         while not folder.list("cache/blurbs") and time.monotonic() < deadline and run.poll() is None:

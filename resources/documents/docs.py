@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path, PurePosixPath
 
 import dagster as dg
@@ -92,7 +93,6 @@ class DocsFolder(dg.ConfigurableResource):
             if entry is None:
                 raise DocumentError(source, f"no document {doc_id!r} in {file_part}")
             return SourceRef(encode_key(source), source, str(path), corpus_entry_sha(entry), doc_id)
-        import hashlib
 
         try:  # no link followed, even one swapped in since the check above
             data = read_under(self.base, parts, limit=MAX_FILE_BYTES)

@@ -19,6 +19,8 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
+from charset_normalizer import from_bytes
+
 from situate.resources.documents.files import TooLarge, read_under, split_under
 from situate.resources.documents.keys import encode_key
 from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
@@ -336,8 +338,6 @@ def _decode_text(source: str, data: bytes, notes: list[str] | None = None) -> st
             text = replaced
             notes.append(f"not valid UTF-8 ({where}); mixed encodings: {bad} invalid byte(s) replaced by U+FFFD")
         else:
-            from charset_normalizer import from_bytes
-
             matches = from_bytes(data)
             best = matches.best()
             encoding = best.encoding if best is not None else "cp1252"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+import urllib.parse
 
 from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url
 
@@ -145,8 +146,6 @@ class ApiInfo:
 
 
 def _safe_url(url: str) -> str:
-    import urllib.parse
-
     p = urllib.parse.urlsplit(url)
     return f"{p.scheme}://{p.hostname}{':' + str(p.port) if p.port else ''}"
 

@@ -15,6 +15,7 @@ import os
 import threading
 
 import numpy as np
+from tokenizers import Tokenizer
 
 #: One caller at a time per loaded session (the service's threads, the MCP server): onnxruntime
 #: sessions are thread-safe, but two callers would each ask for every core.
@@ -43,8 +44,6 @@ def session(model_path: str, tokenizer_path: str, max_tokens: int, n_threads: in
     situate.resources.models.registry.ModelFileError
         The model or tokenizer file is missing or, for a pinned file, has the wrong size or sha256.
     """
-    from tokenizers import Tokenizer
-
     from situate.resources.models.registry import ModelFileError, check_model_file
 
     for p in (model_path, tokenizer_path):

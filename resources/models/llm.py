@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import os
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 import dagster as dg
@@ -481,8 +483,6 @@ class BlurbLLM(dg.ConfigurableResource):
 
             return identity(self.api_client().info.model)
         if self.server_url:
-            import hashlib
-
             info = self.server().info
             return hashlib.sha256(f"openai-compatible|{info.model}|{info.served_as}".encode()).hexdigest()
         from situate.resources.store.cache import file_sha256
@@ -497,7 +497,6 @@ class BlurbLLM(dg.ConfigurableResource):
             return f"anthropic-{'batches' if self.api_batch else 'messages'} {self.api_client().info.url}"
         if not self.server_url:
             return "in-process"
-        import urllib.parse
 
         p = urllib.parse.urlsplit(self.server_url)
         return f"openai-compatible {p.scheme}://{p.hostname}{':' + str(p.port) if p.port else ''}"
@@ -515,7 +514,6 @@ class BlurbLLM(dg.ConfigurableResource):
             )
         if not self.server_url:
             return "in-process"
-        import urllib.parse
 
         p = urllib.parse.urlsplit(self.server_url)
         info = self.server().info
@@ -1022,8 +1020,6 @@ class Embedder(dg.ConfigurableResource):
         process; with a server, ``openai-compatible-embeddings|<served model>|<what it says served
         it, and the width>``."""
         if self.server_url:
-            import hashlib
-
             info = self.server().info
             return hashlib.sha256(f"openai-compatible-embeddings|{info.model}|{info.served_as}".encode()).hexdigest()
         from situate.resources.store.cache import file_sha256

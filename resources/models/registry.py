@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -443,8 +444,6 @@ def _verified_sha256(path: Path) -> str:
     OSError
         The file cannot be read.
     """
-    import json
-
     st = path.stat()
     key = _stat_key(st)
     side = path.parent / VERIFIED_FILE

@@ -19,11 +19,13 @@ differ in length.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
 import dagster as dg
 import numpy as np
+from tokenizers import Tokenizer
 
 from situate.resources.settings import env
 
@@ -98,8 +100,6 @@ def _session(model_path: str, tokenizer_path: str, n_threads: int):
         A file is a folder, a pinned file is corrupt (size or sha256 not the pinned ones), or
         onnxruntime or tokenizers cannot read a file; one line naming the file and the reason.
     """
-    from tokenizers import Tokenizer
-
     from situate.resources.models.encoder import ort_session
     from situate.resources.models.registry import RERANKER, ModelFileError, check_model_file, path_of
 
@@ -282,8 +282,6 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: 
     ValueError
         Unknown ``fusion``.
     """
-    import dataclasses
-
     head, tail = hits[:depth], hits[depth:]
     if not head:
         return hits

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import threading
 import time
 import urllib.parse
 
@@ -126,8 +127,6 @@ class Completion:
 def worker_slot() -> int | None:
     """The index of the document worker this thread is (``situate-<stage>_<i>``, the threads of
     :func:`situate.assets.per_document.for_each_document`), or None on another thread."""
-    import threading
-
     m = re.fullmatch(r"situate-\w+_(\d+)", threading.current_thread().name)
     return int(m.group(1)) if m else None
 

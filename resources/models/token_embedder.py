@@ -10,6 +10,8 @@ tokenized with ``add_bos=True``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 
@@ -34,8 +36,6 @@ class TokenEmbedder:
     """
 
     def __init__(self, model_path: str, n_ctx: int = 2048, n_threads: int = 0):
-        import os
-
         import llama_cpp
 
         from situate.resources.models.registry import ModelFileError, check_model_file

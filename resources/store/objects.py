@@ -27,10 +27,16 @@ leases of :mod:`situate.resources.store.leases` rely on; S3, GCS, Azure and Seaw
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
+
+import obstore
+import obstore.exceptions as ox
+from obstore.store import from_url
 
 from situate.resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
 from situate.resources.settings import env
@@ -132,8 +138,6 @@ def store_config(uri: str) -> dict[str, str]:
 
 def _reason(error: BaseException, uri: str, endpoint: str | None) -> str:
     """One line naming what failed for a person."""
-    import obstore.exceptions as ox
-
     where = f" at {endpoint}" if endpoint else ""
     text = str(error)
     if any(
@@ -190,7 +194,6 @@ class ObjectFolder:
     def __init__(self, uri: str, retries: int = MAX_RETRIES, timeout_s: float = TIMEOUT_S):
         if not is_uri(uri):
             raise ValueError(f"{uri!r} is not an object store URI ({', '.join(s + '://' for s in SCHEMES)})")
-        from obstore.store import from_url
 
         self.uri = uri.rstrip("/")
         self.config = store_config(self.uri)
@@ -247,9 +250,6 @@ class ObjectFolder:
         StoreUnavailable
             Any other failure (unreachable, refused credentials, missing bucket).
         """
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             return bytes(obstore.get(self.store, rel).bytes())
         except ox.NotFoundError as e:
@@ -270,8 +270,6 @@ class ObjectFolder:
         ------
         StoreUnavailable
         """
-        import obstore
-
         try:
             obstore.put(self.store, rel, data)
         except Exception as e:  # noqa: BLE001
@@ -295,9 +293,6 @@ class ObjectFolder:
         ------
         StoreUnavailable
         """
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             got = obstore.get(self.store, rel)
             return bytes(got.bytes()), got.meta["e_tag"] or ""
@@ -310,9 +305,6 @@ class ObjectFolder:
 
     def create_versioned(self, rel: str, data: bytes) -> str | None:
         """:meth:`create` returning the new object's ETag, or None when it already existed."""
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             return obstore.put(self.store, rel, data, mode="create")["e_tag"] or ""
         except (ox.AlreadyExistsError, ox.PreconditionError):
@@ -330,9 +322,6 @@ class ObjectFolder:
         ------
         StoreUnavailable
         """
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             return obstore.put(self.store, rel, data, mode={"e_tag": etag})["e_tag"] or ""
         except (ox.PreconditionError, ox.NotFoundError, FileNotFoundError):
@@ -344,9 +333,6 @@ class ObjectFolder:
 
     def head(self, rel: str) -> dict | None:
         """``{"size", "last_modified"}`` of the object, or None when it does not exist."""
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             meta = obstore.head(self.store, rel)
         except (ox.NotFoundError, FileNotFoundError):
@@ -357,9 +343,6 @@ class ObjectFolder:
 
     def delete(self, rel: str) -> None:
         """Delete the object (nothing when it does not exist)."""
-        import obstore
-        import obstore.exceptions as ox
-
         try:
             obstore.delete(self.store, rel)
         except (ox.NotFoundError, FileNotFoundError):
@@ -369,8 +352,6 @@ class ObjectFolder:
 
     def list(self, prefix: str) -> list[str]:
         """Relative paths of the objects under ``prefix`` (a folder: ``prefix/…``)."""
-        import obstore
-
         prefix = prefix.strip("/")
         try:
             out = []
@@ -430,8 +411,6 @@ class ObjectFolder:
         StoreUnavailable
             One line: unreachable endpoint, refused credentials, missing bucket, or another failure.
         """
-        import uuid
-
         probe = ObjectFolder(self.uri, retries=0)
         name = f".write-probe-{uuid.uuid4().hex}"
         probe.put(name, b"probe")
@@ -449,6 +428,4 @@ def local_cache_root() -> Path:
 
 def cache_dir_for(uri: str, what: str) -> Path:
     """``<local_cache_root>/<what>/<sha256(uri)[:16]>``: one folder per data folder URI."""
-    import hashlib
-
     return local_cache_root() / what / hashlib.sha256(uri.encode()).hexdigest()[:16]

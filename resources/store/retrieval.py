@@ -17,10 +17,12 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import Stemmer
 
 CANDIDATES = 150
 RRF_K = 60
@@ -114,7 +116,6 @@ def tokenize(texts: list[str]):
     """bm25s tokens of ``texts``: :data:`TOKEN_PATTERN`, English stopwords, Snowball English
     stemmer (the index and every query use the same)."""
     import bm25s
-    import Stemmer
 
     return bm25s.tokenize(
         texts, token_pattern=TOKEN_PATTERN, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False
@@ -273,7 +274,6 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
     folder = store.remote
     if folder is None:
         return build_bm25(ids, texts, store.bm25_dir, structural_texts)
-    import uuid
 
     from situate.resources.store.leases import check_held
     from situate.resources.store.store import BM25_POINTER, bm25_version_of, forget_bm25_pointer

@@ -21,6 +21,7 @@ On an object store the BM25 index is ``bm25/v-<id>/…`` published by the pointe
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -368,7 +369,6 @@ class Store(dg.ConfigurableResource):
             with object_lease(self.remote, f"locks/{name}.lease", on_wait=on_wait):
                 yield
             return
-        import fcntl
 
         path = self.root / "locks" / f"{name}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -387,7 +387,6 @@ class Store(dg.ConfigurableResource):
             from situate.resources.store.leases import lease_busy
 
             return lease_busy(self.remote, f"locks/{name}.lease")
-        import fcntl
 
         path = self.root / "locks" / f"{name}.lock"
         if not path.exists():

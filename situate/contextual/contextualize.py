@@ -12,6 +12,9 @@ import re
 import time
 from collections.abc import Callable
 
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
 from situate.contextual.cleaning import clean_blurb
 from situate.contextual.preambles import FitPlan
 from situate.contextual.prompts import ANTHROPIC_2024, MARK_RE, PromptTemplate, chunk_mark, first_line
@@ -47,8 +50,6 @@ def chat_frame(template: str | None, bos_token: str = "", eos_token: str = "", s
     """
     if not template:
         return ChatFrame(f"{system}\n" if system else "", "\n", True)
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 
 import numpy as np
 import pyarrow as pa
@@ -24,8 +25,6 @@ def blurb_file_id(path: str) -> str:
     """sha256 of a blurb file (the same digest :func:`situate.contextual.blurb_files.read` records), or
     ``"unreadable"`` when it is missing, not a regular file (a FIFO is never opened here) or over
     :data:`situate.contextual.blurb_files.MAX_FILE_BYTES`: the blurbs step then names the reason."""
-    import stat
-
     from situate.contextual.blurb_files import MAX_FILE_BYTES
 
     try:

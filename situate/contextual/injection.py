@@ -37,6 +37,8 @@ import functools
 import re
 import unicodedata
 
+from confusable_homoglyphs import confusables
+
 #: A chat template's control tokens: ChatML and Qwen (``<|im_start|>``), Llama 3
 #: (``<|start_header_id|>``), Phi (``<|user|>``), Llama 2 (``[INST]``, ``<<SYS>>``), Gemma
 #: (``<start_of_turn>``), and an end-of-sequence mark (``</s>``).
@@ -99,8 +101,6 @@ _ANNOUNCED = re.compile(
 @functools.lru_cache(maxsize=4096)
 def _latin(ch: str) -> str:
     """The Latin letter ``ch`` looks like (Unicode's confusables), or ``ch``."""
-    from confusable_homoglyphs import confusables
-
     found = confusables.is_confusable(ch, preferred_aliases=["latin"])
     for hit in found or ():
         for g in hit["homoglyphs"]:

@@ -7,6 +7,7 @@ Each function returns ``(passed, metadata)``; metadata names what is wrong (up t
 from __future__ import annotations
 
 import collections
+import json
 
 import numpy as np
 
@@ -133,8 +134,6 @@ REMOVAL_HELD_FILE = "removal-held.json"
 
 def record_removal_hold(store, reason: str, keys: list[str]) -> None:
     """Write (``reason`` non-empty) or clear the data folder's :data:`REMOVAL_HELD_FILE`."""
-    import json
-
     if reason:
         store.write_file(
             REMOVAL_HELD_FILE, json.dumps({"reason": reason, "documents": len(keys), "keys": keys[:20]}).encode()
@@ -146,8 +145,6 @@ def record_removal_hold(store, reason: str, keys: list[str]) -> None:
 def no_removal_held(store) -> tuple[bool, dict]:
     """No sync is holding back a mass removal (an unmounted docs folder?): fails, with the reason
     and the documents, while one is."""
-    import json
-
     raw = store.read_file(REMOVAL_HELD_FILE)
     if not raw:
         return True, {"held": "none"}
@@ -162,8 +159,6 @@ STUCK_FILE = "stuck-documents.json"
 
 def record_stuck(store, reasons: dict[str, str]) -> None:
     """Write (non-empty) or clear the data folder's :data:`STUCK_FILE`."""
-    import json
-
     if reasons:
         store.write_file(STUCK_FILE, json.dumps(reasons, ensure_ascii=False).encode())
     elif store.read_file(STUCK_FILE):
@@ -172,8 +167,6 @@ def record_stuck(store, reasons: dict[str, str]) -> None:
 
 def stuck_documents(store) -> dict[str, str]:
     """key → reason for each document in :data:`STUCK_FILE` (empty when none)."""
-    import json
-
     raw = store.read_file(STUCK_FILE)
     return json.loads(raw) if raw else {}
 

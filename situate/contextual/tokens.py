@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+import tiktoken
+
 
 @functools.lru_cache(maxsize=1)
 def cl100k():
@@ -21,7 +23,6 @@ def cl100k():
         raise RuntimeError(
             f"tiktoken cl100k_base file missing at {models.path_of(models.CL100K)}: run `situate models install`"
         )
-    import tiktoken
 
     return tiktoken.get_encoding("cl100k_base")
 
