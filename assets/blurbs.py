@@ -7,7 +7,7 @@ token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache f
 
 import dagster as dg
 
-from situate.assets.partitions import BACKFILL, LLM_POOL, documents
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.document_blurbs import DocumentBlurber, blurb_totals
 from situate.contextual.prompts import PROMPT_VERSION
@@ -16,21 +16,31 @@ from situate.resources.models.message_batches import BatchLedger
 from situate.resources.store.store import Store
 
 
-@dg.asset(
-    partitions_def=documents,
-    backfill_policy=BACKFILL,
-    pool=LLM_POOL,
-    deps=["fitted_preambles"],
-    kinds={"python", "file"},
-    group_name="ingest",
-    description="A situating context for each chunk, as SITUATE_CONTEXT says: chunk (a blurb per chunk: "
-    "Anthropic's published prompt, or chunks by reference in the cached document, through the "
-    "in-process llama-cpp-python model), document (one summary per document) or structure (no "
-    "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
-    "files, minified, encoded, numeric and degenerate chunks get no LLM call; an edited "
-    "document keeps the blurbs of its unchanged chunks.",
-)
-def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+def build_blurbs(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``blurbs`` asset (after its ``fitted_preambles``), in its LLM pool."""
+
+    @dg.asset(
+        **c.per_document("blurbs"),
+        pool=c.pool,
+        deps=[c.key("fitted_preambles")],
+        required_resource_keys=c.resource_keys("store", "llm"),
+        kinds={"python", "llama.cpp", "file"},
+        description="A situating context for each chunk, as SITUATE_CONTEXT says: chunk (a blurb per chunk: "
+        "Anthropic's published prompt, or chunks by reference in the cached document, through the "
+        "in-process llama-cpp-python model), document (one summary per document) or structure (no "
+        "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
+        "files, minified, encoded, numeric and degenerate chunks get no LLM call; an edited "
+        "document keeps the blurbs of its unchanged chunks.",
+    )
+    def blurbs(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        r = c.resources(context)
+        return materialize_blurbs(context, r.store, r.llm)
+
+    return blurbs
+
+
+def materialize_blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+    """Write each chunk's context for the run's documents (stage ``blurbs``)."""
     usage0 = dict(API_USAGE)  # what a paid API bills this step: every answer, failed documents' too
     # Anthropic's Message Batches: a first pass gathers the run's requests, then they are answered
     # from the batches (situate.resources.models.message_batches)
@@ -57,6 +67,9 @@ def blurbs(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg
             **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {}),
         }
     )
+
+
+blurbs = build_blurbs(DEFAULT)
 
 
 def _answer_batches(context: dg.AssetExecutionContext, store: Store, blurber: DocumentBlurber, batches) -> dict:

@@ -3,7 +3,7 @@ the same without the blurb (the third ranking of :func:`situate.resources.store.
 
 import dagster as dg
 
-from situate.assets.partitions import PARTITIONS
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import tag_worker
 from situate.contextual import table_checks
 from situate.contextual.table_checks import CHECKS, ids_match, max_fallback_share
@@ -24,19 +24,33 @@ class TableCheckConfig(dg.Config):
     max_fallback_share: float | None = None
 
 
-@dg.asset(
-    deps=["embeddings"],
-    kinds={"python", "bm25s"},
-    group_name="ingest",
-    automation_condition=dg.AutomationCondition.eager(),
-    check_specs=[dg.AssetCheckSpec(name, asset="bm25_index", description=d) for name, d in CHECKS.items()],
-    description="bm25s indexes (English stopwords, Snowball stemmer) over structural context + blurb + chunk "
-    "of every row, and over structural context + chunk without the blurb (the third ranking of "
-    "search), of the LanceDB table, saved under $SITUATE_HOME/bm25 with the row ids. Corpus-wide: "
-    "rebuilt whenever documents change. From 10,000 rows the table's vectors also get an "
-    "IVF_FLAT index (updated on later runs).",
-)
-def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, store: Store) -> dg.MaterializeResult:
+def build_bm25_index(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``bm25_index`` asset (after its ``embeddings``), with the table checks."""
+
+    @dg.asset(
+        **c.asset_attributes("bm25_index"),
+        deps=[c.key("embeddings")],
+        required_resource_keys=c.resource_keys("store"),
+        kinds={"python", "bm25", "lancedb"},
+        automation_condition=dg.AutomationCondition.eager(),
+        check_specs=[dg.AssetCheckSpec(name, asset=c.key("bm25_index"), description=d) for name, d in CHECKS.items()],
+        description="bm25s indexes (English stopwords, Snowball stemmer) over structural context + blurb + chunk "
+        "of every row, and over structural context + chunk without the blurb (the third ranking of "
+        "search), of the LanceDB table, saved under <data folder>/bm25 with the row ids. Corpus-wide: "
+        "rebuilt whenever documents change. From 10,000 rows the table's vectors also get an "
+        "IVF_FLAT index (updated on later runs).",
+    )
+    def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig) -> dg.MaterializeResult:
+        return materialize_bm25_index(context, config, c.resources(context).store, c.partitions_name)
+
+    return bm25_index
+
+
+def materialize_bm25_index(
+    context: dg.AssetExecutionContext, config: TableCheckConfig, store: Store, partitions: str
+) -> dg.MaterializeResult:
+    """Rebuild the BM25 indexes from the table and run the table checks over the documents of
+    the dynamic partitions ``partitions``."""
     tag_worker(context)
     built = rebuild_bm25_from_table(store)
     ok, figures = ids_match(store)
@@ -55,11 +69,14 @@ def bm25_index(context: dg.AssetExecutionContext, config: TableCheckConfig, stor
             dg.AssetCheckResult(check_name="ids_match_table", passed=ok, metadata=figures),
             *table_check_results(
                 store,
-                context.instance.get_dynamic_partitions(PARTITIONS),
+                context.instance.get_dynamic_partitions(partitions),
                 config.max_fallback_share if config.max_fallback_share is not None else max_fallback_share(),
             ),
         ],
     )
+
+
+bm25_index = build_bm25_index(DEFAULT)
 
 
 def table_check_results(store: Store, keys: list[str], max_fallback_share: float) -> list[dg.AssetCheckResult]:

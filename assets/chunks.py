@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from situate.assets.partitions import BACKFILL, documents
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.chunking import make_chunks
 from situate.contextual.code_context import document_contexts
@@ -11,18 +11,31 @@ from situate.resources.documents.docs import Chunking
 from situate.resources.store.store import Store, read_ok
 
 
-@dg.asset(
-    partitions_def=documents,
-    backfill_policy=BACKFILL,
-    deps=["raw_documents"],
-    kinds={"python", "file"},
-    group_name="ingest",
-    description="Chunks of at most chunk_tokens cl100k_base tokens, cut at paragraph or line "
-    "boundaries, each with a stable id, its index, heading path and structural context "
-    "(code: leading comment, enclosing definitions, names defined, by tree-sitter; "
-    "prose: title > headings). A corpus file's documents keep their given chunks.",
-)
-def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
+def build_chunks(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``chunks`` asset (after its ``raw_documents``)."""
+
+    @dg.asset(
+        **c.per_document("chunks"),
+        deps=[c.key("raw_documents")],
+        required_resource_keys=c.resource_keys("store", "chunking"),
+        kinds={"python", "file"},
+        description=(
+            "Chunks of at most chunk_tokens cl100k_base tokens, cut at paragraph or line "
+            "boundaries, each with a stable id, its index, heading path and structural context "
+            "(code: leading comment, enclosing definitions, names defined, by tree-sitter; "
+            "prose: title > headings). A corpus file's documents keep their given chunks."
+        ),
+    )
+    def chunks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        r = c.resources(context)
+        return materialize_chunks(context, r.store, r.chunking)
+
+    return chunks
+
+
+def materialize_chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) -> dg.MaterializeResult:
+    """Chunk each document of the run (stage ``chunks``); metadata per document and in all."""
+
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
         out = make_chunks(
@@ -50,3 +63,6 @@ def chunks(context: dg.AssetExecutionContext, store: Store, chunking: Chunking) 
     return dg.MaterializeResult(
         metadata=report.metadata(lambda ok: {"chunks_total": sum(v["chunks"] for v in ok.values())})
     )
+
+
+chunks = build_chunks(DEFAULT)

@@ -5,7 +5,7 @@ import time
 
 import dagster as dg
 
-from situate.assets.partitions import BACKFILL, documents
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.indexing import (
     build_rows,
@@ -21,19 +21,29 @@ from situate.resources.store.cache import embed_with_cache, embedding_cache_for
 from situate.resources.store.store import Store, read_ok
 
 
-@dg.asset(
-    partitions_def=documents,
-    backfill_policy=BACKFILL,
-    deps=["blurbs"],
-    kinds={"python", "lancedb"},
-    group_name="ingest",
-    description="Structural context + blurb + blank line + chunk, embedded with the local embedding model (document "
-    "prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
-    "table `chunks`, replacing its previous rows in one merge_insert.",
-)
-def embeddings(
+def build_embeddings(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``embeddings`` asset (after its ``blurbs``): its rows of the table."""
+
+    @dg.asset(
+        **c.per_document("embeddings"),
+        deps=[c.key("blurbs")],
+        required_resource_keys=c.resource_keys("store", "embedder", "llm", "chunking"),
+        kinds={"python", "llama.cpp", "lancedb"},
+        description="Structural context + blurb + blank line + chunk, embedded with the local embedding model "
+        "(document prefix, L2-normalised float32) and written as the document's rows of the LanceDB "
+        "table `chunks`, replacing its previous rows in one merge_insert.",
+    )
+    def embeddings(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        r = c.resources(context)
+        return materialize_embeddings(context, r.store, r.embedder, r.llm, r.chunking)
+
+    return embeddings
+
+
+def materialize_embeddings(
     context: dg.AssetExecutionContext, store: Store, embedder: Embedder, llm: BlurbLLM, chunking: Chunking
 ) -> dg.MaterializeResult:
+    """Embed each document's contextualised text and replace its rows of the table."""
     fp = fingerprint(llm, embedder, chunking)
     embed_model = embedder.resolved_model_id()
     cache = embedding_cache_for(store, embedder)
@@ -89,3 +99,6 @@ def embeddings(
             **report.metadata(embedding_totals),
         }
     )
+
+
+embeddings = build_embeddings(DEFAULT)

@@ -5,24 +5,34 @@ Counts are exact, in the loaded LLM's own tokens (its vocabulary is loaded in pr
 
 import dagster as dg
 
-from situate.assets.partitions import BACKFILL, documents
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.fitting import builders_by_kind, document_builder, document_plan, plan_summary
 from situate.resources.models.llm import BlurbLLM
 from situate.resources.store.store import Store, read_ok
 
 
-@dg.asset(
-    partitions_def=documents,
-    backfill_policy=BACKFILL,
-    deps=["chunks"],
-    kinds={"python", "file"},
-    group_name="ingest",
-    description="Document windows held to n_ctx − blurb max_tokens − chunk allowance − chat "
-    "template, counted exactly with the LLM's tokenizer; a long document gets "
-    "consecutive windows, each shared by the chunks inside it.",
-)
-def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+def build_fitted_preambles(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``fitted_preambles`` asset (after its ``chunks``)."""
+
+    @dg.asset(
+        **c.per_document("fitted_preambles"),
+        deps=[c.key("chunks")],
+        required_resource_keys=c.resource_keys("store", "llm"),
+        kinds={"python", "llama.cpp", "file"},
+        description="Document windows held to n_ctx − blurb max_tokens − chunk allowance − chat "
+        "template, counted exactly with the LLM's tokenizer; a long document gets "
+        "consecutive windows, each shared by the chunks inside it.",
+    )
+    def fitted_preambles(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        r = c.resources(context)
+        return materialize_preambles(context, r.store, r.llm)
+
+    return fitted_preambles
+
+
+def materialize_preambles(context: dg.AssetExecutionContext, store: Store, llm: BlurbLLM) -> dg.MaterializeResult:
+    """Fit each document's windows to the LLM's context (stage ``preambles``)."""
     builder_for = builders_by_kind(llm)
 
     def work(key: str) -> dict:
@@ -40,3 +50,6 @@ def fitted_preambles(context: dg.AssetExecutionContext, store: Store, llm: Blurb
     return dg.MaterializeResult(
         metadata=report.metadata(lambda ok: {"windows_total": sum(v["windows"] for v in ok.values())})
     )
+
+
+fitted_preambles = build_fitted_preambles(DEFAULT)

@@ -30,11 +30,6 @@ def backfill_policy(docs_per_run: int = 0) -> dg.BackfillPolicy:
     return dg.BackfillPolicy.multi_run(docs_per_run) if docs_per_run > 0 else dg.BackfillPolicy.single_run()
 
 
-#: The policy each per-document asset declares (one run for a backfill); the code location replaces
-#: it with the one its settings give (``AssetsDefinition.with_attributes``), so nothing is read when
-#: this module is imported.
-BACKFILL = backfill_policy()
-
 #: Concurrency pool of the steps that hold the blurb LLM: ``dagster instance concurrency set llm
 #: N`` (or ``pools.default_limit`` in dagster.yaml) caps the runs holding a model at N.
 LLM_POOL = "llm"

@@ -2,27 +2,42 @@
 
 import dagster as dg
 
-from situate.assets.partitions import BACKFILL, documents
+from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.resources.documents.docs import DocsFolder
 from situate.resources.documents.reading import DocumentError, load
 from situate.resources.store.store import Store
 
 
-@dg.asset(
-    partitions_def=documents,
-    backfill_policy=BACKFILL,
-    kinds={"python", "file"},
-    group_name="ingest",
-    check_specs=[
-        dg.AssetCheckSpec(
-            "documents_readable", asset="raw_documents", description="Every document of the run could be read."
-        )
-    ],
-    description="A source document's text and metadata: path relative to the docs folder, title, "
-    "sha256 of the bytes, size, format. Written to $SITUATE_HOME/stages/<key>/document.json.",
-)
-def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: Store) -> dg.MaterializeResult:
+def build_raw_documents(c: Collection) -> dg.AssetsDefinition:
+    """Collection ``c``'s ``raw_documents`` asset, with its ``documents_readable`` check."""
+
+    @dg.asset(
+        **c.per_document("raw_documents"),
+        required_resource_keys=c.resource_keys("docs", "store"),
+        kinds={"python", "file"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                "documents_readable",
+                asset=c.key("raw_documents"),
+                description="Every document of the run could be read.",
+            )
+        ],
+        description="A source document's text and metadata: path relative to the docs folder, title, "
+        "sha256 of the bytes, size, format. Written to <data folder>/stages/<key>/document.json.",
+    )
+    def raw_documents(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        r = c.resources(context)
+        return materialize_raw_documents(context, r.docs, r.store)
+
+    return raw_documents
+
+
+def materialize_raw_documents(
+    context: dg.AssetExecutionContext, docs: DocsFolder, store: Store
+) -> dg.MaterializeResult:
+    """Read each document of the run (stage ``document``); a bad one fails alone, named."""
+
     def work(key: str) -> dict:
         ref = docs.resolve(key)
         try:
@@ -47,3 +62,6 @@ def raw_documents(context: dg.AssetExecutionContext, docs: DocsFolder, store: St
 
     report = for_each_document(context, store, "document", work)
     return dg.MaterializeResult(metadata=report.metadata(), check_results=[report.check_result("documents_readable")])
+
+
+raw_documents = build_raw_documents(DEFAULT)

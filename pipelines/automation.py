@@ -6,13 +6,12 @@ import socket
 
 import dagster as dg
 
-from situate.assets.partitions import documents
+from situate.assets.collection import DEFAULT, ROLES, Collection
 from situate.contextual.indexing import fingerprint
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
 from situate.pipelines.sync import (
     ADD_BATCH,
-    ALLOW_REMOVAL_ENV,
     PARTITIONS,
     SyncPlan,
     bad_inputs_from_store,
@@ -22,7 +21,7 @@ from situate.pipelines.sync import (
 )
 from situate.resources.documents.docs import Chunking, DocsFolder
 from situate.resources.models.llm import BlurbLLM, Embedder
-from situate.resources.settings import env, read_settings
+from situate.resources.settings import read_settings
 from situate.resources.store.retrieval import rebuild_bm25_from_table
 from situate.resources.store.store import Store
 
@@ -42,13 +41,15 @@ def plan_for(
     embedder: Embedder,
     chunking: Chunking,
     allow_removal: bool = False,
+    partitions: str = PARTITIONS,
 ) -> tuple[SyncPlan, str]:
     """Plan a sync of ``docs`` against the instance's partitions and the store's table.  A mass
     removal (:func:`situate.pipelines.sync.removal_held`) is held unless ``allow_removal`` or
     ``SITUATE_ALLOW_MASS_REMOVAL=1``; the data folder records the hold (the ``no_removal_held``
-    check of ``bm25_index`` fails while it lasts)."""
+    check of ``bm25_index`` fails while it lasts).  ``partitions``: the collection's dynamic
+    partitions (:attr:`situate.assets.collection.Collection.partitions_name`)."""
     fp = fingerprint(llm, embedder, chunking)
-    registered = instance.get_dynamic_partitions(PARTITIONS)
+    registered = instance.get_dynamic_partitions(partitions)
     refs = docs.discover()
     plan = plan_sync(
         refs,
@@ -56,7 +57,7 @@ def plan_for(
         store.document_states(),
         fp,
         bad_inputs_from_store(store, [r.key for r in refs]),
-        allow_mass_removal=allow_removal or env(ALLOW_REMOVAL_ENV) == "1",
+        allow_mass_removal=allow_removal or read_settings().allow_mass_removal,
     )
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp
@@ -69,15 +70,18 @@ def remove_documents(store: Store, keys: list[str]) -> None:
         rebuild_bm25_from_table(store)
 
 
-def apply_to_instance(instance: dg.DagsterInstance, store: Store, plan: SyncPlan) -> list[str]:
+def apply_to_instance(
+    instance: dg.DagsterInstance, store: Store, plan: SyncPlan, partitions: str = PARTITIONS
+) -> list[str]:
     """Carry out a plan's removals (rows, stage files, BM25 entries, partitions) and register its
-    new documents (in batches of ADD_BATCH).  Returns the instance's partition keys, in order."""
+    new documents (in batches of ADD_BATCH) in the dynamic partitions ``partitions``.  Returns the
+    instance's partition keys, in order."""
     remove_documents(store, plan.removed)
     for key in plan.removed:
-        instance.delete_dynamic_partition(PARTITIONS, key)
+        instance.delete_dynamic_partition(partitions, key)
     for i in range(0, len(plan.added), ADD_BATCH):
-        instance.add_dynamic_partitions(PARTITIONS, plan.added[i : i + ADD_BATCH])
-    return list(instance.get_dynamic_partitions(PARTITIONS))
+        instance.add_dynamic_partitions(partitions, plan.added[i : i + ADD_BATCH])
+    return list(instance.get_dynamic_partitions(partitions))
 
 
 ACTIVE = [
@@ -88,15 +92,10 @@ ACTIVE = [
 ]
 
 
-#: Jobs whose STARTED runs :func:`reap_dead_runs` checks: situate's jobs and the asset job of
-#: Dagster's declarative automation (its runs of ``bm25_index`` carry the same worker tags).
-REAPED_JOBS = ("ingest", "bm25", "__ASSET_JOB")
-
-
 def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
-    """Mark FAILURE every ``ingest``/``bm25``/automation (``__ASSET_JOB``) run still STARTED whose worker
-    process, on this host,
-    is gone (killed with ``kill -9``, out of memory, the machine restarted).  Its documents are then
+    """Mark FAILURE every run of situate's (any collection's ``ingest`` or ``bm25``, or the
+    automation's ``__ASSET_JOB`` run of a ``bm25_index``) still STARTED whose worker process, on this
+    host, is gone (killed with ``kill -9``, out of memory, the machine restarted).  Its documents are then
     no longer "in flight", so the next sync asks for them again; the blurbs it finished are in the
     blurb cache and are not written again.  Returns the run ids marked.
 
@@ -108,13 +107,9 @@ def reap_dead_runs(instance: dg.DagsterInstance, log=None) -> list[str]:
 
     host = socket.gethostname()
     reaped = []
-    # the jobs' runs and the runs Dagster's automation launches for bm25_index (its eager
-    # condition: job "__ASSET_JOB"), whose killed worker would otherwise block eager() for good
-    for run in [
-        r
-        for job in REAPED_JOBS
-        for r in instance.get_runs(filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.STARTED]))
-    ]:
+    # every started run: situate's are those with its worker tags (the jobs', and the runs Dagster's
+    # automation launches for bm25_index, whose killed worker would otherwise block eager() for good)
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
         tags = run.tags
         if tags.get("situate/host") != host or not tags.get("situate/pid", "").isdigit():
             continue
@@ -149,15 +144,15 @@ def _run_keys_of(run: dg.DagsterRun, pos: dict[str, int], order: list[str]) -> l
 
 
 def failed_attempts(
-    instance: dg.DagsterInstance, order: list[str] | None = None, limit: int = 1000
+    instance: dg.DagsterInstance, order: list[str] | None = None, limit: int = 1000, job: str = "ingest"
 ) -> dict[str, tuple[int, str]]:
-    """``ingest`` runs that failed or were canceled as a whole (among the last ``limit``), counted
-    per the work they were asked for (their :data:`RUN_BASE` tag: the same documents at the same
-    versions with the same settings): base → (number of those runs, the latest one's id).
+    """``job`` (a collection's ``ingest``) runs that failed or were canceled as a whole (among the
+    last ``limit``), counted per the work they were asked for (their :data:`RUN_BASE` tag: the
+    same documents at the same versions with the same settings): base → (number of those runs, the latest one's id).
     ``order`` is accepted for the callers of earlier versions and not used."""
     out: dict[str, tuple[int, str]] = {}
     runs = instance.get_runs(
-        filters=dg.RunsFilter(job_name="ingest", statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]),
+        filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]),
         limit=limit,
     )
     for run in runs:  # newest first
@@ -180,13 +175,14 @@ def run_error(instance: dg.DagsterInstance, run_id: str) -> str:
     return "the run failed (its worker died?)"
 
 
-def in_flight_keys(instance: dg.DagsterInstance, order: list[str]) -> set[str]:
-    """Documents in ``ingest`` runs that are queued or running: not requested again meanwhile.
+def in_flight_keys(instance: dg.DagsterInstance, order: list[str], job: str = "ingest") -> set[str]:
+    """Documents in ``job`` (a collection's ``ingest``) runs that are queued or running: not
+    requested again meanwhile.
     Runs whose worker died are marked failed first (:func:`reap_dead_runs`)."""
     reap_dead_runs(instance)
     keys: set[str] = set()
     pos = {k: i for i, k in enumerate(order)}
-    for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest", statuses=ACTIVE)):
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name=job, statuses=ACTIVE)):
         keys.update(_run_keys_of(run, pos, order))
     return keys
 
@@ -203,8 +199,9 @@ def run_requests(
     per_run: int | None = None,
     failures: dict[str, tuple[int, str]] | None = None,
     stuck: dict[str, tuple[int, str]] | None = None,
+    job: str = "ingest",
 ) -> list[dg.RunRequest]:
-    """One ``ingest`` run per contiguous range of stale keys, of at most ``per_run`` documents
+    """One ``job`` (a collection's ``ingest``) run per contiguous range of stale keys, of at most ``per_run`` documents
     (default :func:`docs_per_run`; one model load serves the range), tagged with its work
     (:data:`RUN_BASE`).
 
@@ -227,7 +224,7 @@ def run_requests(
         reqs.append(
             dg.RunRequest(
                 run_key=base + (f"-retry{n}" if n else ""),
-                job_name="ingest",
+                job_name=job,
                 partition_key=first if first == last else None,
                 tags=tags,
             )
@@ -242,13 +239,14 @@ def stuck_reasons(instance: dg.DagsterInstance, stuck: dict[str, tuple[int, str]
 
 
 def ingest_requests(
-    context, store: Store, plan: SyncPlan, order: list[str], fp: str
+    context, store: Store, plan: SyncPlan, order: list[str], fp: str, job: str = "ingest"
 ) -> tuple[list[dg.RunRequest], dict[str, str]]:
     """The sensor's and the schedule's ``ingest`` run requests (:func:`run_requests`, failures
     counted on the instance), and key → reason for the documents given up on: recorded in the
     data folder (the ``documents_not_stuck`` check) and logged, at most 20 lines."""
     stuck: dict = {}
-    requests = run_requests(plan, order, fp, failures=failed_attempts(context.instance), stuck=stuck)
+    failures = failed_attempts(context.instance, job=job)
+    requests = run_requests(plan, order, fp, failures=failures, stuck=stuck, job=job)
     reasons = stuck_reasons(context.instance, stuck)
     record_stuck(store, reasons)
     for key, why in list(reasons.items())[:20]:
@@ -256,43 +254,61 @@ def ingest_requests(
     return requests, reasons
 
 
-@dg.sensor(
-    jobs=[ingest_job, index_job],
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Registers one `documents` partition per document in the docs folder, asks for "
-    "runs of new and changed ones, and deletes the partitions and rows of removed ones.",
-)
-def documents_sensor(
+def documents_sensor_for(c: Collection, ingest, index) -> dg.SensorDefinition:
+    """Collection ``c``'s sensor on its docs source: registers a partition per document, asks
+    ``ingest`` runs of new and changed ones, removes the partitions and rows of removed ones."""
+
+    @dg.sensor(
+        name=c.job_name("documents_sensor"),
+        jobs=[ingest, index],
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        required_resource_keys=c.resource_keys(*ROLES),
+        description=f"Registers one `{c.partitions_name}` partition per document in the docs folder, asks for "
+        "runs of new and changed ones, and deletes the partitions and rows of removed ones.",
+    )
+    def documents_sensor(context: dg.SensorEvaluationContext, **_resources):
+        # (a direct call, ``documents_sensor(context)``, passes the resources by key too)
+        r = c.resources(context)
+        return sync_from_sensor(context, c, r.docs, r.store, r.llm, r.embedder, r.chunking)
+
+    return documents_sensor
+
+
+def sync_from_sensor(
     context: dg.SensorEvaluationContext,
+    c: Collection,
     docs: DocsFolder,
     store: Store,
     llm: BlurbLLM,
     embedder: Embedder,
     chunking: Chunking,
 ):
+    """One evaluation of collection ``c``'s sensor: a ``dg.SensorResult`` (runs and partition
+    changes) or a ``dg.SkipReason``."""
     if not docs.root.exists():
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
-    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
+    ingest, bm25 = c.job_name("ingest"), c.job_name("bm25")
+    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
     remove_documents(store, plan.removed)
-    registered = [k for k in context.instance.get_dynamic_partitions(PARTITIONS) if k not in plan.removed]
+    registered = [k for k in context.instance.get_dynamic_partitions(c.partitions_name) if k not in plan.removed]
     order = registered + plan.added
-    busy = in_flight_keys(context.instance, registered)
+    busy = in_flight_keys(context.instance, registered, job=ingest)
     plan.stale = [k for k in plan.stale if k not in busy]  # a running document is not asked for twice
-    requests, reasons = ingest_requests(context, store, plan, order, fp)
+    requests, reasons = ingest_requests(context, store, plan, order, fp, job=ingest)
     if reasons:  # one index run per stuck set, so the failing check shows in the UI
         requests.append(
             dg.RunRequest(
                 run_key="stuck-" + hashlib.sha256(json.dumps(sorted(reasons)).encode()).hexdigest()[:16],
-                job_name="bm25",
+                job_name=bm25,
             )
         )
     if plan.removed:  # rows and index are already clean; record the rebuilt index in Dagster too
-        requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64], job_name="bm25"))
+        requests.append(dg.RunRequest(run_key=run_key([], plan, fp) + "-".join(plan.removed)[:64], job_name=bm25))
     if plan.held:  # one warning; one index run, so the failing check shows in the UI
         context.log.warning(f"sync: {plan.held}")
         requests.append(
-            dg.RunRequest(run_key="held-" + hashlib.sha256(plan.held.encode()).hexdigest()[:16], job_name="bm25")
+            dg.RunRequest(run_key="held-" + hashlib.sha256(plan.held.encode()).hexdigest()[:16], job_name=bm25)
         )
     context.log.info(
         f"sync: {len(plan.refs)} documents, {len(plan.added)} new, {len(plan.removed)} removed, "
@@ -300,43 +316,67 @@ def documents_sensor(
     )
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+    parts = c.partitions
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[
             r
             for r in (
-                documents.build_add_request(plan.added) if plan.added else None,
-                documents.build_delete_request(plan.removed) if plan.removed else None,
+                parts.build_add_request(plan.added) if plan.added else None,
+                parts.build_delete_request(plan.removed) if plan.removed else None,
             )
             if r is not None
         ],
     )
 
 
-@dg.schedule(
-    cron_schedule="0 2 * * *",
-    job=ingest_job,
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Nightly re-ingest: the same sync as the sensor (new, changed and removed "
-    "documents), for when the sensor is off or missed a change.",
-)
-def nightly_reingest(
+#: When the default collection re-ingests (02:00 every night, the instance's time zone).
+NIGHTLY = "0 2 * * *"
+
+
+def reingest_schedule_for(c: Collection, ingest, cron: str = NIGHTLY) -> dg.ScheduleDefinition:
+    """Collection ``c``'s periodic re-ingest (``cron``): the same sync as the sensor, for when the
+    sensor is off or missed a change."""
+
+    @dg.schedule(
+        name=c.job_name("nightly_reingest"),
+        cron_schedule=cron,
+        job=ingest,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        required_resource_keys=c.resource_keys(*ROLES),
+        description="Periodic re-ingest: the same sync as the sensor (new, changed and removed "
+        "documents), for when the sensor is off or missed a change.",
+    )
+    def nightly_reingest(context: dg.ScheduleEvaluationContext, **_resources):
+        r = c.resources(context)
+        return sync_from_schedule(context, c, r.docs, r.store, r.llm, r.embedder, r.chunking)
+
+    return nightly_reingest
+
+
+def sync_from_schedule(
     context: dg.ScheduleEvaluationContext,
+    c: Collection,
     docs: DocsFolder,
     store: Store,
     llm: BlurbLLM,
     embedder: Embedder,
     chunking: Chunking,
 ):
+    """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``."""
     if not docs.root.exists():
         return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
-    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking)
-    order = apply_to_instance(context.instance, store, plan)
+    plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
+    order = apply_to_instance(context.instance, store, plan, c.partitions_name)
     if plan.held:
         context.log.warning(f"sync: {plan.held}")
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
-    busy = in_flight_keys(context.instance, order)
+    busy = in_flight_keys(context.instance, order, job=c.job_name("ingest"))
     plan.stale = [k for k in plan.stale if k not in busy]
-    requests, _ = ingest_requests(context, store, plan, order, fp)
+    requests, _ = ingest_requests(context, store, plan, order, fp, job=c.job_name("ingest"))
     return requests or dg.SkipReason("every document is up to date")
+
+
+documents_sensor = documents_sensor_for(DEFAULT, ingest_job, index_job)
+nightly_reingest = reingest_schedule_for(DEFAULT, ingest_job)

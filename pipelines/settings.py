@@ -172,15 +172,19 @@ def llm_price(model: str, settings: Settings):
 
 def _reader(settings: Settings, plain: bool):
     """``val(name, default=None)``: setting ``name``'s value in ``settings`` (``default`` where it
-    is empty), or, unless ``plain``, its ``dg.EnvVar`` where the environment sets it (so the UI
-    shows where a value comes from; a value this process set, :func:`~situate.resources.settings.
-    override`, is given as it is)."""
+    is empty), or, unless ``plain``, its ``dg.EnvVar`` where the environment set it (so the UI
+    shows where a value comes from); a value this process set (:func:`~situate.resources.settings.
+    override`) or that differs from the environment's (a component's attribute) is given as it is."""
+
+    from_env = None if plain else read_settings()  # a value given otherwise (a component's) is no EnvVar
 
     def val(name, default=None):
         value = getattr(settings, field_name(name))
         if value in ("", None):
             return value if default is None else default
         if plain or overridden(name) or env(name) == "" or isinstance(value, (bool, float)):
+            return value
+        if value != getattr(from_env, field_name(name)):
             return value
         return dg.EnvVar.int(name) if isinstance(value, int) else dg.EnvVar(name)
 

@@ -65,6 +65,37 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def code_versions(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> dict[str, str]:
+    """Each per-document asset's code version (12 hex digits): a hash of what changes its output
+    and of its upstream asset's version, so Dagster marks a partition stale when the chunking, the
+    model, the prompt or the embedder changes.  Read from the settings alone, with no call to a
+    model server (the model a server serves counts in :func:`fingerprint`, at ingest).
+
+    Returns
+    -------
+    dict
+        Asset name (``chunks``, ``fitted_preambles``, ``blurbs``, ``embeddings``, ``bm25_index``)
+        → version.
+    """
+
+    def h(*parts) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    llm_id = llm.served_model or llm.model_id or os.path.basename(llm.model_path)
+    embed_id = embedder.served_model or embedder.model_id or os.path.basename(embedder.model_path)
+    chunks = h(chunking.chunk_tokens, chunking.overlap_tokens, CONTEXT_VERSION)
+    preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, llm.context, llm.document_tokens)
+    blurbs = h(preambles, PROMPT_VERSION, llm.prompt, llm.repeat_penalty, llm.max_chunks_per_document, llm.blurbs_file)
+    embeddings = h(blurbs, embedder.server_url, embed_id, embedder.n_ctx)
+    return {
+        "chunks": chunks,
+        "fitted_preambles": preambles,
+        "blurbs": blurbs,
+        "embeddings": embeddings,
+        "bm25_index": embeddings,
+    }
+
+
 def build_rows(
     key: str,
     doc: dict,

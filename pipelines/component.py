@@ -1,0 +1,164 @@
+"""situate as a Dagster component: one collection of documents per ``defs.yaml``, in any Dagster
+project that installs situate.
+
+.. code-block:: bash
+
+    dg list components                       # shows situate.pipelines.component.SituateCollection
+    dg scaffold defs situate.pipelines.component.SituateCollection product_docs \\
+        --json-params '{"name": "product", "docs": "/srv/docs/product", "home": "/srv/situate/product"}'
+    dg check defs && dg list defs            # product/raw_documents … product/bm25_index, product_ingest …
+
+The ``defs.yaml`` it writes:
+
+.. code-block:: yaml
+
+    type: situate.pipelines.component.SituateCollection
+    attributes:
+      name: product
+      docs: /srv/docs/product
+      home: /srv/situate/product
+
+Each instance is a :class:`situate.assets.collection.Collection`: its own asset keys
+(``product/blurbs``), dynamic partitions (``product_documents``), resources (``product_store``…),
+jobs (``product_ingest``, ``product_bm25``), sensor and schedule, over its own docs folder and data
+folder, so two collections never touch each other's table, leases or blurb cache.  An attribute
+left out takes the environment's setting (``SITUATE_LLM_MODEL``…, :mod:`situate.resources.settings`),
+so secrets stay in environment variables (``SITUATE_LLM_API_KEY``, ``ANTHROPIC_API_KEY``), read at a
+run's start through ``dg.EnvVar`` and never written to a ``defs.yaml``.  Two collections with the same
+model load it once per process (:mod:`situate.resources.models.llm` caches loaded models).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+from dagster.components import Scaffolder, ScaffoldRequest
+
+from situate.assets.collection import NAME_PATTERN, Collection
+from situate.pipelines.collections import collection_definitions
+from situate.pipelines.settings import check_environment
+from situate.resources.errors import SettingError
+from situate.resources.models import registry as models
+from situate.resources.store.objects import is_uri
+
+
+class CollectionParams(dg.Model):
+    """What ``dg scaffold defs … --json-params`` takes: the collection's name, docs folder and
+    data folder (a path, or an object-store URI for the data folder)."""
+
+    name: str
+    docs: str
+    home: str
+
+
+class CollectionScaffolder(Scaffolder[CollectionParams]):
+    """Writes a ``defs.yaml`` for one collection (``dg scaffold defs``)."""
+
+    @classmethod
+    def get_scaffold_params(cls) -> type[CollectionParams]:
+        return CollectionParams
+
+    def scaffold(self, request: ScaffoldRequest[CollectionParams]) -> None:
+        p = request.params
+        request.target_path.mkdir(parents=True, exist_ok=True)
+        (request.target_path / "defs.yaml").write_text(
+            textwrap.dedent(
+                f"""\
+                type: {request.type_name}
+                attributes:
+                  name: {p.name}
+                  docs: {p.docs}
+                  home: {p.home}
+                """
+            )
+        )
+
+
+@dg.scaffold_with(CollectionScaffolder)
+class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
+    """A collection of documents made searchable with Contextual Retrieval: its documents →
+    chunks → fitted preambles → blurbs → embeddings → BM25 index, partitioned per document, kept in
+    step with its docs folder by a sensor and a schedule.
+
+    Attributes
+    ----------
+    name : str
+        The collection's name: its asset key prefix, partitions, resource keys and job names
+        (lower-case letters, digits, ``_``).
+    docs : str
+        Its docs folder (a path; relative to the project root).
+    home : str
+        Its data folder: a path (relative to the project root) or ``s3://``, ``gs://``, ``az://``.
+    llm_model, embed_model : str, optional
+        The blurb model and the embedder, by name (``situate models list``) or path; default the
+        environment's (``SITUATE_LLM_MODEL``, ``SITUATE_EMBED_MODEL``) or situate's.
+    context : {"chunk", "document", "structure"}, optional
+        What writes each chunk's context (``SITUATE_CONTEXT``).
+    prompt : str, optional
+        The blurb prompt (``SITUATE_PROMPT``).
+    chunk_tokens, overlap_tokens : int, optional
+        Chunk size and overlap, cl100k_base tokens.
+    cron : str or None
+        When the re-ingest schedule runs (default 02:00 nightly); ``null`` for no schedule.
+    group : str, optional
+        The assets' group (default the name).
+    owners : list of str
+        Dagster owners of every asset (``team:search``, an e-mail address).
+    tags : dict
+        Dagster tags of every asset.
+    pool : str
+        The concurrency pool of the blurb steps (default ``llm``, shared with other collections).
+    """
+
+    name: str
+    docs: str
+    home: str
+    llm_model: str | None = None
+    embed_model: str | None = None
+    context: Literal["chunk", "document", "structure"] | None = None
+    prompt: str | None = None
+    chunk_tokens: int | None = None
+    overlap_tokens: int | None = None
+    cron: str | None = "0 2 * * *"
+    group: str | None = None
+    owners: list[str] = []
+    tags: dict[str, str] = {}
+    pool: str = "llm"
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """The collection's definitions (:func:`situate.pipelines.collections.collection_definitions`).
+
+        Raises
+        ------
+        situate.resources.errors.SettingError
+            An attribute outside its bound (``chunk_tokens: 0``), or a name that is not a
+            collection name; the message names the attribute.
+        """
+        models.use_offline_tiktoken()
+        if not NAME_PATTERN.fullmatch(self.name):
+            raise SettingError(f"{context.path}: name {self.name!r}: use lower-case letters, digits and _")
+        given = {
+            f: getattr(self, f)
+            for f in ("llm_model", "embed_model", "context", "prompt", "chunk_tokens", "overlap_tokens")
+            if getattr(self, f) is not None
+        }
+        try:
+            settings = dataclasses.replace(check_environment(), **given)
+        except SettingError as e:
+            raise SettingError(f"{context.path}: {e}") from None
+        c = Collection(self.name, self.group or "", tuple(self.owners), tuple(sorted(self.tags.items())), self.pool)
+        root = Path(context.project_root)
+        return collection_definitions(
+            c, settings, self._path(root, self.docs), self._path(root, self.home), cron=self.cron or None
+        )
+
+    @staticmethod
+    def _path(root: Path, where: str) -> str:
+        """``where`` as it is when an object-store URI or absolute, else under ``root``."""
+        if is_uri(where) or Path(where).expanduser().is_absolute():
+            return where
+        return str((root / where).resolve())

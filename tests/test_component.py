@@ -1,0 +1,212 @@
+"""situate as a Dagster component (``situate.pipelines.component.SituateCollection``): several
+collections side by side in one code location, each with its own asset keys, partitions,
+resources, jobs, sensor and schedule; and, end to end, a fresh Dagster project made with
+``create-dagster`` and ``dg`` (PyPI) that installs situate, scaffolds two collections with
+``dg scaffold defs``, checks and lists them, and ingests both with the real default models."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from situate.pipelines.component import SituateCollection
+from situate.resources.errors import SettingError
+from tests.conftest import needs_models
+from tests.test_namespace import _build_wheel, _fresh_env
+
+BIN = Path(sys.executable).parent
+
+
+def _two(tmp_path: Path) -> dg.Definitions:
+    (tmp_path / "product-docs").mkdir()
+    (tmp_path / "code-docs").mkdir()
+    product = SituateCollection(
+        name="product",
+        docs=str(tmp_path / "product-docs"),
+        home=str(tmp_path / "product-data"),
+        chunk_tokens=400,
+        owners=["team:docs"],
+        tags={"domain": "product"},
+    )
+    code = SituateCollection(
+        name="code", docs=str(tmp_path / "code-docs"), home=str(tmp_path / "code-data"), cron=None, context="structure"
+    )
+    return dg.Definitions.merge(dg.build_defs_for_component(product), dg.build_defs_for_component(code))
+
+
+def test_two_collections_live_side_by_side_under_their_own_names(tmp_path):
+    defs = _two(tmp_path)
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    stages = ["raw_documents", "chunks", "fitted_preambles", "blurbs", "embeddings", "bm25_index"]
+    assert keys == {f"{c}/{s}" for c in ("product", "code") for s in stages}
+    node = {k.to_user_string(): graph.get(k) for k in graph.get_all_asset_keys()}
+    assert node["product/blurbs"].partitions_def.name == "product_documents"
+    assert node["code/chunks"].partitions_def.name == "code_documents"
+    # each collection's checks are on its own assets
+    checks = {k.asset_key.to_user_string() + ":" + k.name for k in graph.asset_check_keys}
+    assert {"product/raw_documents:documents_readable", "code/bm25_index:ids_match_table"} <= checks
+    # jobs, sensors, the schedule only where a cron is set
+    jobs = {j.name for j in defs.resolve_all_job_defs()}
+    assert {"product_ingest", "product_bm25", "code_ingest", "code_bm25"} <= jobs
+    sensors = {s.name for s in defs.sensors}
+    assert sensors == {f"{c}_{s}" for c in ("product", "code") for s in ("documents_sensor", "bm25_automation")}
+    assert [s.name for s in defs.schedules] == ["product_nightly_reingest"]
+    # their own resources: data folders, docs folders, chunking
+    res = defs.resources
+    assert res["product_store"].home.endswith("product-data") and res["code_store"].home.endswith("code-data")
+    assert res["product_docs"].path.endswith("product-docs") and res["code_docs"].path.endswith("code-docs")
+    assert res["product_chunking"].chunk_tokens == 400 and res["code_chunking"].chunk_tokens == 800
+    assert res["code_llm"].context == "structure" and res["product_llm"].context == "document"
+    # what the UI shows: kinds, owners, tags, and code versions that follow the settings
+    assert {"llama.cpp", "python"} <= set(node["product/blurbs"].kinds)
+    assert "lancedb" in node["product/embeddings"].kinds and "bm25" in node["code/bm25_index"].kinds
+    assert node["product/chunks"].owners == ["team:docs"] and node["code/chunks"].owners == []
+    assert node["product/chunks"].tags.get("domain") == "product"
+    assert node["product/chunks"].code_version != node["code/chunks"].code_version  # 400 vs 800 tokens
+    assert node["product/blurbs"].code_version != node["code/blurbs"].code_version  # document vs structure
+    assert len(node["product/embeddings"].code_version) == 12
+
+
+def test_a_changed_setting_changes_the_code_versions_downstream_of_it(tmp_path):
+    def versions(**kw) -> dict[str, str]:
+        c = SituateCollection(name="notes", docs=str(tmp_path), home=str(tmp_path / "data"), **kw)
+        graph = dg.build_defs_for_component(c).resolve_asset_graph()
+        return {k.path[-1]: graph.get(k).code_version for k in graph.get_all_asset_keys()}
+
+    base, prompt = versions(), versions(prompt="anthropic-2024")
+    assert base["chunks"] == prompt["chunks"] and base["fitted_preambles"] == prompt["fitted_preambles"]
+    assert base["blurbs"] != prompt["blurbs"] and base["embeddings"] != prompt["embeddings"]
+    assert versions(overlap_tokens=40)["chunks"] != base["chunks"]
+
+
+def test_a_bad_attribute_is_refused_naming_the_setting(tmp_path):
+    bad = SituateCollection(name="notes", docs=str(tmp_path), home=str(tmp_path / "d"), chunk_tokens=0)
+    with pytest.raises(SettingError, match=r"SITUATE_CHUNK_TOKENS=0 is below its minimum, 1"):
+        dg.build_defs_for_component(bad)
+    with pytest.raises(SettingError, match=r"name 'Notes!'"):
+        dg.build_defs_for_component(SituateCollection(name="Notes!", docs=str(tmp_path), home=str(tmp_path)))
+
+
+#: Run in the project's environment: each collection's sensor registers its documents and asks for
+#: an ingest run; the runs go in process on one instance; then each data folder is searched.
+MATERIALIZE = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    import dagster as dg
+    import situate
+
+    defs = dg.load_from_defs_folder(path_within_project=Path("src/proj"))
+    instance = dg.DagsterInstance.get()
+    out = {}
+    for c, home, query in json.loads(sys.argv[1]):
+        sensor = defs.get_sensor_def(f"{c}_documents_sensor")
+        tick = sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources))
+        for req in tick.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        for req in tick.run_requests:
+            ok = defs.resolve_job_def(req.job_name).execute_in_process(
+                instance=instance, partition_key=req.partition_key, tags=req.tags
+            ).success
+            out.setdefault(c, {}).setdefault("runs", []).append([req.job_name, req.partition_key, ok])
+        defs.resolve_job_def(f"{c}_bm25").execute_in_process(instance=instance)
+        hits = situate.search(query, k=3, home=home)
+        out[c]["partitions"] = list(instance.get_dynamic_partitions(f"{c}_documents"))
+        out[c]["sources"] = [h.source for h in hits]
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+@needs_models
+@pytest.mark.models
+def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
+    """``create-dagster project``, situate's wheel installed into the project's environment,
+    ``dg scaffold defs`` twice, ``dg check defs`` and ``dg list defs``; then both collections
+    ingested with the real default models: two tables, each search finding its own document."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "DAGSTER_HOME", "PYTHON"))}
+    env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
+    (tmp_path / "dagster_home").mkdir()
+    (tmp_path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    made = subprocess.run(
+        [str(BIN / "create-dagster"), "project", "proj", "--no-uv-sync"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    project = tmp_path / "proj"
+    python = _fresh_env(project, _build_wheel(tmp_path / "dist"))
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "proj.pth").write_text(str(project / "src") + "\n")  # the project, importable as `proj`
+    docs = {"product": tmp_path / "product-docs", "code": tmp_path / "code-docs"}
+    docs["product"].mkdir()
+    (docs["product"] / "billing.md").write_text(
+        "# Billing\n\nInvoices are issued on the first day of every month. A refund reaches the card it was "
+        "paid with within five business days. Annual plans are billed once a year, on the day the plan began.\n"
+    )
+    docs["code"].mkdir()
+    shutil.copy(Path(textwrap.__file__), docs["code"] / "textwrap.py")  # a real module of the standard library
+
+    def dg_cli(*args: str) -> str:
+        run = subprocess.run(
+            [str(python), "-m", "dagster_dg_cli.cli", *args], cwd=project, env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        return run.stdout
+
+    listed = dg_cli("list", "components", "--json")
+    assert "situate.pipelines.component.SituateCollection" in listed
+    for name in ("product", "code"):
+        params = {"name": name, "docs": str(docs[name]), "home": str(tmp_path / f"{name}-data")}
+        dg_cli(
+            "scaffold",
+            "defs",
+            "situate.pipelines.component.SituateCollection",
+            name,
+            "--json-params",
+            json.dumps(params),
+        )
+    assert "name: product" in (project / "src" / "proj" / "defs" / "product" / "defs.yaml").read_text()
+    assert "All definitions loaded successfully" in dg_cli("check", "defs")
+    defs = json.loads(dg_cli("list", "defs", "--json"))
+    assets = {a["asset_key"] for a in defs["assets"]}
+    assert {"product/blurbs", "product/bm25_index", "code/raw_documents", "code/embeddings"} <= assets
+    assert len(assets) == 12
+    assert {c["key"] for c in defs["asset_checks"]} >= {
+        "product/raw_documents:documents_readable",
+        "code/bm25_index:fallback_share",
+    }
+    assert {j["name"] for j in defs["jobs"]} == {"product_ingest", "product_bm25", "code_ingest", "code_bm25"}
+    assert {s["name"] for s in defs["schedules"]} == {"product_nightly_reingest", "code_nightly_reingest"}
+
+    plan = [
+        ["product", str(tmp_path / "product-data"), "when are invoices issued and how long does a refund take"],
+        ["code", str(tmp_path / "code-data"), "wrap a paragraph of text to a given width"],
+    ]
+    run = subprocess.run(
+        [str(python), "-c", MATERIALIZE, json.dumps(plan)], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["product"]["partitions"] == ["billing.md"] and result["code"]["partitions"] == ["textwrap.py"]
+    assert all(ok for _, _, ok in result["product"]["runs"] + result["code"]["runs"])
+    assert [j for j, _, _ in result["product"]["runs"]] == ["product_ingest"]
+    assert set(result["product"]["sources"]) == {"billing.md"}
+    assert set(result["code"]["sources"]) == {"textwrap.py"}
