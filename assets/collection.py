@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import timedelta
 from types import SimpleNamespace
 
 import dagster as dg
@@ -55,6 +56,10 @@ class Collection:
     code_versions : tuple of (str, str)
         Asset name → code version (what the prompt, model and chunking make it), so the UI marks a
         partition stale when they change; empty gives none.
+    fresh_within_h : float or None
+        Hours within which the collection's output (``bm25_index``) must have been rebuilt, as a
+        Dagster freshness policy (a collection with a re-ingest schedule sets it: the schedule's
+        period and some slack); None for none.
 
     Raises
     ------
@@ -68,6 +73,7 @@ class Collection:
     tags: tuple[tuple[str, str], ...] = ()
     pool: str = LLM_POOL
     code_versions: tuple[tuple[str, str], ...] = ()
+    fresh_within_h: float | None = None
 
     def __post_init__(self) -> None:
         if self.name and not NAME_PATTERN.fullmatch(self.name):
@@ -125,12 +131,14 @@ class Collection:
         """The keyword arguments every asset of the collection shares (key, group, owners, tags,
         code version) for ``dg.asset``."""
         version = dict(self.code_versions).get(asset)
+        fresh = self.fresh_within_h if asset == "bm25_index" else None
         return {
             "key": self.key(asset),
             "group_name": self.group_name,
             "owners": list(self.owners) or None,
             "tags": dict(self.tags) or None,
             **({"code_version": version} if version else {}),
+            **({"freshness_policy": dg.FreshnessPolicy.time_window(timedelta(hours=fresh))} if fresh else {}),
         }
 
     def per_document(self, asset: str) -> dict:

@@ -18,7 +18,15 @@ import os
 import sys
 from pathlib import Path
 
-from situate.pipelines.operations import MAX_K, IngestSummary, QueryError, ingest, prepare_env, search  # noqa: F401
+from situate.pipelines.operations import (  # noqa: F401
+    MAX_K,
+    IngestSummary,
+    QueryError,
+    ingest,
+    prepare_env,
+    search,
+    search_collections,
+)
 from situate.pipelines.output import EscapingStream, escape_controls, print_hits  # noqa: F401
 from situate.resources.settings import DEFAULT_HOME, env
 
@@ -138,6 +146,12 @@ def _add_search(sub) -> None:
     p_search.add_argument("-k", type=int, default=10)
     p_search.add_argument("--json", action="store_true")
     p_search.add_argument("--home")
+    p_search.add_argument(
+        "--collection",
+        action="append",
+        metavar="NAME=DATA_FOLDER",
+        help="search this collection (repeat for several: their hits are fused by RRF, each naming its collection)",
+    )
     p_search.add_argument(
         "--rerank",
         type=int,
@@ -319,7 +333,13 @@ def _ingest_cmd(args) -> int:
 def _search_cmd(args) -> int:
     """``situate search``: exit 2 on a refused query."""
     try:
-        hits, warnings = search(args.query, args.k, args.home, args.rerank)
+        if args.collection:
+            pairs = [c.split("=", 1) for c in args.collection]
+            if any(len(p) != 2 or not p[1] for p in pairs):
+                raise QueryError("--collection takes NAME=DATA_FOLDER")
+            hits, warnings = search_collections(args.query, dict(pairs), args.k, args.rerank)
+        else:
+            hits, warnings = search(args.query, args.k, args.home, args.rerank)
     except QueryError as e:
         print(f"situate: error: {e}", file=sys.stderr)
         return 2

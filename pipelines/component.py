@@ -104,6 +104,9 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         Chunk size and overlap, cl100k_base tokens.
     cron : str or None
         When the re-ingest schedule runs (default 02:00 nightly); ``null`` for no schedule.
+    fresh_within_h : float or None
+        With a schedule, hours within which the collection's ``bm25_index`` must have been rebuilt
+        (a freshness policy the UI shows; default 30: a nightly run and 6 hours of slack).
     group : str, optional
         The assets' group (default the name).
     owners : list of str
@@ -124,6 +127,7 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None
     cron: str | None = "0 2 * * *"
+    fresh_within_h: float | None = 30.0
     group: str | None = None
     owners: list[str] = []
     tags: dict[str, str] = {}
@@ -150,7 +154,14 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
             settings = dataclasses.replace(check_environment(), **given)
         except SettingError as e:
             raise SettingError(f"{context.path}: {e}") from None
-        c = Collection(self.name, self.group or "", tuple(self.owners), tuple(sorted(self.tags.items())), self.pool)
+        c = Collection(
+            self.name,
+            self.group or "",
+            tuple(self.owners),
+            tuple(sorted(self.tags.items())),
+            self.pool,
+            fresh_within_h=self.fresh_within_h if self.cron else None,
+        )
         root = Path(context.project_root)
         return collection_definitions(
             c, settings, self._path(root, self.docs), self._path(root, self.home), cron=self.cron or None

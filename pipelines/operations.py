@@ -529,3 +529,51 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
                 "install`, or --rerank 0 to silence this)"
             )
     return hits[:k], warnings
+
+
+def search_collections(query: str, collections: dict[str, str], k: int = 10, rerank: int | None = None):
+    """Search several collections' data folders and fuse their hits by reciprocal rank fusion:
+    each collection's ranking counts as one list (:func:`situate.resources.store.retrieval.rrf`,
+    k = 60), since scores of different indexes are not comparable; each hit names its collection.
+
+    Parameters
+    ----------
+    query : str
+        What to look for, in words.
+    collections : dict
+        Collection name → data folder (a path or an object-store URI), searched in this order
+        (ties of the fusion keep it).
+    k, rerank : int
+        As :func:`search`, for each collection and for the fused list.
+
+    Returns
+    -------
+    (hits, warnings)
+        At most ``k`` hits, ranks 1… and RRF scores; each warning prefixed with its collection.
+
+    Raises
+    ------
+    QueryError
+        No collection, or a name that is not a collection name; as :func:`search`.
+    situate.pipelines.preflight.StartupError
+        As :func:`search`, for the first data folder that fails.
+    """
+    from situate.assets.collection import NAME_PATTERN
+    from situate.resources.store.retrieval import rrf
+
+    if not collections:
+        raise QueryError("no collection to search: give NAME=DATA_FOLDER")
+    bad = [n for n in collections if not NAME_PATTERN.fullmatch(n)]
+    if bad:
+        raise QueryError(f"collection name {bad[0]!r}: use lower-case letters, digits and _")
+    found, warnings = {}, []
+    for name, home in collections.items():
+        hits, said = search(query, k, home, rerank)
+        warnings += [f"{name}: {w}" for w in said]
+        found.update({(name, h.chunk_id): h for h in hits})
+    rankings = [[f"{n}\0{c}" for (n, c) in found if n == name] for name in collections]
+    out = []
+    for rank, (key, score) in enumerate(rrf(rankings)[:k], 1):
+        name, chunk_id = key.split("\0", 1)
+        out.append(dataclasses.replace(found[(name, chunk_id)], rank=rank, score=score, collection=name))
+    return out, warnings

@@ -43,7 +43,8 @@ def print_hits(hits, as_json: bool) -> None:
         return
     for h in hits:
         text = " ".join(h.text.split())
-        print(f"{h.rank:>2}. {h.source} #{h.chunk_index}  (score {h.score:.4f})")
+        where = f"[{h.collection}] " if h.collection else ""
+        print(f"{h.rank:>2}. {where}{h.source} #{h.chunk_index}  (score {h.score:.4f})")
         if h.blurb:
             print(f"    context: {h.blurb[:200]}")
         print(f"    {text[:240]}{'…' if len(text) > 240 else ''}")

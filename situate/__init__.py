@@ -23,6 +23,7 @@ from collections.abc import Callable
 from situate.pipelines.operations import MAX_K, IngestSummary, QueryError
 from situate.pipelines.operations import ingest as _ingest
 from situate.pipelines.operations import search as _search
+from situate.pipelines.operations import search_collections as _search_collections
 from situate.pipelines.preflight import StartupError
 from situate.resources.errors import SituateError
 from situate.resources.store.retrieval import Hit
@@ -45,7 +46,13 @@ class SearchWarning(UserWarning):
     stopwords only, ``k`` above the row count, a reranker not installed."""
 
 
-def search(query: str, k: int = 10, rerank: int | None = None, home: str | None = None) -> list[Hit]:
+def search(
+    query: str,
+    k: int = 10,
+    rerank: int | None = None,
+    home: str | None = None,
+    collections: dict[str, str] | None = None,
+) -> list[Hit]:
     """Hybrid search of an ingested data folder: dense (LanceDB) and BM25 over the contextualised
     text (structural context, blurb, chunk) and BM25 over the structural context and chunk without
     the blurb, fused by reciprocal rank fusion, optionally reranked.
@@ -62,6 +69,9 @@ def search(query: str, k: int = 10, rerank: int | None = None, home: str | None 
         corpora, docs/quality.md).  About 0.06-0.08 s a candidate on 2 CPU cores.
     home : str, optional
         The data folder given to :func:`ingest`; default ``$SITUATE_HOME``, else ``./.situate``.
+    collections : dict, optional
+        Collection name → data folder: search each (``home`` is then unused) and fuse their hits
+        by reciprocal rank fusion, each hit's ``collection`` naming where it comes from.
 
     Returns
     -------
@@ -90,7 +100,10 @@ def search(query: str, k: int = 10, rerank: int | None = None, home: str | None 
     >>> [h.source for h in situate.search("parse a .env file", k=3, home="demo-home")]  # doctest: +SKIP
     ['dotenv-main.py', 'dotenv-main.py', 'tiktoken-README.md']
     """
-    hits, notes = _search(query, k, home, rerank)
+    if collections is not None:
+        hits, notes = _search_collections(query, collections, k, rerank)
+    else:
+        hits, notes = _search(query, k, home, rerank)
     for note in notes:
         _warnings.warn(note, SearchWarning, stacklevel=2)
     return hits

@@ -74,6 +74,9 @@ def test_two_collections_live_side_by_side_under_their_own_names(tmp_path):
     assert node["product/chunks"].code_version != node["code/chunks"].code_version  # 400 vs 800 tokens
     assert node["product/blurbs"].code_version != node["code/blurbs"].code_version  # document vs structure
     assert len(node["product/embeddings"].code_version) == 12
+    # a freshness policy on the output where a schedule is set (product), none without (code)
+    assert node["product/bm25_index"].freshness_policy.fail_window.to_timedelta().total_seconds() == 30 * 3600
+    assert node["code/bm25_index"].freshness_policy is None
 
 
 def test_a_changed_setting_changes_the_code_versions_downstream_of_it(tmp_path):
@@ -210,3 +213,30 @@ def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
     assert [j for j, _, _ in result["product"]["runs"]] == ["product_ingest"]
     assert set(result["product"]["sources"]) == {"billing.md"}
     assert set(result["code"]["sources"]) == {"textwrap.py"}
+    # both collections searched together: hits fused by RRF, each naming its collection
+    both = [f"product={tmp_path / 'product-data'}", f"code={tmp_path / 'code-data'}"]
+    run = subprocess.run(
+        [str(python), "-m", "situate.pipelines.cli", "search", "how long does a refund take", "-k", "4", "--json"]
+        + [a for c in both for a in ("--collection", c)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    hits = json.loads(run.stdout)
+    assert (hits[0]["collection"], hits[0]["source"]) == ("product", "billing.md")
+    assert {(h["collection"], h["source"]) for h in hits} == {("product", "billing.md"), ("code", "textwrap.py")}
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_a_search_of_collections_refuses_what_it_cannot_search(capsys):
+    from situate.pipelines.cli import main
+    from situate.pipelines.operations import QueryError, search_collections
+
+    with pytest.raises(QueryError, match="no collection to search"):
+        search_collections("tides", {})
+    with pytest.raises(QueryError, match=r"collection name 'Docs!'"):
+        search_collections("tides", {"Docs!": "/nowhere"})
+    assert main(["search", "tides", "--collection", "docs"]) == 2
+    assert "--collection takes NAME=DATA_FOLDER" in capsys.readouterr().err

@@ -375,6 +375,9 @@ class Hit:
     #: The cross-encoder's logit when the hit was reranked (:func:`situate.resources.models.reranker.rerank_hits`),
     #: else ``None``.
     rerank_score: float | None = None
+    #: The collection the hit comes from, in a search of several (:func:`situate.pipelines.operations.
+    #: search_collections`); ``""`` in a search of one data folder.
+    collection: str = ""
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
