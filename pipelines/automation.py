@@ -286,8 +286,8 @@ def sync_from_sensor(
 ):
     """One evaluation of collection ``c``'s sensor: a ``dg.SensorResult`` (runs and partition
     changes) or a ``dg.SkipReason``."""
-    if not docs.root.exists():
-        return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
+    if not docs.exists():
+        return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     ingest, bm25 = c.job_name("ingest"), c.job_name("bm25")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
     remove_documents(store, plan.removed)
@@ -364,8 +364,8 @@ def sync_from_schedule(
     chunking: Chunking,
 ):
     """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``."""
-    if not docs.root.exists():
-        return dg.SkipReason(f"docs path {docs.root} does not exist (set SITUATE_DOCS)")
+    if not docs.exists():
+        return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
     order = apply_to_instance(context.instance, store, plan, c.partitions_name)
     if plan.held:

@@ -18,6 +18,8 @@ from situate.resources.documents.reading import (
     corpus_index,
     discover,
 )
+from situate.resources.documents.remote import discover_objects, resolve_object
+from situate.resources.store.objects import is_uri
 
 #: Default chunk size and overlap, in tiktoken ``cl100k_base`` tokens: the Contextual Retrieval
 #: blog ("usually no more than a few hundred tokens"; its appendix uses 800-token chunks), with a
@@ -27,15 +29,30 @@ OVERLAP_TOKENS = 80
 
 
 class DocsFolder(dg.ConfigurableResource):
-    """The documents to ingest: a folder, or one file (such as a cookbook-form corpus file).
+    """The documents to ingest: a folder, one file (such as a cookbook-form corpus file), or a
+    prefix on object storage (``s3://bucket/docs``: :mod:`situate.resources.documents.remote`).
 
     Attributes
     ----------
     path : str
-        Folder or file (``SITUATE_DOCS``).
+        Folder, file or object-store URI (``SITUATE_DOCS``).
     """
 
     path: str
+
+    @property
+    def remote(self) -> bool:
+        """Whether the documents are on object storage."""
+        return is_uri(self.path)
+
+    def exists(self) -> bool:
+        """Whether the folder or file exists; a prefix on object storage always does (an empty one
+        lists no document, which the sync holds as a mass removal)."""
+        return self.remote or self.root.exists()
+
+    def where(self) -> str:
+        """The docs source as a person reads it: the absolute path, or the URI."""
+        return self.path.rstrip("/") if self.remote else str(self.root)
 
     @property
     def root(self) -> Path:
@@ -48,7 +65,10 @@ class DocsFolder(dg.ConfigurableResource):
         return self.root.parent if self.root.is_file() else self.root
 
     def discover(self) -> list[SourceRef]:
-        """Every document now present (see :func:`situate.resources.documents.reading.discover`)."""
+        """Every document now present (see :func:`situate.resources.documents.reading.discover`,
+        :func:`situate.resources.documents.remote.discover_objects`)."""
+        if self.remote:
+            return discover_objects(self.path)
         return discover(self.root)
 
     def resolve(self, key: str) -> SourceRef:
@@ -60,6 +80,8 @@ class DocsFolder(dg.ConfigurableResource):
             The key is malformed or not canonical (:func:`situate.resources.documents.keys.check_key`), its path
             resolves outside the docs folder, or its file (or corpus entry) no longer exists.
         """
+        if self.remote:
+            return resolve_object(self.path, key)
         try:
             source = check_key(key)
         except PartitionKeyError as e:

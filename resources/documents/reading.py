@@ -24,6 +24,7 @@ from charset_normalizer import from_bytes
 from situate.resources.documents.files import TooLarge, read_under, split_under
 from situate.resources.documents.keys import encode_key
 from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
+from situate.resources.store.objects import is_uri
 from situate.resources.store.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
@@ -595,6 +596,10 @@ def load(ref: SourceRef) -> Document:
         The file is missing, unreadable, too large, empty, binary, or an unreadable PDF; or the corpus
         entry is gone or its chunks are not substrings of its content.
     """
+    if is_uri(ref.path):  # a docs source on object storage (situate.resources.documents.remote)
+        from situate.resources.documents.remote import read_object
+
+        return _document(ref, read_object(ref), ref.sha256)
     path = Path(ref.path)
     n_parts = len(PurePosixPath(ref.source).parts)  # "a/b.json#doc" has the parts of "a/b.json"
     try:
@@ -612,6 +617,13 @@ def load(ref: SourceRef) -> Document:
         raise DocumentError(ref.source, str(e)) from None
     except OSError as e:
         raise DocumentError(ref.source, f"cannot read ({e.strerror or e})") from None
+    return _document(ref, data, _sha256(data))
+
+
+def _document(ref: SourceRef, data: bytes, sha: str) -> Document:
+    """The document in the bytes ``data`` of ``ref``, whose version is ``sha`` (the bytes' sha256;
+    for an object, its ETag as the listing gave it)."""
+    path = PurePosixPath(ref.path)
     name = path.name
     fmt = format_of(path) or "text"
     headings: list = []
@@ -634,7 +646,6 @@ def load(ref: SourceRef) -> Document:
     if fmt == "code":
         title = title or name
     title = title or _first_line_title(text, name)
-    sha = _sha256(data)
     if sha != ref.sha256:  # written to since the folder was listed: the rows say what was read
         notes.append("changed since the folder was listed: indexed as read now")
     return Document(

@@ -332,14 +332,14 @@ class ObjectFolder:
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
     def head(self, rel: str) -> dict | None:
-        """``{"size", "last_modified"}`` of the object, or None when it does not exist."""
+        """``{"size", "last_modified", "e_tag"}`` of the object, or None when it does not exist."""
         try:
             meta = obstore.head(self.store, rel)
         except (ox.NotFoundError, FileNotFoundError):
             return None
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
-        return {"size": meta["size"], "last_modified": meta["last_modified"]}
+        return {"size": meta["size"], "last_modified": meta["last_modified"], "e_tag": meta.get("e_tag") or ""}
 
     def delete(self, rel: str) -> None:
         """Delete the object (nothing when it does not exist)."""
@@ -358,6 +358,24 @@ class ObjectFolder:
             for batch in obstore.list(self.store, prefix=prefix + "/" if prefix else None):
                 out.extend(m["path"] for m in batch)
             return out
+        except Exception as e:  # noqa: BLE001
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def list_objects(self, prefix: str = "") -> list[dict]:
+        """The objects under ``prefix`` (every object where it is empty), each
+        ``{"path", "size", "e_tag"}`` (``path`` relative to this folder, ``size`` in bytes, the
+        ETag the store gives, ``""`` where it gives none), sorted by path.
+
+        Raises
+        ------
+        StoreUnavailable
+        """
+        prefix = prefix.strip("/")
+        try:
+            out = []
+            for batch in obstore.list(self.store, prefix=prefix + "/" if prefix else None):
+                out.extend({"path": m["path"], "size": m["size"], "e_tag": m.get("e_tag") or ""} for m in batch)
+            return sorted(out, key=lambda m: m["path"])
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
