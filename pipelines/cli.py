@@ -135,6 +135,26 @@ def _add_ingest(sub) -> None:
     )
 
 
+#: The help of ``--collection`` (search, serve, mcp).
+COLLECTION_HELP = "search this collection (repeat for several: their hits are fused by RRF, each naming its collection)"
+
+
+def collections_of(given: list[str] | None) -> dict[str, str] | None:
+    """``--collection NAME=DATA_FOLDER`` values as a dict, or None when none was given.
+
+    Raises
+    ------
+    QueryError
+        A value without ``=`` or without a data folder.
+    """
+    if not given:
+        return None
+    pairs = [c.split("=", 1) for c in given]
+    if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+        raise QueryError("--collection takes NAME=DATA_FOLDER")
+    return dict(pairs)
+
+
 def _add_search(sub) -> None:
     """``situate search QUERY``."""
     p_search = sub.add_parser(
@@ -150,7 +170,7 @@ def _add_search(sub) -> None:
         "--collection",
         action="append",
         metavar="NAME=DATA_FOLDER",
-        help="search this collection (repeat for several: their hits are fused by RRF, each naming its collection)",
+        help=COLLECTION_HELP,
     )
     p_search.add_argument(
         "--rerank",
@@ -250,8 +270,10 @@ def _add_servers(sub) -> None:
     )
     p_serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p_serve.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
+    p_serve.add_argument("--collection", action="append", metavar="NAME=DATA_FOLDER", help=COLLECTION_HELP)
     p_mcp = sub.add_parser("mcp", help="a Model Context Protocol server over stdio with a `search` tool")
     p_mcp.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
+    p_mcp.add_argument("--collection", action="append", metavar="NAME=DATA_FOLDER", help=COLLECTION_HELP)
     sub.add_parser("dev", help="dagster dev on this project's workspace, with the data folder's instance")
 
 
@@ -333,11 +355,9 @@ def _ingest_cmd(args) -> int:
 def _search_cmd(args) -> int:
     """``situate search``: exit 2 on a refused query."""
     try:
-        if args.collection:
-            pairs = [c.split("=", 1) for c in args.collection]
-            if any(len(p) != 2 or not p[1] for p in pairs):
-                raise QueryError("--collection takes NAME=DATA_FOLDER")
-            hits, warnings = search_collections(args.query, dict(pairs), args.k, args.rerank)
+        collections = collections_of(args.collection)
+        if collections:
+            hits, warnings = search_collections(args.query, collections, args.k, args.rerank)
         else:
             hits, warnings = search(args.query, args.k, args.home, args.rerank)
     except QueryError as e:
@@ -397,8 +417,13 @@ def _mcp_cmd(args) -> int:
     """``situate mcp``: the MCP server over stdio."""
     from situate.mcp_server import main as mcp_main
 
+    try:
+        collections = collections_of(args.collection)
+    except QueryError as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
     prepare_env(args.home)
-    return mcp_main(args.home)
+    return mcp_main(args.home, collections)
 
 
 def _dev_cmd(args) -> int:
@@ -429,13 +454,19 @@ def _serve(args) -> int:
         return 2
     import uvicorn
 
-    prepare_env(args.home)
-    app = create_app(args.home, token)
-    print(
-        f"situate: serving http://{args.host}:{args.port}/ (data folder "
-        f"{env('SITUATE_HOME') or Path(DEFAULT_HOME).resolve()}; API at /docs)",
-        flush=True,
+    try:
+        collections = collections_of(args.collection)
+        prepare_env(args.home)
+        app = create_app(args.home, token, collections=collections)
+    except QueryError as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+    where = (
+        "collections " + ", ".join(collections)
+        if collections
+        else f"data folder {env('SITUATE_HOME') or Path(DEFAULT_HOME).resolve()}"
     )
+    print(f"situate: serving http://{args.host}:{args.port}/ ({where}; API at /docs)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

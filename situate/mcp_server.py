@@ -20,13 +20,15 @@ from situate.resources.settings import data_folder
 MAX_TOOL_K = 50
 
 
-def create_server(home: str | None = None):
+def create_server(home: str | None = None, collections: dict[str, str] | None = None):
     """The MCP server (``mcp.server.mcpserver.MCPServer``) with the ``search`` tool over data
-    folder ``home`` (default ``$SITUATE_HOME``, else ``./.situate``)."""
+    folder ``home`` (default ``$SITUATE_HOME``, else ``./.situate``), or over several collections
+    (name → data folder: each search covers them all, fused by RRF, each hit naming its
+    collection)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from situate.pipelines.operations import MAX_QUERY_CHARS, QueryError
+    from situate.pipelines.operations import MAX_QUERY_CHARS, QueryError, search_collections
     from situate.pipelines.operations import search as run_search
     from situate.pipelines.preflight import StartupError
     from situate.resources.store.objects import normalize_home
@@ -51,7 +53,10 @@ def create_server(home: str | None = None):
         if len(query) > MAX_QUERY_CHARS:  # bounded like the service's
             raise ToolError(f"the query is {len(query):,} characters: at most {MAX_QUERY_CHARS:,} characters")
         try:
-            hits, _warnings = run_search(query, k, home)
+            if collections:
+                hits, _warnings = search_collections(query, collections, k)
+            else:
+                hits, _warnings = run_search(query, k, home)
         except (QueryError, StartupError) as e:  # the agent reads the reason and can correct the call
             raise ToolError(str(e)) from None
         return [h.to_json() for h in hits]
@@ -59,7 +64,7 @@ def create_server(home: str | None = None):
     return server
 
 
-def main(home: str | None = None) -> int:
+def main(home: str | None = None, collections: dict[str, str] | None = None) -> int:
     """Serve over stdio until the client closes the stream."""
-    create_server(home).run("stdio")
+    create_server(home, collections).run("stdio")
     return 0

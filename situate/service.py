@@ -293,8 +293,14 @@ def allowed_hosts(token: str | None, extra: list[str] | None = None) -> list[str
     return [*LOOPBACK_HOSTS, *extra]
 
 
-def create_app(home: str | None = None, token: str | None = None, hosts: list[str] | None = None) -> FastAPI:
-    """The FastAPI application of ``situate serve`` over data folder ``home``.
+def create_app(
+    home: str | None = None,
+    token: str | None = None,
+    hosts: list[str] | None = None,
+    collections: dict[str, str] | None = None,
+) -> FastAPI:
+    """The FastAPI application of ``situate serve`` over data folder ``home``, or over several
+    collections.
 
     Parameters
     ----------
@@ -305,6 +311,10 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
     hosts : list of str, optional
         ``Host`` names answered besides the loopback ones (default ``SITUATE_ALLOWED_HOSTS``);
         others get 400 (:func:`allowed_hosts`).
+    collections : dict, optional
+        Collection name → data folder: every search covers them all, fused by RRF, each hit
+        naming its collection (:func:`situate.pipelines.operations.search_collections`); ``home``
+        is then unused.  A caller without the token reads each data folder as its collection's name.
     """
     from situate.resources.store.objects import is_uri, normalize_home
 
@@ -316,7 +326,7 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
         else (urlsplit(home).path.rstrip("/").rsplit("/", 1)[-1] if is_uri(home) else Path(home).name)
         or "the data folder"
     )
-    searcher = _Searcher(home, shown, token)
+    searcher = _Searcher(home, shown, token, _collections(collections))
     app = FastAPI(
         title="situate",
         version=_version(),
@@ -333,19 +343,43 @@ def create_app(home: str | None = None, token: str | None = None, hosts: list[st
     return app
 
 
+def _collections(collections: dict[str, str] | None) -> dict[str, str]:
+    """The collections' data folders, normalised (:func:`normalize_home`).
+
+    Raises
+    ------
+    situate.resources.errors.QueryError
+        A name that is not a collection name.
+    """
+    from situate.assets.collection import NAME_PATTERN
+    from situate.pipelines.operations import QueryError
+    from situate.resources.store.objects import normalize_home
+
+    bad = [n for n in collections or {} if not NAME_PATTERN.fullmatch(n)]
+    if bad:
+        raise QueryError(f"collection name {bad[0]!r}: use lower-case letters, digits and _")
+    return {name: normalize_home(home) for name, home in (collections or {}).items()}
+
+
 class _Searcher:
     """The service's searches of one data folder: one at a time (one llama.cpp embedder; the
     reranker's seconds), at most :data:`MAX_WAITING` waiting, each for at most :data:`MAX_WAIT_S`
     seconds; what a caller without the token reads of a message is redacted (:func:`redact`)."""
 
-    def __init__(self, home: str, shown: str, token: str | None):
+    def __init__(self, home: str, shown: str, token: str | None, collections: dict[str, str] | None = None):
         self.home, self.shown, self.token = home, shown, token
+        self.collections = collections or {}
         self.turn = threading.Lock()
         self.waiting_lock, self.waiting = threading.Lock(), 0
 
     def public(self, text: str) -> str:
-        """What a caller reads of a message: whole with a token, else :func:`redact`."""
-        return text if self.token else redact(text, self.home, self.shown)
+        """What a caller reads of a message: whole with a token, else :func:`redact` (each
+        collection's data folder read as its name)."""
+        if self.token:
+            return text
+        for name, home in self.collections.items():
+            text = redact(text, home, name)
+        return redact(text, self.home, self.shown)
 
     def answer(self, query: str, k: int, rerank: int | None) -> JSONResponse:
         """The hits of ``query`` as JSON (warnings in ``X-Situate-Warning-N`` headers), or 422 for
@@ -369,16 +403,19 @@ class _Searcher:
             self.turn.release()
 
     def _search(self, query: str, k: int, rerank: int | None) -> JSONResponse:
-        from situate.pipelines.operations import QueryError, search
+        from situate.pipelines.operations import QueryError, search, search_collections
         from situate.pipelines.preflight import StartupError
 
         try:
-            hits, warnings = search(query, k, self.home, rerank)
+            if self.collections:
+                hits, warnings = search_collections(query, self.collections, k, rerank)
+            else:
+                hits, warnings = search(query, k, self.home, rerank)
         except QueryError as e:
             return JSONResponse({"detail": self.public(str(e))}, status_code=422)
         except StartupError as e:
             return JSONResponse({"detail": self.public(str(e))}, status_code=404 if "does not exist" in str(e) else 503)
-        if any(w.startswith("the table in") and "is empty" in w for w in warnings):
+        if not self.collections and any(w.startswith("the table in") and "is empty" in w for w in warnings):
             detail = self.public(f"no table in {self.home} yet: run `situate ingest PATH --home {self.home}`")
             return JSONResponse({"detail": detail}, status_code=404)
         headers = {
@@ -441,6 +478,10 @@ def _add_routes(app: FastAPI, searcher: _Searcher) -> None:
 
     @app.get("/health", summary="Table, index and models")
     def health():
+        if searcher.collections:
+            report = {n: {**health_report(h), "home": searcher.public(h)} for n, h in searcher.collections.items()}
+            ok = all(r["status"] == "ok" for r in report.values())
+            return {"status": "ok" if ok else "degraded", "collections": report}
         return {**health_report(searcher.home), "home": searcher.shown}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -130,6 +130,32 @@ MATERIALIZE = textwrap.dedent(
 )
 
 
+#: Run in the project's environment: the service, the MCP server and the LangChain retriever over
+#: both collections at once.
+SEARCH_ALL = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from fastapi.testclient import TestClient
+    from situate.integrations.langchain import SituateRetriever
+    from situate.mcp_server import create_server
+    from situate.service import create_app
+
+    cols, q = json.loads(sys.argv[1]), sys.argv[2]
+    client = TestClient(create_app(collections=cols), base_url="http://127.0.0.1")
+    hits = client.get("/search", params={"q": q, "k": 4}).json()
+    health = client.get("/health").json()
+    tool = asyncio.run(create_server(collections=cols).call_tool("search", {"query": q, "k": 4}))
+    docs = SituateRetriever(collections=cols, k=4).invoke(q)
+    print("RESULT " + json.dumps({
+        "service": [[h["collection"], h["source"]] for h in hits],
+        "health": health,
+        "mcp": str(tool),
+        "langchain": [[d.metadata["collection"], d.metadata["source"]] for d in docs],
+    }))
+    """
+)
+
+
 @needs_models
 @pytest.mark.models
 def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
@@ -228,6 +254,22 @@ def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
     assert (hits[0]["collection"], hits[0]["source"]) == ("product", "billing.md")
     assert {(h["collection"], h["source"]) for h in hits} == {("product", "billing.md"), ("code", "textwrap.py")}
     assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    # the service, MCP and LangChain over both collections
+    cols = {"product": str(tmp_path / "product-data"), "code": str(tmp_path / "code-data")}
+    run = subprocess.run(
+        [str(python), "-c", SEARCH_ALL, json.dumps(cols), "how long does a refund take"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    got = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert got["service"][0] == ["product", "billing.md"] and ["code", "textwrap.py"] in got["service"]
+    assert got["langchain"][0] == ["product", "billing.md"] and ["code", "textwrap.py"] in got["langchain"]
+    assert "billing.md" in got["mcp"] and "textwrap.py" in got["mcp"] and "'collection': 'product'" in got["mcp"]
+    health = got["health"]["collections"]
+    assert health["product"]["home"] == "product" and health["code"]["table_rows"] > 0  # no path shown
 
 
 def test_a_search_of_collections_refuses_what_it_cannot_search(capsys):

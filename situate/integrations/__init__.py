@@ -6,7 +6,7 @@
 def hit_metadata(hit) -> dict:
     """The metadata both retrievers attach to a hit's document or node: where it comes from and
     what situates it (``source``, ``chunk_id``, ``doc_id``, ``chunk_index``, ``blurb``, ``context``,
-    ``rank``, ``score``, ``rerank_score``)."""
+    ``rank``, ``score``, ``rerank_score``, and ``collection`` in a search of several)."""
     return {
         "source": hit.source,
         "chunk_id": hit.chunk_id,
@@ -17,4 +17,5 @@ def hit_metadata(hit) -> dict:
         "rank": hit.rank,
         "score": hit.score,
         "rerank_score": hit.rerank_score,
+        **({"collection": hit.collection} if hit.collection else {}),
     }

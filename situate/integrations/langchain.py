@@ -34,12 +34,16 @@ class SituateRetriever(BaseRetriever):
         Documents returned (default 4, LangChain's usual).
     rerank : int or None
         Candidates the cross-encoder reranks (None: ``SITUATE_RERANK_DEPTH``, else off).
+    collections : dict or None
+        Collection name → data folder, searched together instead of ``home`` (hits fused by RRF,
+        each naming its collection in its metadata).
     """
 
     home: str | None = None
     k: int = 4
     rerank: int | None = None
+    collections: dict[str, str] | None = None
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        hits = situate.search(query, k=self.k, rerank=self.rerank, home=self.home)
+        hits = situate.search(query, k=self.k, rerank=self.rerank, home=self.home, collections=self.collections)
         return [Document(page_content=h.text, metadata=hit_metadata(h), id=h.chunk_id) for h in hits]

@@ -33,14 +33,26 @@ class SituateRetriever(BaseRetriever):
         Nodes returned (default 10).
     rerank : int, optional
         Candidates the cross-encoder reranks (None: ``SITUATE_RERANK_DEPTH``, else off).
+    collections : dict, optional
+        Collection name → data folder, searched together instead of ``home`` (hits fused by RRF,
+        each naming its collection in its metadata).
     """
 
-    def __init__(self, home: str | None = None, k: int = 10, rerank: int | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        home: str | None = None,
+        k: int = 10,
+        rerank: int | None = None,
+        collections: dict[str, str] | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
-        self.home, self.k, self.rerank = home, k, rerank
+        self.home, self.k, self.rerank, self.collections = home, k, rerank, collections
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = situate.search(query_bundle.query_str, k=self.k, rerank=self.rerank, home=self.home)
+        hits = situate.search(
+            query_bundle.query_str, k=self.k, rerank=self.rerank, home=self.home, collections=self.collections
+        )
         return [
             NodeWithScore(
                 node=TextNode(
