@@ -125,6 +125,8 @@ MATERIALIZE = textwrap.dedent(
         hits = situate.search(query, k=3, home=home)
         out[c]["partitions"] = list(instance.get_dynamic_partitions(f"{c}_documents"))
         out[c]["sources"] = [h.source for h in hits]
+    from situate.resources.models import llm as loaded
+    out["llm_loads"] = sorted(key[7] for key in loaded._CACHE if key and key[0] == "llm")  # vocab_only
     print("RESULT " + json.dumps(out))
     """
 )
@@ -237,6 +239,8 @@ def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
     assert result["product"]["partitions"] == ["billing.md"] and result["code"]["partitions"] == ["textwrap.py"]
     assert all(ok for _, _, ok in result["product"]["runs"] + result["code"]["runs"])
     assert [j for j, _, _ in result["product"]["runs"]] == ["product_ingest"]
+    # the two collections' runs in one process share the loaded model: its weights once, its vocabulary once
+    assert result["llm_loads"] == [False, True]
     assert set(result["product"]["sources"]) == {"billing.md"}
     assert set(result["code"]["sources"]) == {"textwrap.py"}
     # both collections searched together: hits fused by RRF, each naming its collection
