@@ -78,6 +78,23 @@ class CollectionScaffolder(Scaffolder[CollectionParams]):
         )
 
 
+#: The attributes that are settings (:class:`situate.resources.settings.Settings` fields of the same
+#: name): given, they replace the environment's value for this collection.
+SETTINGS_GIVEN = (
+    "llm_model",
+    "embed_model",
+    "llm_url",
+    "llm_api",
+    "llm_served_model",
+    "embed_url",
+    "embed_served_model",
+    "context",
+    "prompt",
+    "chunk_tokens",
+    "overlap_tokens",
+)
+
+
 @dg.scaffold_with(CollectionScaffolder)
 class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     """A collection of documents made searchable with Contextual Retrieval: its documents →
@@ -96,6 +113,10 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     llm_model, embed_model : str, optional
         The blurb model and the embedder, by name (``situate models list``) or path; default the
         environment's (``SITUATE_LLM_MODEL``, ``SITUATE_EMBED_MODEL``) or situate's.
+    llm_url, llm_api, llm_served_model, embed_url, embed_served_model : str, optional
+        The backend: an OpenAI-compatible model server for the blurbs (``llm_url``) or Anthropic's
+        API (``llm_api: anthropic``), an embeddings server (``embed_url``), and the model names they
+        serve (``SITUATE_LLM_URL``…); their keys stay environment variables.
     context : {"chunk", "document", "structure"}, optional
         What writes each chunk's context (``SITUATE_CONTEXT``).
     prompt : str, optional
@@ -122,6 +143,11 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     home: str
     llm_model: str | None = None
     embed_model: str | None = None
+    llm_url: str | None = None
+    llm_api: Literal["openai", "anthropic"] | None = None
+    llm_served_model: str | None = None
+    embed_url: str | None = None
+    embed_served_model: str | None = None
     context: Literal["chunk", "document", "structure"] | None = None
     prompt: str | None = None
     chunk_tokens: int | None = None
@@ -145,11 +171,7 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         models.use_offline_tiktoken()
         if not NAME_PATTERN.fullmatch(self.name):
             raise SettingError(f"{context.path}: name {self.name!r}: use lower-case letters, digits and _")
-        given = {
-            f: getattr(self, f)
-            for f in ("llm_model", "embed_model", "context", "prompt", "chunk_tokens", "overlap_tokens")
-            if getattr(self, f) is not None
-        }
+        given = {f: getattr(self, f) for f in SETTINGS_GIVEN if getattr(self, f) is not None}
         try:
             settings = dataclasses.replace(check_environment(), **given)
         except SettingError as e:

@@ -86,9 +86,21 @@ def test_a_changed_setting_changes_the_code_versions_downstream_of_it(tmp_path):
         return {k.path[-1]: graph.get(k).code_version for k in graph.get_all_asset_keys()}
 
     base, prompt = versions(), versions(prompt="anthropic-2024")
+    served = versions(llm_url="http://127.0.0.1:9/v1", llm_served_model="qwen2.5-7b-instruct")
+    assert served["blurbs"] != base["blurbs"] and served["chunks"] == base["chunks"]  # another backend
     assert base["chunks"] == prompt["chunks"] and base["fitted_preambles"] == prompt["fitted_preambles"]
     assert base["blurbs"] != prompt["blurbs"] and base["embeddings"] != prompt["embeddings"]
     assert versions(overlap_tokens=40)["chunks"] != base["chunks"]
+
+
+def test_every_setting_attribute_is_a_settings_field():
+    import dataclasses
+
+    from situate.pipelines.component import SETTINGS_GIVEN
+    from situate.resources.settings import Settings
+
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    assert set(SETTINGS_GIVEN) <= fields and set(SETTINGS_GIVEN) <= set(SituateCollection.model_fields)
 
 
 def test_a_bad_attribute_is_refused_naming_the_setting(tmp_path):
