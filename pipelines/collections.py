@@ -1,8 +1,8 @@
 """A collection's definitions (:class:`situate.assets.collection.Collection`): its assets and
 checks, jobs, sensor, automation sensor, schedule and resources, built from a
 :class:`~situate.resources.settings.Settings`.  situate's own code location is the default
-collection (:mod:`situate.pipelines.definitions`); the Dagster component
-(:mod:`situate.pipelines.component`) builds one per ``defs.yaml``.  Importing this module builds
+collection, built as an instance of the Dagster component (:mod:`situate.pipelines.component`),
+which builds one collection per ``defs.yaml``.  Importing this module builds
 nothing and reads no setting."""
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from situate.pipelines.collections import collection_definitions
 from situate.pipelines.settings import check_environment
 from situate.resources.errors import SettingError
 from situate.resources.models import registry as models
+from situate.resources.settings import Settings
 from situate.resources.store.objects import is_uri
 
 
@@ -160,22 +161,49 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     pool: str = "llm"
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        """The collection's definitions (:func:`situate.pipelines.collections.collection_definitions`).
+        """The collection's definitions (:meth:`definitions`, with the environment's settings and
+        paths relative to the project root).
 
         Raises
         ------
         situate.resources.errors.SettingError
             An attribute outside its bound (``chunk_tokens: 0``), or a name that is not a
-            collection name; the message names the attribute.
+            collection name; the message names the ``defs.yaml``.
         """
         models.use_offline_tiktoken()
         if not NAME_PATTERN.fullmatch(self.name):
             raise SettingError(f"{context.path}: name {self.name!r}: use lower-case letters, digits and _")
+        return self.definitions(check_environment(), Path(context.project_root), label=str(context.path))
+
+    def definitions(
+        self, settings: Settings, root: Path | None = None, plain: bool = False, label: str = "situate"
+    ) -> dg.Definitions:
+        """The collection's definitions (:func:`situate.pipelines.collections.collection_definitions`)
+        with ``settings`` where an attribute gives none.  situate's own code location is the instance
+        with the empty name (the unprefixed names) and empty ``docs`` and ``home`` (the settings'
+        folders): :func:`situate.pipelines.definitions.build_definitions`.
+
+        Parameters
+        ----------
+        settings : Settings
+            The environment's settings (:func:`situate.pipelines.settings.check_environment`).
+        root : Path, optional
+            What relative ``docs`` and ``home`` are under (default the working folder).
+        plain : bool
+            Resources hold values, not the ``dg.EnvVar`` of each variable set (the command line).
+        label : str
+            What an error message names (the ``defs.yaml``).
+
+        Raises
+        ------
+        situate.resources.errors.SettingError
+            An attribute outside its bound.
+        """
         given = {f: getattr(self, f) for f in SETTINGS_GIVEN if getattr(self, f) is not None}
         try:
-            settings = dataclasses.replace(check_environment(), **given)
+            settings = dataclasses.replace(settings, **given)
         except SettingError as e:
-            raise SettingError(f"{context.path}: {e}") from None
+            raise SettingError(f"{label}: {e}") from None
         c = Collection(
             self.name,
             self.group or "",
@@ -184,10 +212,10 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
             self.pool,
             fresh_within_h=self.fresh_within_h if self.cron else None,
         )
-        root = Path(context.project_root)
-        return collection_definitions(
-            c, settings, self._path(root, self.docs), self._path(root, self.home), cron=self.cron or None
-        )
+        root = root or Path.cwd()
+        docs = self._path(root, self.docs) if self.docs else None
+        home = self._path(root, self.home) if self.home else None
+        return collection_definitions(c, settings, docs, home, plain, cron=self.cron or None)
 
     @staticmethod
     def _path(root: Path, where: str) -> str:
