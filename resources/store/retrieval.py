@@ -380,7 +380,11 @@ class Hit:
     collection: str = ""
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """The hit as JSON; ``collection`` only in a search of several collections."""
+        out = dataclasses.asdict(self)
+        if not self.collection:
+            del out["collection"]
+        return out
 
 
 def dense_search(table, query_vector, candidates: int) -> list[str]:
