@@ -262,7 +262,9 @@ def cv_rankings(
     """Every ranking ``fusion-cv`` can fuse, as top-150 chunk ids per query.
 
     ``dense``, ``bm25``: over structural context + blurb + chunk (the table's text);
-    ``structure-bm25``: over structural context + chunk (today's third ranking); ``chunk-dense``,
+    ``structure-bm25``: over structural context + chunk (today's third ranking);
+    ``bm25-identifiers``, ``structure-bm25-identifiers``: the same two with compound code identifiers
+    split into words (:func:`situate.resources.store.retrieval.split_identifiers`); ``chunk-dense``,
     ``structure-dense``: dense over the chunk alone, over structural context + chunk;
     ``windows-dense``: the chunk in pieces that fit the embedder, scored by its best piece (an ONNX
     embedder only, :mod:`situate.contextual.embed_windows`); ``late-dense`` with ``late``
@@ -300,6 +302,8 @@ def cv_rankings(
     lists["dense"] = ev.dense_rankings(qv, embed_with_cache(embedder, ctx, dcache)[0], ids)
     lists["bm25"] = ev.bm25_rankings(ctx, ids, qtexts)
     lists["structure-bm25"] = ev.bm25_rankings(structure, ids, qtexts)
+    lists["bm25-identifiers"] = ev.bm25_rankings(ctx, ids, qtexts, identifiers=True)
+    lists["structure-bm25-identifiers"] = ev.bm25_rankings(structure, ids, qtexts, identifiers=True)
     for name in ("chunk-dense", "structure-dense"):
         lists[name] = ev.dense_rankings(qv, embed_with_cache(embedder, dense_texts[name], dcache)[0], ids)
     if questions:

@@ -98,6 +98,8 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
         "dense",
         "bm25",
         "structure-bm25",
+        "bm25-identifiers",
+        "structure-bm25-identifiers",
         "chunk-dense",
         "structure-dense",
         "questions-bm25",
@@ -111,7 +113,7 @@ def test_fusion_cv_fuses_every_ranking_without_an_llm_call(runs):
         assert cv[f"baseline@{k}"] == fused["configs"]["contextual"][f"pass@{k}"]
     for name, r in cv["alone"].items():
         assert 0 <= r["pass@5"] <= r["pass@10"] <= r["pass@20"] <= 100, name
-    assert cv["space"] == 2 * (3**10 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
+    assert cv["space"] == 2 * (3**12 - 1) and cv["folds"] == 2 and cv["repeats"] == 2
     # the cross-encoder reordered the top 4 only: nothing below rank 4, so Pass@5 = Pass@20
     assert cv["alone"]["rerank"]["pass@5"] == cv["alone"]["rerank"]["pass@20"] > 0
     assert Path(fused["data_folder"], "cache", "rerank.json").is_file()

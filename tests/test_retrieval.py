@@ -276,3 +276,20 @@ def test_the_cross_encoder_reads_context_and_chunk_not_the_blurb():
         rerank_passage("x = 1", "function f", "A made-up blurb.", with_blurb=True)
         == "function f\nA made-up blurb.\n\nx = 1"
     )
+
+
+def test_split_identifiers_adds_the_words_of_compound_names_and_keeps_the_name():
+    from situate.resources.store.retrieval import split_identifiers, tokenize
+
+    assert split_identifiers("struct FrameTimer") == "struct FrameTimer Frame Timer"
+    assert split_identifiers("fn reset_hasher(&mut self)") == "fn reset_hasher reset hasher(&mut self)"
+    assert split_identifiers("HTTPServer getHTTPResponseCode") == (
+        "HTTPServer HTTP Server getHTTPResponseCode get HTTP Response Code"
+    )
+    # plain words, single-word names, dunder names and version-like tokens are left alone
+    for plain in ("reset the hasher", "__init__ _private", "utf8 v2 x"):
+        assert split_identifiers(plain) == plain
+    # a question's words now meet the name; without the option they do not
+    words = set(tokenize(["reset the hasher"]).vocab)
+    assert words <= set(tokenize(["fn reset_hasher(&mut self)"], identifiers=True).vocab)
+    assert not words <= set(tokenize(["fn reset_hasher(&mut self)"]).vocab)

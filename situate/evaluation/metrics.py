@@ -219,19 +219,20 @@ def dense_rankings(
 
 
 def bm25_rankings(
-    texts: Sequence[str], ids: Sequence[str], queries: Sequence[str], depth: int = DEPTH
+    texts: Sequence[str], ids: Sequence[str], queries: Sequence[str], depth: int = DEPTH, identifiers: bool = False
 ) -> list[list[str]]:
     """BM25 top-``depth`` ids per query over ``texts`` (bm25s, in memory, the same tokenizer as
-    the pipeline's index: :func:`situate.resources.store.retrieval.tokenize`); only ids with a score > 0."""
+    the pipeline's index: :func:`situate.resources.store.retrieval.tokenize`, with ``identifiers``
+    split into words there when set); only ids with a score > 0."""
     import bm25s
 
     from situate.resources.store.retrieval import tokenize
 
     retriever = bm25s.BM25()
-    retriever.index(tokenize(list(texts)), show_progress=False)
+    retriever.index(tokenize(list(texts), identifiers), show_progress=False)
     out = []
     for q in queries:
-        tokens = tokenize([q])
+        tokens = tokenize([q], identifiers)
         if not tokens.vocab or not any(tokens.ids):
             out.append([])
             continue
