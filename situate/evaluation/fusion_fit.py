@@ -149,22 +149,33 @@ def per_query_pass(space: Sequence[Fusion], prepared: Sequence[PreparedQuery], k
     by_k: dict[int, list[int]] = {}
     for i, f in enumerate(space):
         by_k.setdefault(f.k, []).append(i)
-    for k, idx in by_k.items():
-        w = np.array([space[i].weights for i in idx], np.float64)  # (c, R)
-        for qi, q in enumerate(prepared):
-            if q.golden.size == 0 or q.n_golden == 0:
-                continue
-            inv = np.where(q.ranks > 0, 1.0 / (k + q.ranks), 0.0)  # (R, N)
-            s = w @ inv  # (c, N)
-            g = s[:, q.golden]  # (c, n_found)
-            higher = (s[:, None, :] > g[:, :, None]).sum(-1)
-            order = np.arange(s.shape[1])
-            ties = ((s[:, None, :] == g[:, :, None]) & (order[None, None, :] < q.golden[None, :, None])).sum(-1)
-            rank = higher + ties  # 0-based position in the fused list
-            scored = g > 0  # a chunk no used ranking returned is not in the fused list
-            for j, cut in enumerate(ks):
-                out[idx, qi, j] = ((rank < cut) & scored).sum(1) / q.n_golden
+    for k, all_idx in by_k.items():
+        for start in range(0, len(all_idx), FUSION_BLOCK):
+            idx = all_idx[start : start + FUSION_BLOCK]
+            w = np.array([space[i].weights for i in idx], np.float64)  # (c, R)
+            for qi, q in enumerate(prepared):
+                if q.golden.size and q.n_golden:
+                    out[idx, qi] = _query_pass(w, q, k, ks)
     return out
+
+
+#: Fusions scored together by :func:`per_query_pass`: bounds its arrays to about
+#: ``FUSION_BLOCK × candidates × golden chunks`` entries (8,192 × 1,800 × 8 bytes ≈ 118 MB for a
+#: query's scores with 12 rankings of 150), whatever the size of the grid.
+FUSION_BLOCK = 8192
+
+
+def _query_pass(w: np.ndarray, q: PreparedQuery, k: int, ks: Sequence[int]) -> np.ndarray:
+    """Pass@k (float64[c, len(ks)]) of one query under the ``c`` fusions of weights ``w`` (c, R), RRF ``k``."""
+    inv = np.where(q.ranks > 0, 1.0 / (k + q.ranks), 0.0)  # (R, N)
+    s = w @ inv  # (c, N)
+    g = s[:, q.golden]  # (c, n_found)
+    higher = (s[:, None, :] > g[:, :, None]).sum(-1)
+    order = np.arange(s.shape[1])
+    ties = ((s[:, None, :] == g[:, :, None]) & (order[None, None, :] < q.golden[None, :, None])).sum(-1)
+    rank = higher + ties  # 0-based position in the fused list
+    scored = g > 0  # a chunk no used ranking returned is not in the fused list
+    return np.stack([((rank < cut) & scored).sum(1) / q.n_golden for cut in ks], axis=1)
 
 
 def objective(per_query: np.ndarray, ks: Sequence[int] = KS) -> np.ndarray:
