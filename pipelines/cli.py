@@ -249,6 +249,12 @@ def _add_eval_fusion_cv(p_eval) -> None:
         "structure-bm25: names joined by ',', sets by ';' (default: one set, every ranking)",
     )
     p_eval.add_argument(
+        "--cv-save-rankings",
+        metavar="FILE",
+        help="fusion-cv: write every ranking it computed, per query, to FILE (.json.gz), to fit "
+        "again with no model (benchmarks/fusion_pooled.py fits one fusion over several sets)",
+    )
+    p_eval.add_argument(
         "--cv-folds",
         type=_bounded_int(2, 20, "--cv-folds"),
         default=5,
@@ -392,6 +398,7 @@ def _eval_cmd(args) -> int:
             late_chunking=args.late_chunking,
             cv_rerank=args.cv_rerank,
             cv_sets=sets,
+            cv_save_rankings=args.cv_save_rankings,
         )
     except (FileNotFoundError, ValueError) as e:
         print(f"situate eval: error: {e}", file=sys.stderr)

@@ -353,12 +353,15 @@ def fusion_cv(
     late: bool = False,
     rerank_depth: int = 0,
     sets: list[list[str]] | None = None,
+    save_rankings: str | None = None,
 ) -> dict:
     """The ``fusion-cv`` configuration: the rankings of :func:`cv_rankings` (and, with
     ``rerank_depth``, :func:`rerank_ranking` as ``rerank``), then
     :func:`situate.evaluation.fusion_fit.fit_report` against today's search (:data:`TODAY`, equal weights,
     RRF k = 60), once for each set of rankings in ``sets`` (each with :data:`TODAY`'s three;
-    default one set: every ranking of the run).
+    default one set: every ranking of the run).  With ``save_rankings``, every ranking of the run
+    is written there first (:func:`situate.evaluation.ranking_files.write_rankings`), to be fitted
+    again, alone or with other sets (``benchmarks/fusion_pooled.py``), with no model.
 
     Returns
     -------
@@ -379,6 +382,11 @@ def fusion_cv(
         lists["rerank"] = rerank_ranking(store, rows, qs, lists, rerank_depth)
     by_id = {r["chunk_id"]: r for r in rows}
     keyed = {n: [_keys(by_id, x) for x in v] for n, v in lists.items()}
+    if save_rankings:
+        from situate.evaluation.ranking_files import write_rankings
+
+        write_rankings(save_rankings, keyed, [q.query_id for q in qs], [q.golden for q in qs])
+        echo(f"situate eval: fusion-cv: {len(keyed)} rankings of {len(qs)} queries written to {save_rankings}")
     reports = {}
     for names in sets or [list(lists)]:
         unknown = sorted(set(names) - set(lists))
@@ -422,6 +430,7 @@ def evaluate(
     late_chunking: bool = False,
     cv_rerank: bool = False,
     cv_sets: list[list[str]] | None = None,
+    cv_save_rankings: str | None = None,
 ) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
@@ -457,6 +466,9 @@ def evaluate(
         (:func:`rerank_ranking`).
     cv_sets : list of lists of str, optional
         ``fusion-cv`` fits each set of rankings (with today's three) apart (:func:`fusion_cv`).
+    cv_save_rankings : str, optional
+        ``fusion-cv`` writes every ranking it computed to this ranking file
+        (:mod:`situate.evaluation.ranking_files`).
 
     Returns
     -------
@@ -515,7 +527,8 @@ def evaluate(
         _score_reranked(run, reranked, fusions, contextual_top, rerank_depth)
     cv = None
     if "fusion-cv" in configs:
-        cv = _fit_fusion(run, questions, cv_folds, cv_repeats, late_chunking, rerank_depth if cv_rerank else 0, cv_sets)
+        depth = rerank_depth if cv_rerank else 0
+        cv = _fit_fusion(run, questions, cv_folds, cv_repeats, late_chunking, depth, cv_sets, cv_save_rankings)
     files = {"blurbs": blurbs, "questions": questions}
     report = _report(
         run, corpus_path, queries, home_path, fusions, rerank_depth, summary, ingest_calls, res["llm"], files
@@ -529,7 +542,7 @@ def evaluate(
 
 
 def _fit_fusion(
-    run: _Run, questions: str | None, folds: int, repeats: int, late: bool, rerank_depth: int, sets
+    run: _Run, questions: str | None, folds: int, repeats: int, late: bool, rerank_depth: int, sets, save: str | None
 ) -> dict:
     """The ``fusion-cv`` configuration (:func:`fusion_cv`) on ``run``'s rows, its tables echoed."""
     t0 = time.perf_counter()
@@ -547,6 +560,7 @@ def _fit_fusion(
         late=late,
         rerank_depth=rerank_depth,
         sets=sets,
+        save_rankings=save,
     )
     cv["seconds"] = round(time.perf_counter() - t0, 1)
     for line in _cv_markdown(cv).splitlines():

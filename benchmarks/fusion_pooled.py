@@ -1,0 +1,81 @@
+"""One fusion fitted over several labelled sets at once, from their ranking files
+(`situate eval --configs fusion-cv --cv-save-rankings FILE`), with no model loaded: each set of
+rankings added to today's three is cross-validated with folds drawn inside every set, each set
+weighing the same in the choice (:mod:`situate.evaluation.pooled_fit`).
+
+    python -m benchmarks.fusion_pooled codebase=benchmarks/rankings/codebase.json.gz \
+        docs=benchmarks/rankings/docs.json.gz --cv-rankings ";bm25-identifiers" \
+        --out benchmarks/reports/fusion-cv-pooled
+
+Writes OUT.json (every fit's figures) and OUT.md (the table).  A ranking named in ``--cv-rankings``
+must be in every file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from situate.evaluation.pooled_fit import pooled_fit_report, pooled_markdown
+from situate.evaluation.ranking_files import read_rankings
+
+#: Today's search: dense, BM25 and structural BM25, weight 1 each, RRF k = 60
+#: (:data:`situate.pipelines.evaluate.TODAY`).
+TODAY = ("dense", "bm25", "structure-bm25")
+
+
+def fit_sets(files: dict[str, dict], sets: list[list[str]], folds: int, repeats: int) -> dict[str, dict]:
+    """``{label of the rankings added: pooled_fit_report}`` for each set of ranking names.
+
+    Raises
+    ------
+    ValueError
+        A ranking name missing from some file (the message names the file's label).
+    """
+    fits = {}
+    for names in sets:
+        chosen = list(TODAY) + [n for n in names if n not in TODAY]
+        for label, f in files.items():
+            missing = [n for n in chosen if n not in f["rankings"]]
+            if missing:
+                raise ValueError(f"{label}: no ranking {', '.join(missing)} (it has {', '.join(f['rankings'])})")
+        pooled = {lb: ({n: f["rankings"][n] for n in chosen}, f["golden"]) for lb, f in files.items()}
+        label = " + ".join(chosen[len(TODAY) :]) or "none (today's three re-weighted)"
+        t0 = time.perf_counter()
+        fits[label] = pooled_fit_report(pooled, dict.fromkeys(TODAY, 1), folds=folds, repeats=repeats)
+        fits[label]["seconds"] = round(time.perf_counter() - t0, 1)
+        print(f"fusion_pooled: {label}: {fits[label]['space']} fusions, {fits[label]['seconds']} s", file=sys.stderr)
+    return fits
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", metavar="LABEL=FILE", help="a set's label and its ranking file")
+    ap.add_argument(
+        "--cv-rankings", default="", help="sets of rankings to add to today's three: ',' within, ';' between"
+    )
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", required=True, help="write OUT.json and OUT.md")
+    args = ap.parse_args(argv)
+    files = {}
+    for item in args.files:
+        label, sep, path = item.partition("=")
+        if not sep or not label:
+            ap.error(f"{item!r}: give each file as LABEL=FILE")
+        files[label] = read_rankings(path) | {"path": path}
+    sets = [[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
+    fits = fit_sets(files, sets, args.folds, args.repeats)
+    report = {"files": {lb: f["path"] for lb, f in files.items()}, "fits": fits}
+    Path(args.out + ".json").write_text(json.dumps(report, indent=1) + "\n")
+    md = pooled_markdown(fits)
+    Path(args.out + ".md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
