@@ -263,6 +263,21 @@ def wins(cv: dict, ks: Sequence[int] = (5, 20)) -> bool:
     return any(g > cv[f"gain_std@{k}"] for g, k in zip(gains, ks)) and all(g >= 0 for g in gains)
 
 
+def baseline_fusion(names: Sequence[str], baseline: Mapping[str, float]) -> Fusion:
+    """The baseline as a :class:`Fusion` over ``names``: its weights by name (a name it leaves out
+    weighs 0), RRF ``k = 60``.
+
+    Raises
+    ------
+    ValueError
+        A baseline weight for a ranking not in ``names``.
+    """
+    for n in baseline:
+        if n not in names:
+            raise ValueError(f"baseline ranking {n!r} is not among the rankings: {', '.join(names)}")
+    return Fusion(tuple(float(baseline.get(n, 0.0)) for n in names), 60)
+
+
 def fit_report(
     rankings: Mapping[str, Sequence[Sequence[Key]]],
     golden: Sequence[Sequence[Key]],
@@ -303,10 +318,7 @@ def fit_report(
         A baseline weight for a ranking not in ``rankings``; see also :func:`prepare`.
     """
     names = list(rankings)
-    for n in baseline:
-        if n not in rankings:
-            raise ValueError(f"baseline ranking {n!r} is not among the rankings: {', '.join(names)}")
-    base = Fusion(tuple(float(baseline.get(n, 0.0)) for n in names), 60)
+    base = baseline_fusion(names, baseline)
     space = fusion_space(len(names), weights, ks_rrf, first=base)
     prepared = prepare(rankings, golden)
     pq = per_query_pass(space, prepared)

@@ -36,8 +36,8 @@ from situate.evaluation.fusion_fit import (
     KS,
     REPEATS,
     WEIGHT_GRID,
-    Fusion,
     Key,
+    baseline_fusion,
     fusion_space,
     objective,
     per_query_pass,
@@ -187,10 +187,7 @@ def pooled_fit_report(
     for label in labels:
         if sorted(sets[label][0]) != sorted(names):
             raise ValueError(f"set {label!r} has rankings {sorted(sets[label][0])}, the first set {sorted(names)}")
-    for n in baseline:
-        if n not in names:
-            raise ValueError(f"baseline ranking {n!r} is not among the rankings: {', '.join(names)}")
-    base = Fusion(tuple(float(baseline.get(n, 0.0)) for n in names), 60)
+    base = baseline_fusion(names, baseline)
     space = fusion_space(len(names), weights, ks_rrf, first=base)
     blocks = [per_query_pass(space, prepare({n: sets[lb][0][n] for n in names}, sets[lb][1])) for lb in labels]
     groups = np.concatenate([np.full(b.shape[1], i) for i, b in enumerate(blocks)])
