@@ -380,7 +380,7 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
     from situate.contextual.fitting import prompt_builder
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models import registry as models
-    from situate.resources.models.llm import _CACHE, BlurbLLM
+    from situate.resources.models.llm import _CACHE, BlurbLLM, amx_build
 
     base = resources_from_env(plain=True)["llm"]
     n = 2 if tiny else 4 if quick else 8
@@ -424,6 +424,10 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
         "repack_on": {"repack": True},
     }
     for name, change in variants.items():
+        if change.get("repack") and amx_build():  # repacking on would kill this process (amx_build)
+            out["settings"][name] = {"skipped": "llama.cpp built with AMX: repacking on crashes it"}
+            log(f"models setting {name}: skipped, {out['settings'][name]['skipped']}")
+            continue
         out["settings"][name] = r = run(BlurbLLM(**{**base.model_dump(), **change}))
         r["same_text_as_default"] = r["texts"] == out["settings"]["default"]["texts"]
         log(f"models setting {name}: {r['s_per_blurb']} s a blurb; same text: {r['same_text_as_default']}")
@@ -470,7 +474,8 @@ def models_section(corpus: list[dict], quick: bool, tiny: bool = False) -> dict:
         }
         log(f"models window {n_ctx}: {len(plan.windows)} windows, {k} blurbs in {secs:.1f} s")
     for r in [*out["by_model"].values(), *out["settings"].values()]:
-        r["texts"] = r["texts"][:3]
+        if "texts" in r:
+            r["texts"] = r["texts"][:3]
     return out
 
 
@@ -835,6 +840,9 @@ def markdown(report: dict) -> str:
             "|---|---|---|---|---|---|---|---|",
         ]
         for name, r in [*m["by_model"].items(), *[(f"default model, {k}", v) for k, v in m["settings"].items()]]:
+            if "skipped" in r:
+                lines.append(f"| {name} | skipped: {r['skipped']} |||||||")
+                continue
             lines.append(
                 f"| {name} | {r['first_blurb_s']} | {r['s_per_blurb']} | {r['blurbs_per_s']} | "
                 f"{r['prompt_tokens_per_s']} | {r['generated_tokens_per_s']} | {r['measured_over_limit']} | "

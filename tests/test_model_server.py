@@ -26,6 +26,19 @@ pytestmark = [needs_models, pytest.mark.models]
 
 ALIAS = "situate-test"
 
+#: ``python -m llama_cpp.server`` with llama.cpp's weight repacking off (``use_extra_bufts``), as
+#: situate loads its own models (``llama-server --no-repack``; llama_cpp.server has no flag for it)
+NO_REPACK = """
+import runpy, llama_cpp.llama_cpp as lc
+default = lc.llama_model_default_params
+def params():
+    p = default()
+    p.use_extra_bufts = False
+    return p
+lc.llama_model_default_params = params
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -50,10 +63,13 @@ class Server:
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"server-{self.port}-{time.monotonic_ns()}.log"
+        from situate.resources.models.llm import amx_build
+
+        # where llama.cpp was built with AMX, its server with weight repacking on (its default)
+        # dies at the first real prompt (amx_build): the same server, repacking off
         cmd = [
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            *(["-c", NO_REPACK] if amx_build() else ["-m", "llama_cpp.server"]),
             "--model",
             model or str(models.path_of(models.LLM)),
             "--n_ctx",

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import needs_models
 
 from situate.resources.models import registry as models
 
@@ -184,6 +185,43 @@ def test_weight_repacking_is_off_by_default_and_one_setting_away(monkeypatch):
     with _weight_repacking(True):
         assert lc.llama_model_default_params().use_extra_bufts is True
     assert lc.llama_model_default_params().use_extra_bufts is True
+
+
+#: in a child process: the default blurb model loaded with repacking on, then a 96-token prompt
+REPACK_ON = """
+from situate.pipelines.settings import resources_from_env
+from situate.resources.errors import SettingError
+llm = resources_from_env(plain=True)["llm"]
+try:
+    L = llm.load()
+except SettingError as e:
+    print("refused:", e)
+else:
+    L.reset()
+    L.eval(L.tokenize(b"def add(a, b):\\n    return a + b\\n" * 8))
+    print("evaluated", L.n_tokens)
+"""
+
+
+@needs_models
+@pytest.mark.models
+def test_repacking_on_runs_or_is_refused_by_name_and_never_kills_the_process(tmp_path):
+    """llama.cpp built with AMX dies with SIGSEGV at the first prompt with repacking on
+    (``amx_build``): there the setting is refused with a one-line error naming it; elsewhere
+    the model loads with it and evaluates the prompt."""
+    import subprocess
+    import sys
+
+    from situate.resources.models.llm import amx_build
+
+    env = {**os.environ, "SITUATE_LLM_REPACK": "1", "SITUATE_N_CTX": "512"}
+    env.pop("SITUATE_LLM_MODEL", None)
+    done = subprocess.run([sys.executable, "-c", REPACK_ON], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if amx_build():
+        assert done.stdout.startswith("refused: SITUATE_LLM_REPACK=1: this llama.cpp build") and "AMX" in done.stdout
+    else:
+        assert done.stdout.strip() == "evaluated 96"
 
 
 def test_models_list_shows_names_sizes_licences_and_what_is_installed(tmp_path, monkeypatch, capsys):

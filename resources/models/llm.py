@@ -78,6 +78,18 @@ def _quiet_stderr():
         os.close(saved)
 
 
+def amx_build() -> bool:
+    """Whether the installed llama.cpp was built with Intel AMX kernels (``AMX_INT8 = 1`` in
+    ``llama_print_system_info()``; a source build with ``GGML_NATIVE`` gets them on a CPU that has
+    AMX, such as a Xeon of the Sapphire Rapids family).  With weight repacking on, such a build
+    moves Q4_K/Q6_K/Q8_0 weights into AMX tiles, and llama-cpp-python 0.3.36 then dies with SIGSEGV
+    on the first prompt of more than one token (measured on a 2-core Xeon with AMX: a 96-token
+    ``eval`` of Qwen2.5-Coder-0.5B, exit -11; off, the same call succeeds).  No error is raised."""
+    import llama_cpp
+
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
 @contextlib.contextmanager
 def _weight_repacking(on: bool):
     """Load models with llama.cpp's CPU weight repacking ``on`` or off (``use_extra_bufts`` in
@@ -118,6 +130,19 @@ def model_lock(llm) -> threading.RLock:
     return lock
 
 
+def _refuse_amx_repacking() -> None:
+    """Raise ``SettingError`` before a load with weight repacking on an AMX build (:func:`amx_build`),
+    which would kill the process at its first prompt rather than fail."""
+    if amx_build():
+        from situate.resources.errors import SettingError
+
+        raise SettingError(
+            "SITUATE_LLM_REPACK=1: this llama.cpp build repacks weights into Intel AMX tiles "
+            "(llama_print_system_info: AMX_INT8 = 1), and llama-cpp-python 0.3.36 then crashes "
+            "(SIGSEGV) on the first prompt of more than one token; leave repacking off (the default)"
+        )
+
+
 def _load(key: tuple, repack: bool = True, **kwargs):
     from llama_cpp import Llama
 
@@ -127,6 +152,8 @@ def _load(key: tuple, repack: bool = True, **kwargs):
         if key not in _CACHE:
             env_var = "SITUATE_LLM_MODEL" if key[0] == "llm" else "SITUATE_EMBED_MODEL"
             check_model_file(kwargs["model_path"], env_var)
+            if repack and not kwargs.get("vocab_only"):
+                _refuse_amx_repacking()
             try:
                 if kwargs.get("vocab_only"):
                     with _quiet_stderr():  # llama.cpp warns about n_ctx_train 0 of a vocabulary-only load
@@ -625,6 +652,8 @@ class BlurbLLM(dg.ConfigurableResource):
         situate.resources.models.registry.ModelFileError
             ``model_path`` is missing, corrupt (a default model whose sha256 is not the pinned
             one) or not a GGUF file.
+        situate.resources.errors.SettingError
+            ``repack`` on with a llama.cpp built with AMX kernels, which would crash (:func:`amx_build`).
         """
         return _load(
             self._key(vocab_only),
