@@ -26,17 +26,14 @@ pytestmark = [needs_models, pytest.mark.models]
 
 ALIAS = "situate-test"
 
-#: ``python -m llama_cpp.server`` with llama.cpp's weight repacking off (``use_extra_bufts``), as
-#: situate loads its own models (``llama-server --no-repack``; llama_cpp.server has no flag for it)
+#: ``python -m llama_cpp.server`` with llama.cpp's weight repacking off, through the patch situate
+#: loads its own models under (``_weight_repacking``; ``llama-server --no-repack``; llama_cpp.server
+#: has no flag for it); the server loads its model and serves inside the ``with``
 NO_REPACK = """
-import runpy, llama_cpp.llama_cpp as lc
-default = lc.llama_model_default_params
-def params():
-    p = default()
-    p.use_extra_bufts = False
-    return p
-lc.llama_model_default_params = params
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+import runpy
+from situate.resources.models.llm import _weight_repacking
+with _weight_repacking(False):
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
 
