@@ -84,7 +84,8 @@ def amx_build() -> bool:
     AMX, such as a Xeon of the Sapphire Rapids family).  With weight repacking on, such a build
     moves Q4_K/Q6_K/Q8_0 weights into AMX tiles, and llama-cpp-python 0.3.36 then dies with SIGSEGV
     on the first prompt of more than one token (measured on a 2-core Xeon with AMX: a 96-token
-    ``eval`` of Qwen2.5-Coder-0.5B, exit -11; off, the same call succeeds).  No error is raised."""
+    ``eval`` of Qwen2.5-Coder-0.5B, exit -11; off, the same call succeeds).  A known llama.cpp crash
+    in ``ggml_backend_amx_mul_mat`` (ggml-org/llama.cpp issue 20824, open).  No error is raised."""
     import llama_cpp
 
     return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
