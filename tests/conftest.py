@@ -171,3 +171,18 @@ def _settings_overrides_end_with_the_test():
 
     with restored_overrides():
         yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Close the models the suite loaded (each ``Llama`` kept in situate's process-wide cache) while
+    llama_cpp is still whole: left to the interpreter's shutdown, each one's ``__del__`` runs after
+    llama_cpp's ctypes functions are gone and prints "TypeError: 'NoneType' object is not callable"
+    (14 such tracebacks after the summary of a whole run)."""
+    import sys
+
+    from situate.resources.models.llm import _CACHE
+
+    llama_cpp = sys.modules.get("llama_cpp")
+    if llama_cpp is not None:
+        for model in [m for m in _CACHE.values() if isinstance(m, llama_cpp.Llama)]:
+            model.close()
