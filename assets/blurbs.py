@@ -10,6 +10,7 @@ import dagster as dg
 from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.document_blurbs import DocumentBlurber, blurb_totals
+from situate.contextual.policy import describe, uses_llm
 from situate.contextual.prompts import PROMPT_VERSION
 from situate.resources.models.llm import API_USAGE, BlurbLLM, api_usage_since
 from situate.resources.models.message_batches import BatchLedger
@@ -25,7 +26,9 @@ def build_blurbs(c: Collection) -> dg.AssetsDefinition:
         deps=[c.key("fitted_preambles")],
         required_resource_keys=c.resource_keys("store", "llm"),
         kinds={"python", "llama.cpp", "file"},
-        description="A situating context for each chunk, as SITUATE_CONTEXT says: chunk (a blurb per chunk: "
+        description="A situating context for each chunk, as SITUATE_CONTEXT says for prose and "
+        "SITUATE_CODE_CONTEXT for source code (default: a summary per prose document, structure for code): "
+        "chunk (a blurb per chunk: "
         "Anthropic's published prompt, or chunks by reference in the cached document, through the "
         "in-process llama-cpp-python model), document (one summary per document) or structure (no "
         "LLM). Blurbs are cleaned and grounded; an unusable one falls back to the chunk alone; lock "
@@ -44,7 +47,7 @@ def materialize_blurbs(context: dg.AssetExecutionContext, store: Store, llm: Blu
     usage0 = dict(API_USAGE)  # what a paid API bills this step: every answer, failed documents' too
     # Anthropic's Message Batches: a first pass gathers the run's requests, then they are answered
     # from the batches (situate.resources.models.message_batches)
-    batches = llm.batch_round() if llm.context != "structure" else None
+    batches = llm.batch_round() if uses_llm(llm) else None
     blurber = DocumentBlurber(store, llm, context.log, batches)
     batch_summary = {}
     if batches is not None:
@@ -59,10 +62,10 @@ def materialize_blurbs(context: dg.AssetExecutionContext, store: Store, llm: Blu
             "model": blurber.model_id,
             "prompt_version": PROMPT_VERSION,
             "prompt": llm.prompt,
-            "context_mode": llm.context,
-            "backend": llm.backend() if llm.context != "structure" else "none",
+            "context_mode": describe(llm),
+            "backend": llm.backend() if uses_llm(llm) else "none",
             **report.metadata(blurb_totals),
-            **blurber.from_file.summary(),
+            **blurber.file_summary(),
             **({"message_batches": batch_summary} if batch_summary else {}),
             **({"api_usage": api_usage_since(usage0)} if llm.api == "anthropic" else {}),
         }

@@ -1,15 +1,14 @@
 """Asset ``embeddings``: contextualised text → vectors, written as the document's rows of the
 LanceDB table ``chunks`` (the pipeline's output)."""
 
-import time
-
 import dagster as dg
 
 from situate.assets.collection import DEFAULT, Collection
-from situate.assets.per_document import for_each_document
+from situate.assets.per_document import for_each_group
 from situate.contextual.indexing import (
     build_rows,
     check_one_version,
+    embedding_entry,
     embedding_totals,
     fingerprint,
     indexed_texts,
@@ -17,7 +16,7 @@ from situate.contextual.indexing import (
 )
 from situate.resources.documents.docs import Chunking
 from situate.resources.models.llm import BlurbLLM, Embedder
-from situate.resources.store.cache import embed_with_cache, embedding_cache_for
+from situate.resources.store.cache import embed_group, embedding_cache_for
 from situate.resources.store.store import Store, read_ok
 
 
@@ -48,44 +47,47 @@ def materialize_embeddings(
     embed_model = embedder.resolved_model_id()
     cache = embedding_cache_for(store, embedder)
 
-    def work(key: str) -> dict:
+    chunks_read: dict[str, object] = {}  # read once: for the groups' sizes, then by prepare
+
+    def chunks_of(key: str) -> int:
+        chunks_read[key] = store.read_stage_if_any(key, "chunks")
+        data = chunks_read[key]
+        return len(data["chunks"]) if isinstance(data, dict) and isinstance(data.get("chunks"), list) else 1
+
+    def prepare(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        chunk_data = read_ok(store, key, "chunks")
-        chunk_list = chunk_data["chunks"]
+        chunk_data = chunks_read.pop(key, None)
+        if not isinstance(chunk_data, dict) or "chunks" not in chunk_data:
+            chunk_data = read_ok(store, key, "chunks")
         blurb_data = read_ok(store, key, "blurbs")
         check_one_version(key, doc, chunk_data, blurb_data)
-        texts = indexed_texts(chunk_list, blurb_data["blurbs"])
-        t0 = time.perf_counter()
-        vectors, n_computed, n_cut = embed_with_cache(embedder, texts, cache)
-        seconds = time.perf_counter() - t0
-        if n_cut:
-            context.log.warning(f"embeddings {key}: {n_cut} inputs cut to {embedder.n_ctx} tokens")
-        rows = build_rows(
-            key,
-            doc,
-            chunk_list,
-            blurb_data["blurbs"],
-            vectors,
-            blurb_data["model_id"],
-            embed_model,
-            fp,
-            blurb_data.get("backend", ""),
-        )
-        n = store.replace_document(key, rows)
-        context.log.info(
-            f"embeddings {key}: {n} rows, dim {vectors.shape[1]}, {n_computed} embedded, "
-            f"{len(texts) - n_computed} from the cache, {seconds:.1f} s"
-        )
+        chunk_list = chunk_data["chunks"]
         return {
-            "rows": n,
-            "dim": int(vectors.shape[1]),
-            "inputs_cut": n_cut,
-            "embedded": n_computed,
-            "from_cache": len(texts) - n_computed,
-            "embed_seconds": round(seconds, 2),
+            "doc": doc,
+            "chunks": chunk_list,
+            "blurbs": blurb_data,
+            "texts": indexed_texts(chunk_list, blurb_data["blurbs"]),
         }
 
-    report = for_each_document(context, store, "embeddings", work)
+    def commit(group: dict[str, dict]) -> dict[str, dict]:
+        embedded = embed_group(embedder, {k: p["texts"] for k, p in group.items()}, cache)
+        rows = {}
+        for key, p in group.items():
+            b = p["blurbs"]
+            vectors = embedded[key][0]
+            rows[key] = build_rows(
+                key, p["doc"], p["chunks"], b["blurbs"], vectors, b["model_id"], embed_model, fp, b.get("backend", "")
+            )
+        written = store.replace_documents(rows)
+        cut = sum(e[2] for e in embedded.values())
+        if cut:
+            context.log.warning(
+                f"embeddings: {cut} of {sum(len(p['texts']) for p in group.values())} inputs of {len(group)} "
+                f"document(s) cut to the embedder's {embedder.n_ctx} tokens (BM25 indexes all of each)"
+            )
+        return {key: embedding_entry(written[key], *embedded[key]) for key in group}
+
+    report = for_each_group(context, store, "embeddings", prepare, commit, chunks_of=chunks_of)
     migration = store.migration()
     if migration:
         context.log.warning(migration_message(migration))

@@ -8,6 +8,7 @@ import dagster as dg
 from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.fitting import builders_by_kind, document_builder, document_plan, plan_summary
+from situate.contextual.policy import for_document
 from situate.resources.models.llm import BlurbLLM
 from situate.resources.store.store import Store, read_ok
 
@@ -38,9 +39,10 @@ def materialize_preambles(context: dg.AssetExecutionContext, store: Store, llm: 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
         spans = [(c["start"], c["end"]) for c in read_ok(store, key, "chunks")["chunks"]]
-        mode = llm.context
-        builder = None if mode == "structure" else document_builder(llm) if mode == "document" else builder_for(doc)
-        plan = document_plan(doc["text"], spans, llm, builder)
+        view = for_document(llm, doc)  # its kind's mode (situate.contextual.policy)
+        mode = view.context
+        builder = None if mode == "structure" else document_builder(view) if mode == "document" else builder_for(doc)
+        plan = document_plan(doc["text"], spans, view, builder)
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason and mode == "chunk":
             context.log.warning(f"fitted_preambles {key}: {plan.reason}")

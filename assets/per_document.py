@@ -8,7 +8,9 @@ later stages, while the other documents go on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import socket
 import threading
@@ -19,6 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
+from situate.contextual.stage_runs import (
+    PER_DOCUMENT_LINES,
+    TABLE_ROWS,
+    Progress,
+    document_groups,
+    documents_table,
+)
 from situate.resources.documents.reading import DocumentError
 from situate.resources.errors import UpstreamError
 
@@ -32,10 +41,15 @@ class StageReport:
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    #: where every document's entry was written (:func:`write_report`), for a large run
+    file: str = ""
 
     def metadata(self, summary: Callable[[dict[str, dict]], dict] | None = None) -> dict:
-        """Dagster metadata: the document's own figures for a one-document run, else totals and a
-        Markdown table of the documents; failures always named with their reasons."""
+        """Dagster metadata: the document's own figures for a one-document run, else totals, a
+        Markdown table of the documents (at most :data:`TABLE_ROWS`; a larger run names the file
+        that holds them all) and the problems (at most :data:`TABLE_ROWS`, each named with its
+        reason).  Dagster copies a multi-partition step's metadata into every partition's
+        materialization event, so it stays this small whatever the run's size."""
         md: dict = {
             "documents_ok": len(self.ok),
             "documents_failed": len(self.failed),
@@ -47,19 +61,23 @@ class StageReport:
         elif self.ok:
             if summary:
                 md.update(summary(self.ok))
-            cols = sorted({c for v in self.ok.values() for c in v if not isinstance(v[c], (dict, list))})
-            rows = ["| document | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-            for key, v in list(self.ok.items())[:500]:
-                rows.append(f"| {key} | " + " | ".join(str(v.get(c, "")) for c in cols) + " |")
-            md["documents"] = dg.MetadataValue.md("\n".join(rows))
+            md["documents"] = dg.MetadataValue.md(documents_table(self.ok))
+        if self.file:
+            md["every_document"] = dg.MetadataValue.path(self.file)
         problems = {
             **{k: f"failed: {r}" for k, r in self.failed.items()},
             **{k: f"skipped: {r}" for k, r in self.skipped.items()},
         }
         if problems:
+            shown = list(problems.items())[:TABLE_ROWS]
             md["problems"] = dg.MetadataValue.md(
                 "| document | problem |\n|---|---|\n"
-                + "\n".join(f"| {k} | {r.replace('|', '/')} |" for k, r in problems.items())
+                + "\n".join(f"| {k} | {r.replace('|', '/')[:500]} |" for k, r in shown)
+                + (
+                    f"\n\n{len(problems) - len(shown)} more in {self.file or 'the run log'}"
+                    if len(problems) > len(shown)
+                    else ""
+                )
             )
         return md
 
@@ -74,6 +92,22 @@ class StageReport:
                 "reasons": dg.MetadataValue.json(self.failed) if self.failed else "none",
             },
         )
+
+
+def write_report(context: dg.AssetExecutionContext, store, report: StageReport) -> None:
+    """Write every document's entry of a run larger than :data:`TABLE_ROWS` documents to the data
+    folder (``runs/<run id>/<stage>.json``: ``{"ok", "failed", "skipped", "seconds"}``) and name
+    it in ``report.file``; nothing for a smaller run or a context without a run."""
+    if len(report.ok) + len(report.failed) + len(report.skipped) <= TABLE_ROWS:
+        return
+    try:
+        run_id = context.run.run_id
+    except Exception:  # a FAKE or build_asset_context: no run
+        return
+    rel = f"runs/{run_id}/{report.stage}.json"
+    body = {"ok": report.ok, "failed": report.failed, "skipped": report.skipped, "seconds": report.seconds}
+    store.write_file(rel, json.dumps(body, ensure_ascii=False, default=str).encode("utf-8"))
+    report.file = f"{store.location}/{rel}"
 
 
 #: Run tags naming the process that works on a run, so a later sync can tell a run whose process
@@ -102,7 +136,7 @@ def process_start(pid: int) -> str:
         return None  # type: ignore[return-value]
 
 
-def tag_worker(context) -> None:
+def tag_worker(context: dg.AssetExecutionContext) -> None:
     """Record this process on the run (:data:`WORKER_TAGS`); once per run and process."""
     run = context.run
     pid = os.getpid()
@@ -114,20 +148,9 @@ def tag_worker(context) -> None:
     )
 
 
-def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[str, dict]) -> str:
-    """One line of a run's progress after ``done`` of ``total`` documents (``seconds`` so far):
-    chunks and cache hits where the stage counts them, the rate and an estimate of the time left
-    (the mean so far times the documents left).
-
-    >>> progress_line("blurbs", 2, 8, 30.0, {"a": {"chunks": 5, "cached": 1}, "b": {"chunks": 7, "cached": 0}})
-    'blurbs: 2/8 documents, 12 chunks (1 from the cache), 0.4 chunks/s, about 1 min 30 s left'
-    """
-    chunks = sum(v.get("chunks", 0) for v in ok.values() if isinstance(v, dict))
-    cached = sum(v.get("cached", 0) for v in ok.values() if isinstance(v, dict))
-    left = round(seconds / max(1, done) * (total - done))
-    eta = f"{left // 60} min {left % 60} s" if left >= 60 else f"{left} s"
-    what = f", {chunks} chunks ({cached} from the cache), {chunks / seconds:.1f} chunks/s" if chunks and seconds else ""
-    return f"{stage}: {done}/{total} documents{what}, about {eta} left"
+def per_document_lines(context: dg.AssetExecutionContext) -> bool:
+    """Whether this run logs each document's own lines (:data:`PER_DOCUMENT_LINES`)."""
+    return len(run_keys(context)) <= PER_DOCUMENT_LINES
 
 
 def for_each_document(
@@ -149,52 +172,29 @@ def for_each_document(
     """
     report = StageReport(stage)
     t0 = time.perf_counter()
-    try:
-        tag_worker(context)
-    except Exception as e:  # a build_asset_context without a run: nothing to tag
-        context.log.debug(f"no worker tags: {e}")
-    keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
-    from situate.resources.documents.keys import PartitionKeyError, check_key
-
+    _tag(context)
+    keys = run_keys(context)
+    progress = Progress(stage, len(keys), t0)
     lock = threading.Lock()
     done = [0]
 
     def one(n: int, key: str) -> None:
-        try:
-            check_key(key)
-        except PartitionKeyError as e:  # registered by hand (the UI takes any key): left alone
-            report.failed[key] = f"invalid partition key, not processed: {e}"
-            context.log.error(f"{stage} [{n}/{len(keys)}] {key!r}: {report.failed[key]}")
+        if not _valid_key(context, report, stage, n, len(keys), key):
             return
 
-        def waiting(key=key, n=n):
-            context.log.warning(
-                f"{stage} [{n}/{len(keys)}] {key}: another run is writing this document; "
-                "waiting for it (two runs never write one document at once)"
-            )
+        def work_locked(key=key, n=n) -> dict:
+            with store.document_lock(key, on_wait=_waiting(context, stage, n, len(keys), key)):
+                return work(key)
 
-        try:
-            with store.document_lock(key, on_wait=waiting):
-                out = work(key)
-            with lock:
-                report.ok[key] = out
-                done[0] += 1
-                line = progress_line(stage, done[0], len(keys), time.perf_counter() - t0, dict(report.ok))
-            if len(keys) > 1:
-                context.log.info(line)
-        except UpstreamError as e:
-            report.skipped[key] = str(e)
-            store.write_stage(key, stage, {"error": str(e), "upstream": True})
-            context.log.debug(f"{stage} [{n}/{len(keys)}] {key}: skipped, earlier stage failed: {e}")
-        except DocumentError as e:
-            report.failed[key] = str(e)
-            store.write_stage(key, stage, {"error": str(e), "bad_input": True, "sha256": getattr(e, "sha256", None)})
-            context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {e}")
-        except Exception as e:  # one document's bug must not stop the others
-            reason = f"{type(e).__name__}: {e}"
-            report.failed[key] = reason
-            store.write_stage(key, stage, {"error": reason})
-            context.log.error(f"{stage} [{n}/{len(keys)}] {key}: {reason}\n{traceback.format_exc()}")
+        ok, out = _guarded(context, store, report, stage, n, len(keys), key, work_locked)
+        if not ok:
+            return
+        with lock:
+            report.ok[key] = out
+            done[0] += 1
+            line = progress.line(done[0], report.ok)
+        if line:
+            context.log.info(line)
 
     if in_flight <= 1 or len(keys) <= 1:
         for n, key in enumerate(keys, start=1):
@@ -203,4 +203,141 @@ def for_each_document(
         with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=f"situate-{stage}") as pool:
             list(pool.map(one, range(1, len(keys) + 1), keys))
     report.seconds = time.perf_counter() - t0
+    write_report(context, store, report)
     return report
+
+
+def _tag(context: dg.AssetExecutionContext) -> None:
+    """:func:`tag_worker`, where the context has a run (a ``build_asset_context`` has none)."""
+    try:
+        tag_worker(context)
+    except Exception as e:
+        context.log.debug(f"no worker tags: {e}")
+
+
+def run_keys(context: dg.AssetExecutionContext) -> list[str]:
+    """The partition keys of the run, in order (none for an unpartitioned context)."""
+    return list(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else []
+
+
+def _valid_key(
+    context: dg.AssetExecutionContext, report: StageReport, stage: str, n: int, total: int, key: str
+) -> bool:
+    """Whether ``key`` is a valid document key; one registered by hand (the UI takes any key, e.g.
+    ``../x``) is reported as failed and nothing is read, written or deleted for it."""
+    from situate.resources.documents.keys import PartitionKeyError, check_key
+
+    try:
+        check_key(key)
+    except PartitionKeyError as e:
+        report.failed[key] = f"invalid partition key, not processed: {e}"
+        context.log.error(f"{stage} [{n}/{total}] {key!r}: {report.failed[key]}")
+        return False
+    return True
+
+
+def _waiting(context: dg.AssetExecutionContext, stage: str, n: int, total: int, key: str) -> Callable[[], None]:
+    """The warning logged once when another run holds document ``key``."""
+
+    def waiting() -> None:
+        context.log.warning(
+            f"{stage} [{n}/{total}] {key}: another run is writing this document; "
+            "waiting for it (two runs never write one document at once)"
+        )
+
+    return waiting
+
+
+def _guarded(
+    context: dg.AssetExecutionContext,
+    store,
+    report: StageReport,
+    stage: str,
+    n: int,
+    total: int,
+    key: str,
+    fn: Callable[[], dict],
+):
+    """``(True, fn())``, or ``(False, None)`` with the document's error recorded: an
+    :class:`UpstreamError` marks it skipped, a :class:`DocumentError` or any other exception
+    failed, each written as its stage file (``{"error": ...}``) so later stages skip it, and
+    logged."""
+    try:
+        return True, fn()
+    except UpstreamError as e:
+        report.skipped[key] = str(e)
+        store.write_stage(key, stage, {"error": str(e), "upstream": True})
+        context.log.debug(f"{stage} [{n}/{total}] {key}: skipped, earlier stage failed: {e}")
+    except DocumentError as e:
+        report.failed[key] = str(e)
+        store.write_stage(key, stage, {"error": str(e), "bad_input": True, "sha256": getattr(e, "sha256", None)})
+        context.log.error(f"{stage} [{n}/{total}] {key}: {e}")
+    except Exception as e:  # one document's bug must not stop the others
+        reason = f"{type(e).__name__}: {e}"
+        report.failed[key] = reason
+        store.write_stage(key, stage, {"error": reason})
+        context.log.error(f"{stage} [{n}/{total}] {key}: {reason}\n{traceback.format_exc()}")
+    return False, None
+
+
+def for_each_group(
+    context: dg.AssetExecutionContext,
+    store,
+    stage: str,
+    prepare: Callable[[str], object],
+    commit: Callable[[dict[str, object]], dict[str, dict]],
+    chunks_of: Callable[[str], int] = lambda key: 1,
+) -> StageReport:
+    """Like :func:`for_each_document`, for a stage whose cost is a commit a document: the run's
+    documents go in groups (:func:`document_groups`), each group's locks held together (taken in
+    key order, so two runs never wait on each other in a cycle), ``prepare(key)`` called for each
+    document and ``commit({key: prepared})`` once for the group, returning each document's
+    metadata.  A document whose ``prepare`` raises is recorded as :func:`for_each_document` does
+    and left out of the commit; when the group's commit raises, each document is committed alone,
+    so one bad document never fails the others.
+    """
+    report = StageReport(stage)
+    t0 = time.perf_counter()
+    _tag(context)
+    keys = [k for n, k in enumerate(run_keys(context), start=1) if _valid_key(context, report, stage, n, 0, k)]
+    total, done = len(keys), 0
+    pos = {k: n for n, k in enumerate(keys, start=1)}
+    progress = Progress(stage, total, t0)
+    for group in document_groups(keys, chunks_of):
+        prepared: dict[str, object] = {}
+        with contextlib.ExitStack() as held:
+            for key in sorted(group):
+                held.enter_context(store.document_lock(key, on_wait=_waiting(context, stage, pos[key], total, key)))
+            for key in group:
+                ok, out = _guarded(context, store, report, stage, pos[key], total, key, lambda k=key: prepare(k))
+                if ok:
+                    prepared[key] = out
+            _commit_group(context, store, report, stage, prepared, commit, pos)
+        done += len(group)
+        line = progress.line(done, report.ok)
+        if line:
+            context.log.info(line)
+    report.seconds = time.perf_counter() - t0
+    write_report(context, store, report)
+    return report
+
+
+def _commit_group(
+    context: dg.AssetExecutionContext, store, report: StageReport, stage: str, prepared: dict, commit, pos: dict
+) -> None:
+    """``commit(prepared)`` into ``report``; on an error, each document committed alone."""
+    if not prepared:
+        return
+    try:
+        report.ok.update(commit(prepared))
+        return
+    except Exception as e:
+        error = e
+    if len(prepared) > 1:
+        context.log.warning(f"{stage}: a group of {len(prepared)} documents failed ({error}); committing each alone")
+    for key, p in prepared.items():
+        ok, out = _guarded(
+            context, store, report, stage, pos[key], len(pos), key, lambda key=key, p=p: commit({key: p})
+        )
+        if ok:
+            report.ok.update(out)

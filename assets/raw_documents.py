@@ -3,7 +3,7 @@
 import dagster as dg
 
 from situate.assets.collection import DEFAULT, Collection
-from situate.assets.per_document import for_each_document
+from situate.assets.per_document import for_each_document, per_document_lines
 from situate.resources.documents.docs import DocsFolder
 from situate.resources.documents.reading import DocumentError, load
 from situate.resources.store.store import Store
@@ -38,6 +38,8 @@ def materialize_raw_documents(
 ) -> dg.MaterializeResult:
     """Read each document of the run (stage ``document``); a bad one fails alone, named."""
 
+    chatty = per_document_lines(context)
+
     def work(key: str) -> dict:
         ref = docs.resolve(key)
         try:
@@ -47,7 +49,8 @@ def materialize_raw_documents(
             store.delete_rows(key)  # its old text is gone: no stale rows in search
             raise
         store.write_stage(key, "document", doc.to_json())
-        context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")
+        if chatty:
+            context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")
         for note in doc.notes:
             context.log.warning(f"raw_documents {key}: {note}")
         return {

@@ -90,6 +90,7 @@ SETTINGS_GIVEN = (
     "embed_url",
     "embed_served_model",
     "context",
+    "code_context",
     "prompt",
     "chunk_tokens",
     "overlap_tokens",
@@ -119,7 +120,9 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         API (``llm_api: anthropic``), an embeddings server (``embed_url``), and the model names they
         serve (``SITUATE_LLM_URL``…); their keys stay environment variables.
     context : {"chunk", "document", "structure"}, optional
-        What writes each chunk's context (``SITUATE_CONTEXT``).
+        What writes the context of each prose document's chunks (``SITUATE_CONTEXT``).
+    code_context : {"chunk", "document", "structure"}, optional
+        The same for source code (``SITUATE_CODE_CONTEXT``; default ``structure``: no LLM).
     prompt : str, optional
         The blurb prompt (``SITUATE_PROMPT``).
     chunk_tokens, overlap_tokens : int, optional
@@ -150,6 +153,7 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     embed_url: str | None = None
     embed_served_model: str | None = None
     context: Literal["chunk", "document", "structure"] | None = None
+    code_context: Literal["chunk", "document", "structure"] | None = None
     prompt: str | None = None
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None

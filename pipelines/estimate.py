@@ -19,6 +19,7 @@ document by its cl100k tokens a byte (Claude's tokenizer is not published).
 from __future__ import annotations
 
 import dataclasses
+import time
 
 
 @dataclasses.dataclass
@@ -58,6 +59,17 @@ class Estimate:
     #: cached; caching inside a batch is best-effort), with each answer at its bound
     cost_usd_bound: float | None = None
     cost_rates: str = ""
+    #: chunks a cold ingest makes, and their texts' tokens the embedder reads (its own tokenizer
+    #: for an ONNX embedder, else cl100k_base; each cut to the embedder's context)
+    chunks: int = 0
+    embed_tokens: int = 0
+    #: the rates measured on this machine for the wall-time prediction (:func:`predict_wall`)
+    rates: dict = dataclasses.field(default_factory=dict)
+    #: the predicted wall time of a cold ingest, seconds; None where it cannot be measured here
+    #: (the LLM behind a server or an API)
+    wall_seconds: float | None = None
+    #: chunk texts kept for the embedder's calibration (not in the JSON's meaning; at most 32)
+    samples: list = dataclasses.field(default_factory=list, repr=False)
 
     def lines(self) -> list[str]:
         out = [
@@ -80,6 +92,19 @@ class Estimate:
             )
         elif self.cost_rates:
             out.append(f"cost: {self.cost_rates}")
+        if self.wall_seconds is not None:
+            r = self.rates
+            out.append(
+                f"wall time of a cold ingest on this machine: about {_minutes(self.wall_seconds)} "
+                f"({self.chunks:,} chunks, embedder {r['embed_tokens_per_s']:,.0f} tokens/s"
+                + (
+                    f", LLM prefill {r['prefill_tokens_per_s']:,.0f} and generation "
+                    f"{r['generate_tokens_per_s']:.1f} tokens/s"
+                    if r.get("prefill_tokens_per_s")
+                    else ""
+                )
+                + f", {r['document_seconds']} s a document around the models)"
+            )
         for key, why in self.failed.items():
             out.append(f"not counted {key}: {why}")
         return out
@@ -133,6 +158,7 @@ def estimate(res: dict, echo=print) -> Estimate:
     builders: dict = {}
     refs = docs.discover()
     est.documents = len(refs)
+    counts = embed_token_counter(res["embedder"])
     for n, ref in enumerate(refs, 1):
         if n % 100 == 0:
             echo(f"situate: estimate: {n}/{len(refs)} documents read")
@@ -142,14 +168,19 @@ def estimate(res: dict, echo=print) -> Estimate:
             est.failed[ref.key] = str(e)
             continue
         est.readable += 1
-        _count_document(est, approx, ref.key, doc, llm, res["chunking"], builders, api)
+        _count_document(est, approx, ref.key, doc, llm, res["chunking"], builders, api, counts, res["embedder"].n_ctx)
     if api:
         est.approx_tokens = {k: round(v) for k, v in approx.items()}
         _add_cost(est, llm)
+    elif not llm.server_url:
+        predict_wall(est, res)
+    est.samples = []
     return est
 
 
-def _count_document(est: Estimate, approx: dict, key: str, doc, llm, chunking, builders: dict, api: bool) -> None:
+def _count_document(
+    est: Estimate, approx: dict, key: str, doc, llm, chunking, builders: dict, api: bool, embed_counts, embed_ctx: int
+) -> None:
     """Add document ``key``'s requests to ``est`` (and, through an API, its cl100k_base token
     approximations to ``approx``); a document no prompt fits goes to ``est.failed``."""
     from situate.contextual.chunking import make_chunks
@@ -162,6 +193,7 @@ def _count_document(est: Estimate, approx: dict, key: str, doc, llm, chunking, b
         generation_bound,
         prompt_builder,
     )
+    from situate.contextual.policy import for_document
     from situate.contextual.skipping import chunk_reasons
     from situate.contextual.tokens import count_cl100k
 
@@ -170,7 +202,12 @@ def _count_document(est: Estimate, approx: dict, key: str, doc, llm, chunking, b
         key, text, doc.headings, count_cl100k, chunking.chunk_tokens, chunking.overlap_tokens, doc.given_chunks
     )
     spans = [(c.start, c.end) for c in chunks]
+    est.chunks += len(chunks)
+    if len(est.samples) < SAMPLE_CHUNKS:
+        est.samples.extend(c.text for c in chunks[: SAMPLE_CHUNKS - len(est.samples)])
+    est.embed_tokens += sum(min(n, embed_ctx) for n in embed_counts([c.text for c in chunks]))
     reasons = chunk_reasons(doc.source, [c.text for c in chunks])
+    llm = for_document(llm, doc.to_json())  # its kind's mode (situate.contextual.policy)
     if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
         return
     kind = "document" if llm.context == "document" else is_source(doc.to_json())
@@ -221,3 +258,72 @@ def _add_cost(est: Estimate, llm) -> None:
     est.cost_rates = f"${price.input}/${price.output} per million input/output tokens ({price.source})" + (
         ", half of it through the Message Batches API" if llm.api_batch else ""
     )
+
+
+#: Chunk texts the embedder is timed on (:func:`predict_wall`): enough for a steady rate (about
+#: 3 s of bge-small on 2 cores), few enough that the estimate stays quick.
+SAMPLE_CHUNKS = 32
+#: Seconds a document costs around the models in a cold ingest, on 2 cores: Dagster's events (a
+#: materialization of each of 5 assets, stored in SQLite), the stage files, the table's commits.
+#: Measured: CoSQA's 6,267 one-function documents in structure mode, the wall time less the
+#: embedder's (``benchmarks/reports/ingest-scale.md``).
+DOCUMENT_SECONDS = 0.06
+#: Seconds of a cold ingest's start and end: the command's imports, the plan, the Dagster runs'
+#: start and the BM25 index of a small folder (same measurement).
+START_SECONDS = 25.0
+#: Of a request's generation bound, the share a summary or blurb uses on average (generated
+#: tokens over requests x ``SITUATE_MAX_TOKENS``; the docs set's document-mode ingest).
+GENERATED_SHARE = 0.6
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def embed_token_counter(embedder):
+    """A function giving each text's token count in the embedder's own tokenizer (an ONNX
+    embedder's ``tokenizer.json``), else in cl100k_base."""
+    if embedder.is_onnx() and embedder.tokenizer_path:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(embedder.tokenizer_path)
+        tok.no_truncation()
+        tok.no_padding()
+        return lambda texts: [len(e.ids) for e in tok.encode_batch(texts)] if texts else []
+    from situate.contextual.tokens import count_cl100k
+
+    return lambda texts: [count_cl100k(t) + 2 for t in texts]
+
+
+def predict_wall(est: Estimate, res: dict) -> None:
+    """Fill ``est.rates`` and ``est.wall_seconds``: the embedder timed on the folder's first
+    chunks, the in-process LLM (when a request needs it) timed on one prompt of a request's mean
+    length, and the constants above for what a document costs around the models."""
+    embedder, llm = res["embedder"], res["llm"]
+    texts = est.samples or ["x"]
+    embedder.embed(texts[:1], embedder.document_prefix)  # loaded, warm
+    t0 = time.perf_counter()
+    embedder.embed(texts, embedder.document_prefix)
+    seconds = time.perf_counter() - t0
+    counts = embed_token_counter(embedder)(texts)
+    rate = sum(min(n, embedder.n_ctx) for n in counts) / max(seconds, 1e-9)
+    est.rates = {
+        "embed_tokens_per_s": round(rate),
+        "document_seconds": DOCUMENT_SECONDS,
+        "start_seconds": START_SECONDS,
+    }
+    wall = START_SECONDS + est.readable * DOCUMENT_SECONDS + est.embed_tokens / rate
+    if est.requests:
+        prefill, generate = _llm_rates(llm, max(16, min(2048, est.prompt_written // est.requests)))
+        est.rates.update(prefill_tokens_per_s=round(prefill), generate_tokens_per_s=round(generate, 1))
+        wall += est.prompt_written / prefill + est.generated_bound * GENERATED_SHARE / generate
+    est.wall_seconds = round(wall, 1)
+
+
+def _llm_rates(llm, n: int) -> tuple[float, float]:
+    """Prefill and generation tokens/s of the in-process LLM on a prompt of ``n`` tokens (16
+    generated), from llama.cpp's own counters."""
+    vocab = llm.load()
+    ids = [t for t in vocab.tokenize(b"def f(x):\n    return x * 2\n" * 200, add_bos=False)][:n]
+    g = llm.generate(ids, max_tokens=16, stop=[])
+    return g.evaluated / max(g.prefill_seconds, 1e-9), max(g.generated, 1) / max(g.generate_seconds, 1e-9)

@@ -907,6 +907,7 @@ def _report(
             "seconds": round(summary.seconds, 1),
         },
         "context_mode": llm.context,
+        "code_context_mode": llm.code_context,
         "prompt": llm.prompt,
         "files": {
             name: {"path": str(f), "sha256": file_sha256(Path(f).expanduser())} for name, f in files.items() if f

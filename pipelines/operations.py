@@ -115,6 +115,32 @@ class IngestSummary:
     per_document: dict = dataclasses.field(default_factory=dict)
     #: why a mass removal was held (:func:`situate.pipelines.sync.removal_held`), else empty
     removal_held: str = ""
+    #: which context each kind of document got (:func:`situate.contextual.policy.describe`)
+    policy: str = ""
+    #: seconds before the first run started (reading the folder, the plan, partitions registered)
+    start_seconds: float = 0.0
+    #: per stage (asset), summed over the ingest's runs: ``seconds`` its steps took in all, and
+    #: ``work_seconds`` of them in situate's own code (the rest is Dagster's bookkeeping: an event
+    #: a document and asset)
+    stages: dict = dataclasses.field(default_factory=dict)
+
+    def add_stage_times(self, times: dict[str, dict]) -> None:
+        """Add one run's :func:`stage_times`."""
+        for stage, t in times.items():
+            mine = self.stages.setdefault(stage, {"seconds": 0.0, "work_seconds": 0.0})
+            mine["seconds"] += t["seconds"]
+            mine["work_seconds"] += t["work_seconds"]
+
+    def stage_line(self) -> str:
+        """Seconds per stage and its rate (chunks/s where the ingest made chunks)."""
+        parts = [f"start {self.start_seconds:.1f} s"]
+        for stage, t in self.stages.items():
+            rate = f", {self.chunks / t['seconds']:.1f} chunks/s" if self.chunks and t["seconds"] > 0 else ""
+            parts.append(f"{stage} {t['seconds']:.1f} s{rate}")
+        other = self.seconds - self.start_seconds - sum(t["seconds"] for t in self.stages.values())
+        if self.seconds and other > 0:
+            parts.append(f"runs' start and end {other:.1f} s")
+        return "stages: " + "; ".join(parts)
 
     def add_document(self, key: str, s: dict) -> None:
         """Count one ingested document's blurb summary ``s``
@@ -165,15 +191,39 @@ class IngestSummary:
                 if self.cost_usd is not None
                 else ""
             ),
+            f"context: {self.policy}" if self.policy else "",
+            self.stage_line() if self.stages else "",
             f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
             + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
             + f"; wall time {self.seconds:.1f} s",
         ]
+        out = [line for line in out if line]
         for key, reason in self.failed.items():
             out.append(f"FAILED {key}: {reason}")
         if self.removal_held:
             out.append(f"HELD removal: {self.removal_held}")
         return out
+
+
+def stage_times(result) -> dict[str, dict]:
+    """Each step's seconds in an ``execute_in_process`` ``result``: ``seconds`` from Dagster's
+    step-success (or failure) event, and ``work_seconds`` from the ``seconds`` the asset put in
+    its materialization's metadata (:class:`situate.assets.per_document.StageReport`), 0 where it
+    gave none."""
+    out: dict[str, dict] = {}
+    for ev in result.all_events:
+        step = ev.step_key
+        if not step:
+            continue
+        if ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            ms = getattr(ev.event_specific_data, "duration_ms", None) or 0.0
+            out.setdefault(step, {"seconds": 0.0, "work_seconds": 0.0})["seconds"] = ms / 1000
+        elif ev.event_type_value == "ASSET_MATERIALIZATION":
+            entry = out.setdefault(step, {"seconds": 0.0, "work_seconds": 0.0})
+            if not entry["work_seconds"]:
+                seconds = ev.event_specific_data.materialization.metadata.get("seconds")
+                entry["work_seconds"] = float(getattr(seconds, "value", 0.0) or 0.0)
+    return out
 
 
 def was_interrupted(result) -> bool:
@@ -220,6 +270,7 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg  # local: 0.7 s to import, and search, the service and MCP use this module without it
 
+    from situate.contextual.policy import describe, uses_llm
     from situate.pipelines.automation import apply_to_instance, plan_for, reap_dead_runs
     from situate.pipelines.definitions import build_definitions
     from situate.pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
@@ -259,13 +310,15 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
+    summary.policy = describe(res["llm"])
+    summary.start_seconds = time.perf_counter() - t0
     _run_ingest_ranges(defs, instance, order, plan.stale, summary, echo)
     _rebuild_index_if_behind(defs, instance, store, plan, summary, echo)
     _add_document_summaries(store, plan.stale, summary)
     _name_stuck_documents(store, plan, summary)
     summary.table_rows = store.count_rows()
     summary.seconds = time.perf_counter() - t0
-    if res["llm"].api == "anthropic" and res["llm"].context != "structure":
+    if res["llm"].api == "anthropic" and uses_llm(res["llm"]):
         _add_api_cost(res["llm"], usage0, summary)
     return summary
 
@@ -308,6 +361,7 @@ def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestS
         else:
             where = {"tags": {RANGE_START: first, RANGE_END: last}}
         result = job.execute_in_process(instance=instance, run_config=_RUN_CONFIG, raise_on_error=False, **where)
+        summary.add_stage_times(stage_times(result))
         if result.success:
             continue
         reason = _failure_reason(result)
@@ -336,6 +390,7 @@ def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary
     index = defs.resolve_job_def("bm25").execute_in_process(
         instance=instance, run_config=_RUN_CONFIG, raise_on_error=False
     )
+    summary.add_stage_times(stage_times(index))
     if not index.success:
         reason = _failure_reason(index)
         summary.failed["(bm25 index)"] = f"run {index.run_id} failed: {reason}"

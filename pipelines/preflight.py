@@ -254,7 +254,7 @@ def check_chat_api_prompt(llm) -> None:
     """
     from situate.contextual.prompts import PROMPTS
 
-    if llm.context != "chunk" or llm.prompt not in PROMPTS:
+    if "chunk" not in (llm.context, llm.code_context) or llm.prompt not in PROMPTS:
         return
     template = PROMPTS[llm.prompt]
     if template.grammar or template.one_generation:
@@ -301,9 +301,11 @@ def preflight_models(res: dict) -> list[str]:
         ``SITUATE_CONTEXT``; ``SITUATE_LLM_BATCH=1`` without Anthropic's API.
     """
     from situate.contextual.document_blurbs import CONTEXT_MODES
+    from situate.contextual.policy import uses_llm
 
-    if res["llm"].context not in CONTEXT_MODES:
-        raise StartupError(f"SITUATE_CONTEXT={res['llm'].context!r}: choose one of {', '.join(CONTEXT_MODES)}")
+    for name, mode in (("SITUATE_CONTEXT", res["llm"].context), ("SITUATE_CODE_CONTEXT", res["llm"].code_context)):
+        if mode not in CONTEXT_MODES:
+            raise StartupError(f"{name}={mode!r}: choose one of {', '.join(CONTEXT_MODES)}")
     # Anthropic's API reads no local model file: only the embedder's is checked then
     check_models(
         None if res["llm"].api == "anthropic" else res["llm"].model_path,
@@ -323,7 +325,7 @@ def preflight_models(res: dict) -> list[str]:
             "SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: set "
             "SITUATE_LLM_API=anthropic, or leave SITUATE_LLM_BATCH unset"
         )
-    if res["llm"].context == "structure":  # no LLM prompt to fit
+    if not uses_llm(res["llm"]):  # no LLM prompt to fit
         return []
     if res["llm"].api != "anthropic":
         check_chat_model(res["llm"])

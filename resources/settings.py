@@ -403,7 +403,17 @@ class Settings:
         "context",
         "document",
         "`document`",
-        "what writes each chunk's context: a blurb per chunk, one summary per document, or no LLM",
+        "what writes the context of each prose document's chunks: a blurb per chunk, one summary per "
+        "document, or no LLM (source code: SITUATE_CODE_CONTEXT)",
+        choices="`chunk`, `document`, `structure`",
+    )
+    code_context: str = _setting(
+        "SITUATE_CODE_CONTEXT",
+        "context",
+        "structure",
+        "`structure`",
+        "what writes the context of source code's chunks (SITUATE_CONTEXT: every other document's); "
+        "structure: its file and enclosing definitions, no LLM",
         choices="`chunk`, `document`, `structure`",
     )
     prompt: str = _setting(

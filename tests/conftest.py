@@ -50,9 +50,10 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
     overlap), so a document needs more than one window and the suite stays quick on 2 cores; with
     the docs folder, data folder and Dagster instance of one test module.
 
-    ``context`` is ``SITUATE_CONTEXT``: ``chunk`` by default here, because these tests exercise the
-    per-chunk path (windows, the reused document prefix, a blurb a chunk); ``None`` leaves
-    situate's default (``document``), which ``test_cost_e2e`` and the demo's test run."""
+    ``context`` is ``SITUATE_CONTEXT`` and ``SITUATE_CODE_CONTEXT`` (every kind of document):
+    ``chunk`` by default here, because these tests exercise the per-chunk path (windows, the reused
+    document prefix, a blurb a chunk); ``None`` leaves situate's default (a summary for prose, the
+    structure for code), which ``test_cost_e2e`` and the demo's test run."""
     return {
         "SITUATE_N_CTX": "768",
         "SITUATE_MAX_TOKENS": "24",
@@ -61,7 +62,7 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
         "SITUATE_HOME": str(home),
         "SITUATE_DOCS": str(docs),
         "DAGSTER_HOME": str(home / "dagster"),
-        **({"SITUATE_CONTEXT": context} if context else {}),
+        **({"SITUATE_CONTEXT": context, "SITUATE_CODE_CONTEXT": context} if context else {}),
     }
 
 
@@ -69,6 +70,7 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
 #: so a value set by one test (or the shell) never reaches another's ingest.
 INGEST_SETTINGS = (
     "SITUATE_CONTEXT",
+    "SITUATE_CODE_CONTEXT",
     "SITUATE_PROMPT",
     "SITUATE_BLURBS_FILE",
     "SITUATE_MAX_BLURB_CHUNKS",
@@ -86,13 +88,22 @@ INGEST_SETTINGS = (
 )
 
 
+def every_kind(settings: dict, env: dict) -> dict:
+    """``settings`` updated with ``env``, where a ``SITUATE_CONTEXT`` given without
+    ``SITUATE_CODE_CONTEXT`` is every kind's mode (these tests name one mode for every document)."""
+    out = settings | env
+    if "SITUATE_CONTEXT" in env and "SITUATE_CODE_CONTEXT" not in env:
+        out["SITUATE_CODE_CONTEXT"] = env["SITUATE_CONTEXT"]
+    return out
+
+
 def ingest_with(docs, home, **env):
     """A real in-process ingest of ``docs`` into ``home`` with :func:`small_settings` and ``env``
     (the process environment restored afterwards); returns its ``IngestSummary``."""
     from situate.pipelines.operations import ingest
     from situate.pipelines.settings import restored_env
 
-    settings = small_settings(docs, home) | env
+    settings = every_kind(small_settings(docs, home), env)
     names = tuple(settings) + INGEST_SETTINGS
     with restored_env(names):
         for k in names:

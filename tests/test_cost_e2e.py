@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import needs_models, small_settings
+from conftest import every_kind, needs_models, small_settings
 
 pytestmark = [needs_models, pytest.mark.models]
 
@@ -24,8 +24,8 @@ def _ingest(docs, home, **env):
     from situate.pipelines.operations import ingest
     from situate.pipelines.settings import restored_env
 
-    settings = small_settings(docs, home) | env
-    with restored_env(tuple(settings) + ("SITUATE_CONTEXT", "SITUATE_PROMPT")):
+    settings = every_kind(small_settings(docs, home), env)
+    with restored_env(tuple(settings) + ("SITUATE_CONTEXT", "SITUATE_CODE_CONTEXT", "SITUATE_PROMPT")):
         os.environ.update(settings)
         return ingest(str(docs), str(home), echo=lambda *_: None)
 

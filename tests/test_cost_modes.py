@@ -434,17 +434,29 @@ def test_the_examples_in_the_new_modules_hold():
         assert doctest.testmod(m).failed == 0, m.__name__
 
 
-def test_the_default_mode_is_the_document_mode(monkeypatch):
-    """Issue 23's choice: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; ``chunk`` (a blurb
-    a chunk, today's prompt) stays one setting away."""
+def test_the_default_mode_is_the_document_mode_for_prose_and_structure_for_code(monkeypatch):
+    """Issue 23's choice for prose: ``document`` unless ``SITUATE_CONTEXT`` says otherwise; the
+    per-kind policy's for source code: ``structure`` (no LLM call) unless ``SITUATE_CODE_CONTEXT``
+    says otherwise; ``chunk`` (a blurb a chunk, today's prompt) stays one setting away."""
+    from situate.contextual.policy import context_for, for_document
     from situate.contextual.prompts import DEFAULT_PROMPT
     from situate.pipelines.settings import resources_from_env
     from situate.resources.models.llm import BlurbLLM
 
-    monkeypatch.delenv("SITUATE_CONTEXT", raising=False)
-    monkeypatch.delenv("SITUATE_PROMPT", raising=False)
-    assert BlurbLLM(model_path="unused.gguf").context == "document"
-    assert resources_from_env(plain=True)["llm"].context == "document"
+    for name in ("SITUATE_CONTEXT", "SITUATE_CODE_CONTEXT", "SITUATE_PROMPT"):
+        monkeypatch.delenv(name, raising=False)
+    plain = BlurbLLM(model_path="unused.gguf")
+    assert (plain.context, plain.code_context) == ("document", "structure")
+    llm = resources_from_env(plain=True)["llm"]
+    code = {"format": "code", "source": "a.py", "text": "def f():\n    return 1\n"}
+    corpus_code = {"format": "corpus", "source": "c.json#1", "text": "def f(x):\n    return x + 1\n"}
+    prose = {"format": "markdown", "source": "a.md", "text": "# Notes\n\nSome words."}
+    assert [context_for(llm, d) for d in (code, corpus_code, prose)] == ["structure", "structure", "document"]
+    view = for_document(llm, code)  # what fitting and prompting read: the mode, and the model's own settings
+    assert (view.context, view.n_ctx, view.prompt) == ("structure", llm.n_ctx, llm.prompt)
+    assert for_document(llm, prose) is llm
+    monkeypatch.setenv("SITUATE_CODE_CONTEXT", "document")
+    assert context_for(resources_from_env(plain=True)["llm"], code) == "document"
     monkeypatch.setenv("SITUATE_CONTEXT", "chunk")
     llm = resources_from_env(plain=True)["llm"]
     assert (llm.context, llm.prompt) == ("chunk", DEFAULT_PROMPT) == ("chunk", "anthropic-2024-primed-about")

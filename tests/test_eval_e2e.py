@@ -40,6 +40,7 @@ def report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_MAX_TOKENS", "24")
         mp.setenv("SITUATE_CONTEXT", "chunk")  # a blurb a chunk: the configurations that rank blurbs
+        mp.setenv("SITUATE_CODE_CONTEXT", "chunk")  # code too
         first = run_eval(**kwargs)
         second = run_eval(**kwargs)
     # run_eval gives the caller's environment back

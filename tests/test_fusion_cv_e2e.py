@@ -33,6 +33,7 @@ def runs(tmp_path_factory):
     questions = tmp / "questions.jsonl.gz"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SITUATE_CONTEXT", "chunk")
+        mp.setenv("SITUATE_CODE_CONTEXT", "chunk")
         mp.setenv("SITUATE_PROMPT", "questions")
         mp.setenv("SITUATE_MAX_TOKENS", "48")
         asked = run_eval(configs=["contextual"], home=str(tmp / "q-home"), save_blurbs=str(questions), **common)

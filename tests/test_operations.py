@@ -378,6 +378,7 @@ def _small_settings(home: Path, **extra: str) -> dict:
     chunk: ``SITUATE_CONTEXT=chunk``, so a run makes several LLM calls a document) on ``home``."""
     return {
         "SITUATE_CONTEXT": "chunk",
+        "SITUATE_CODE_CONTEXT": "chunk",
         "SITUATE_N_CTX": "768",
         "SITUATE_MAX_TOKENS": "24",
         "SITUATE_CHUNK_TOKENS": "120",

@@ -368,6 +368,11 @@ class BlurbLLM(dg.ConfigurableResource):
         per-chunk blurbs (codebase Pass@5/20 87.89/94.35 against 85.27/93.55; docs 86.67/92.67
         against 85.67/93.67) at 0.35x their LLM seconds a chunk (docs/quality.md, Quality per cost;
         issue 23's bound).
+    code_context : str
+        What writes the chunks' context of source code (``SITUATE_CODE_CONTEXT``; ``context`` is
+        every other document's), one of the same three.  Default ``structure``: on code the LLM's
+        summary gained nothing beyond the fold spread on the codebase set
+        (:mod:`situate.contextual.policy`).
     document_tokens : int
         With ``context="document"``: LLM tokens of the document the summary is written from
         (its beginning; at most what ``n_ctx`` leaves).  ``SITUATE_DOCUMENT_TOKENS``, default
@@ -431,6 +436,7 @@ class BlurbLLM(dg.ConfigurableResource):
     max_chunks_per_document: int = 2000
     repack: bool = False
     context: str = "document"
+    code_context: str = "structure"
     document_tokens: int = 2048
     blurbs_file: str = ""
     server_url: str = ""

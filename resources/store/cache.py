@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +240,44 @@ def embed_with_cache(
             cache.put(todo, vecs)
     out = np.stack([v if v is not None else new[t] for t, v in zip(texts, cached)]).astype(np.float32)
     return out, len(todo), n_cut
+
+
+def embed_group(
+    embedder, texts_of: dict[str, list[str]], cache: EmbeddingCache | None
+) -> dict[str, tuple[np.ndarray, int, int, float]]:
+    """:func:`embed_with_cache` for several documents' texts (document prefix): one cache look-up
+    and one cache write for all of them, each document's missing texts embedded in one call (a
+    text two documents share is embedded once).  A cache commit scans the cache's keys, so one a
+    document made an ingest of many small documents quadratic.
+
+    Returns
+    -------
+    dict
+        Document key → ``(vectors, n_computed, n_cut, seconds)``: ``float32[len(texts), dim]``
+        (``float32[0, 0]`` for no text), texts that went through the model, texts cut to the
+        embedder's context, and the seconds its embedding took.
+    """
+    everything = [t for texts in texts_of.values() for t in texts]
+    found = cache.get(everything) if cache is not None and everything else [None] * len(everything)
+    cached = {t: v for t, v in zip(everything, found) if v is not None}
+    new: dict[str, np.ndarray] = {}
+    out = {}
+    for key, texts in texts_of.items():
+        todo = list(dict.fromkeys(t for t in texts if t not in cached and t not in new))
+        t0 = time.perf_counter()
+        n_cut = 0
+        if todo:
+            vecs, n_cut = embedder.embed(todo, embedder.document_prefix)
+            new.update(zip(todo, vecs))
+        seconds = time.perf_counter() - t0
+        if texts:
+            vectors = np.stack([cached[t] if t in cached else new[t] for t in texts]).astype(np.float32)
+        else:
+            vectors = np.zeros((0, 0), np.float32)
+        out[key] = (vectors, len(todo), n_cut, seconds)
+    if new and cache is not None:
+        cache.put(list(new), np.stack(list(new.values())))
+    return out
 
 
 def embedding_cache_for(store, embedder, query: bool = False) -> EmbeddingCache:

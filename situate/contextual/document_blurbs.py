@@ -17,6 +17,7 @@ from situate.contextual import blurb_files
 from situate.contextual.contextualize import BlurbRecord, contextualize, record_from_raw
 from situate.contextual.edits import kept_blurbs, recheck, text_sha256
 from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound
+from situate.contextual.policy import context_for, with_mode
 from situate.contextual.preambles import FitPlan
 from situate.contextual.prompts import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from situate.contextual.skipping import chunk_reasons
@@ -490,6 +491,19 @@ def blurb_totals(ok: dict) -> dict:
     }
 
 
+@dataclasses.dataclass
+class _ModeState:
+    """What the documents of one context mode are written with: the model seen in that mode, its
+    settings id (:func:`settings_id`), the model's identity, the mode a blurb file's lines must
+    have, and the blurb file read for it."""
+
+    llm: object
+    settings: str
+    model_sha: str
+    wanted: str
+    from_file: LazyBlurbFile
+
+
 class DocumentBlurber:
     """Writes the ``blurbs`` stage of one document at a time, as ``llm.context`` says; what the
     ``blurbs`` asset runs for each partition.
@@ -512,10 +526,32 @@ class DocumentBlurber:
         self.builder_for = builders_by_kind(llm)
         self.model_id = llm.resolved_model_id()
         self.cache = blurb_cache_for(store)
-        self.settings = settings_id(llm) if llm.context != "structure" else "structure"
-        self.model_sha = llm.identity() if llm.context != "structure" else ""
-        self.wanted = "document" if llm.context == "document" else f"chunk:{llm.prompt}"
-        self.from_file = LazyBlurbFile(llm.blurbs_file, self.wanted, self.model_sha, log)
+        self._modes: dict[str, _ModeState] = {}
+        self._modes_lock = threading.Lock()
+
+    def mode_state(self, mode: str) -> _ModeState:
+        """What a document of context mode ``mode`` is written with (made once a run)."""
+        with self._modes_lock:
+            if mode not in self._modes:
+                view = with_mode(self.llm, mode)
+                llm_used = mode != "structure"
+                model_sha = self.llm.identity() if llm_used else ""
+                wanted = "document" if mode == "document" else f"chunk:{self.llm.prompt}"
+                self._modes[mode] = _ModeState(
+                    view,
+                    settings_id(view) if llm_used else "structure",
+                    model_sha,
+                    wanted,
+                    LazyBlurbFile(self.llm.blurbs_file, wanted, model_sha, self.log),
+                )
+            return self._modes[mode]
+
+    def file_summary(self) -> dict:
+        """The blurb file's figures for the run's metadata, over the modes that read it."""
+        out: dict = {}
+        for state in self._modes.values():
+            out.update(state.from_file.summary())
+        return out
 
     def call(self, tokens: list[int], stop: list[str], max_tokens: int, grammar: str = ""):
         """One generation: through the Message Batches round when there is one, else the model."""
@@ -539,25 +575,26 @@ class DocumentBlurber:
         doc = read_ok(self.store, key, "document")
         chunk_list = read_ok(self.store, key, "chunks")["chunks"]
         texts = [c["text"] for c in chunk_list]
-        records, edit = self._records(key, doc, chunk_list, texts, gathering)
+        st = self.mode_state(context_for(self.llm, doc))
+        records, edit = self._records(st, key, doc, chunk_list, texts, gathering)
         if gathering:
             return {}  # the requests are gathered; nothing is written until the batch answers
         if batches is not None:
             batches.check_document()  # a chunk the batch did not answer: to the next run, nothing written
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
-        mode = self.llm.context
+        mode = st.llm.context
         backend = self.llm.backend_kind() if mode != "structure" else ""
         stage = blurbs_stage(
-            records, chunk_list, edit, self.model_id, backend, self.llm.prompt, mode, doc["sha256"], self.settings
+            records, chunk_list, edit, self.model_id, backend, self.llm.prompt, mode, doc["sha256"], st.settings
         )
         self.store.write_stage(key, "blurbs", stage)
         return blurb_summary(records) | edit_summary(edit)
 
-    def _records(self, key: str, doc: dict, chunk_list: list[dict], texts: list[str], gathering: bool):
+    def _records(self, st: _ModeState, key: str, doc: dict, chunk_list: list[dict], texts: list[str], gathering: bool):
         """``(records, edit)`` of one document: skipped on purpose (structure mode, a document over
         the chunk limit), or from the model, the cache, the blurb file or the earlier version."""
-        n, mode, doc_sha, limit = len(texts), self.llm.context, doc["sha256"], self.llm.max_chunks_per_document
+        n, mode, doc_sha, limit = len(texts), st.llm.context, doc["sha256"], self.llm.max_chunks_per_document
         if mode == "structure":
             return skipped_records(n, "structure", doc_sha256=doc_sha), {}
         if limit and n > limit:
@@ -573,20 +610,20 @@ class DocumentBlurber:
             self.log.info(f"blurbs {key}: {n_why} chunk(s) get no LLM call ({why}): structural context only")
         given, loaded = {}, None
         if self.llm.blurbs_file and not all(reasons):
-            loaded = self.from_file.get()
-            given = file_blurbs(loaded, self.wanted, self.model_sha, doc_sha, texts, reasons)
+            loaded = st.from_file.get()
+            given = file_blurbs(loaded, st.wanted, st.model_sha, doc_sha, texts, reasons)
         cache_now = BatchCache(self.cache, self.batches) if self.batches is not None else self.cache
         plan = FitPlan.from_json(read_ok(self.store, key, "preambles"))
         if mode == "document":
-            return self._document_records(doc, n, plan, reasons, given, loaded, cache_now), {}
+            return self._document_records(st.llm, doc, n, plan, reasons, given, loaded, cache_now), {}
         spans = [(c["start"], c["end"]) for c in chunk_list]
         return chunk_records(
-            self.llm,
+            st.llm,
             self.builder_for(doc),
             DocumentInput(key, doc, chunk_list, texts, spans, plan, reasons),
             self.call,
             store=self.store,
-            settings=self.settings,
+            settings=st.settings,
             given=given,
             loaded=loaded,
             cache=cache_now,
@@ -595,11 +632,12 @@ class DocumentBlurber:
             info=self.log.info,
         )
 
-    def _document_records(self, doc, n, plan, reasons, given, loaded, cache_now) -> list[BlurbRecord]:
-        """``document`` mode: one summary of the document, shared by its chunks."""
-        builder = document_builder(self.llm)
-        bound = generation_bound(self.llm, builder)
-        key_fn = blurb_key(self.llm, builder.template.name, builder.frame.reasoning, bound)
+    def _document_records(self, llm, doc, n, plan, reasons, given, loaded, cache_now) -> list[BlurbRecord]:
+        """``document`` mode: one summary of the document, shared by its chunks (``llm``: the
+        model seen in that mode)."""
+        builder = document_builder(llm)
+        bound = generation_bound(llm, builder)
+        key_fn = blurb_key(llm, builder.template.name, builder.frame.reasoning, bound)
         return document_records(
             doc["text"],
             n,

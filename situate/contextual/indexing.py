@@ -12,6 +12,7 @@ import stat
 import numpy as np
 import pyarrow as pa
 
+from situate.contextual.policy import uses_llm
 from situate.contextual.prompts import CONTEXT_VERSION, PROMPT_VERSION
 from situate.resources.documents.docs import Chunking
 from situate.resources.errors import UpstreamError
@@ -52,10 +53,11 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
         **({"prompt_name": llm.prompt} if llm.prompt != "anthropic-2024" else {}),
         **({"max_blurb_chunks": llm.max_chunks_per_document} if llm.max_chunks_per_document != 2000 else {}),
         **({"context_mode": llm.context} if llm.context != "chunk" else {}),
-        **({"document_tokens": llm.document_tokens} if llm.context == "document" else {}),
+        **({"code_context_mode": llm.code_context} if llm.code_context != llm.context else {}),
+        **({"document_tokens": llm.document_tokens} if "document" in (llm.context, llm.code_context) else {}),
         "context": CONTEXT_VERSION,
-        **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and llm.context != "structure" else {}),
-        **({"llm_served": llm.identity()} if llm.remote and llm.context != "structure" else {}),
+        **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and uses_llm(llm) else {}),
+        **({"llm_served": llm.identity()} if llm.remote and uses_llm(llm) else {}),
         "embedder": embedder.resolved_model_id(),
         "embed_ctx": embedder.n_ctx,
         **({"embed_served": embedder.identity()} if embedder.server_url else {}),
@@ -84,7 +86,8 @@ def code_versions(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> dict
     llm_id = llm.served_model or llm.model_id or os.path.basename(llm.model_path)
     embed_id = embedder.served_model or embedder.model_id or os.path.basename(embedder.model_path)
     chunks = h(chunking.chunk_tokens, chunking.overlap_tokens, CONTEXT_VERSION)
-    preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, llm.context, llm.document_tokens)
+    modes = llm.context if llm.code_context == llm.context else (llm.context, llm.code_context)
+    preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, modes, llm.document_tokens)
     blurbs = h(preambles, PROMPT_VERSION, llm.prompt, llm.repeat_penalty, llm.max_chunks_per_document, llm.blurbs_file)
     embeddings = h(blurbs, embedder.server_url, embed_id, embedder.n_ctx)
     return {
@@ -200,4 +203,17 @@ def embedding_totals(ok: dict) -> dict:
         "rows_written": sum(v["rows"] for v in ok.values()),
         "texts_embedded": sum(v["embedded"] for v in ok.values()),
         "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
+    }
+
+
+def embedding_entry(rows: int, vectors: np.ndarray, n_computed: int, n_cut: int, seconds: float) -> dict:
+    """A document's entry in the ``embeddings`` stage's metadata: rows written, the vectors' width,
+    texts cut to the embedder's context, embedded now and from the cache, and seconds embedding."""
+    return {
+        "rows": rows,
+        "dim": int(vectors.shape[1]),
+        "inputs_cut": n_cut,
+        "embedded": n_computed,
+        "from_cache": len(vectors) - n_computed,
+        "embed_seconds": round(seconds, 2),
     }
