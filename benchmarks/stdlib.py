@@ -115,6 +115,11 @@ def markdown(report: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [row(r) for r in report["runs"]]
+    for name, f in report.get("bounds", {}).items():
+        lines.append(
+            f"\n{name}: {f['measured_tokens_per_s']:,} tokens/s measured, {f['fraction']:.1%} of the bound of "
+            f"{f['bound_tokens_per_s']:,} tokens/s on these cores ({f['what']}; `benchmarks/bounds.py`)."
+        )
     if "today_extrapolated_minutes" in report:
         lines += [
             "",
@@ -160,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     runs.append(ingest(sample, work, "sample, today's default", {"SITUATE_CODE_CONTEXT": "document"}))
     print(row(runs[-1]), flush=True)
     report["runs"] = runs
+    report["bounds"] = model_bounds(runs)
     new, today = runs[-2], runs[-1]
     report["sample_ratio"] = today["wall_seconds"] / max(new["wall_seconds"], 1e-9)
     if not args.sample_only:
@@ -172,6 +178,25 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out + ".md").write_text(markdown(report))
     print(markdown(report))
     return 0
+
+
+def model_bounds(runs: list[dict]) -> dict:
+    """Each model's rate as the estimates measured it (the embedder on the folder's first chunks,
+    the LLM's prefill on a prompt of a request's mean length), against its bound
+    (:mod:`benchmarks.bounds`)."""
+    from benchmarks.bounds import fraction
+
+    out = {}
+    for r in runs:
+        rates, est = r["estimate"].get("rates", {}), r["estimate"]
+        if rates.get("embed_tokens_per_s") and "embedder (bge-small-en-v1.5)" not in out:
+            f = fraction("bge-small-en-v1.5", rates["embed_tokens_per_s"], 512)
+            out["embedder (bge-small-en-v1.5)"] = f | {"what": "8-bit ops at a context of 512"}
+        if rates.get("prefill_tokens_per_s"):
+            n = max(16, min(2048, est["prompt_written"] // max(1, est["requests"])))
+            f = fraction("qwen2.5-coder-0.5b", rates["prefill_tokens_per_s"], n)
+            out["LLM prefill (qwen2.5-coder-0.5b)"] = f | {"what": f"8-bit ops at a context of {n}"}
+    return out
 
 
 def _today_tokens(work: Path, docs: Path) -> int:

@@ -5,6 +5,7 @@ offline tokenizer) and run the ingest job in process."""
 from __future__ import annotations
 
 import dataclasses
+import resource
 import threading
 import time
 from pathlib import Path
@@ -123,6 +124,10 @@ class IngestSummary:
     #: ``work_seconds`` of them in situate's own code (the rest is Dagster's bookkeeping: an event
     #: a document and asset)
     stages: dict = dataclasses.field(default_factory=dict)
+    #: each ingest run in order: its documents, wall seconds and the process's peak resident
+    #: memory after it (MB, ``getrusage``'s ``ru_maxrss``): a document's cost and the memory stay
+    #: flat over a large ingest (``benchmarks/ingest_scale.py``)
+    runs: list = dataclasses.field(default_factory=list)
 
     def add_stage_times(self, times: dict[str, dict]) -> None:
         """Add one run's :func:`stage_times`."""
@@ -360,8 +365,13 @@ def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestS
             where = {"partition_key": first}
         else:
             where = {"tags": {RANGE_START: first, RANGE_END: last}}
+        t0 = time.perf_counter()
         result = job.execute_in_process(instance=instance, run_config=_RUN_CONFIG, raise_on_error=False, **where)
         summary.add_stage_times(stage_times(result))
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        summary.runs.append(
+            {"documents": len(keys), "seconds": round(time.perf_counter() - t0, 2), "peak_mb": round(peak_mb)}
+        )
         if result.success:
             continue
         reason = _failure_reason(result)
