@@ -48,6 +48,7 @@ def _ingest(docs: Path, home: Path, env: dict):
 
     names = (
         "SITUATE_CONTEXT",
+        "SITUATE_CODE_CONTEXT",
         "SITUATE_LLM_URL",
         "SITUATE_N_THREADS",
         "SITUATE_HOME",
@@ -61,6 +62,7 @@ def _ingest(docs: Path, home: Path, env: dict):
         os.environ.update(
             {
                 "SITUATE_CONTEXT": "chunk",
+                "SITUATE_CODE_CONTEXT": "chunk",  # a blurb a chunk for every document: the backends' work
                 "SITUATE_N_THREADS": "2",
                 "SITUATE_HOME": str(home),
                 "SITUATE_DOCS": str(docs),

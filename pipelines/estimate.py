@@ -265,14 +265,16 @@ def _add_cost(est: Estimate, llm) -> None:
 SAMPLE_CHUNKS = 32
 #: Seconds a document costs around the models in a cold ingest, on 2 cores: Dagster's events (a
 #: materialization of each of 5 assets, stored in SQLite), the stage files, the table's commits.
-#: Measured: CoSQA's 6,267 one-function documents in structure mode, the wall time less the
-#: embedder's (``benchmarks/reports/ingest-scale.md``).
-DOCUMENT_SECONDS = 0.06
+#: Measured: CoSQA's 6,267 one-function documents in structure mode, 424.5 s cold of which the
+#: embedder's own 82.0 s: 0.055 s a document (``benchmarks/reports/ingest-scale.md``).
+DOCUMENT_SECONDS = 0.055
 #: Seconds of a cold ingest's start and end: the command's imports, the plan, the Dagster runs'
-#: start and the BM25 index of a small folder (same measurement).
-START_SECONDS = 25.0
-#: Of a request's generation bound, the share a summary or blurb uses on average (generated
-#: tokens over requests x ``SITUATE_MAX_TOKENS``; the docs set's document-mode ingest).
+#: start and end and the BM25 index (same measurement: 2.1 s before the first run, 4.3 s of the
+#: runs' start and end, 1.9 s of BM25 index, 2.2 s of the command's own start).
+START_SECONDS = 10.0
+#: Of a request's generation bound, the share a summary or blurb uses on average: the docs set's
+#: 45 committed summaries (``benchmarks/blurbs/docs-qwen2.5-coder-0.5b-document.jsonl.gz``) are 219
+#: characters long on average, about 50 of the 80 tokens of ``SITUATE_MAX_TOKENS``.
 GENERATED_SHARE = 0.6
 
 

@@ -297,6 +297,14 @@ def test_the_estimate_of_the_local_model_is_exact_in_its_own_tokens(tmp_path):
     s = ingest_with(docs, home, SITUATE_CONTEXT="document")
     assert not s.failed and s.model_calls == 1
     assert est["prompt_written"] == s.prompt_tokens_evaluated + s.prompt_tokens_reused
+    # the wall-time prediction: the chunks the ingest made, rates measured with the real models
+    assert est["chunks"] == s.chunks and "wall time of a cold ingest on this machine" in p.stdout
+    rates = est["rates"]
+    assert (
+        rates["embed_tokens_per_s"] > 100 and rates["prefill_tokens_per_s"] > 10 and rates["generate_tokens_per_s"] > 1
+    )
+    assert est["wall_seconds"] > est["rates"]["start_seconds"]
+    assert "stages: start" in "\n".join(s.lines()) and set(s.stages) >= {"raw_documents", "embeddings", "bm25_index"}
 
 
 def test_a_cold_ingest_through_message_batches(tmp_path, fake):

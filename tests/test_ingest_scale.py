@@ -120,3 +120,30 @@ def test_a_group_is_embedded_with_one_cache_lookup_and_one_cache_write(tmp_path,
     assert out["a"][0].tolist() == [[6.0, 1.0], [9.0, 9.0]] and out["a"][1:3] == (1, 0)
     assert out["b"][0].tolist() == [[6.0, 1.0], [11.0, 1.0]] and out["b"][1:3] == (1, 1)
     assert out["c"][0].shape == (0, 0)
+
+
+def test_the_context_policy_report_is_what_its_command_makes(tmp_path):
+    """``benchmarks/context_policy.py`` re-made from the committed per-query reports gives the
+    committed report (the per-kind default's evidence), and its choice is the default's."""
+    import json
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks.context_policy import main
+
+    ab = REPO / "benchmarks" / "reports" / "llm-context-ab"
+    out = tmp_path / "policy"
+    main(
+        ["--code", str(ab / "codebase-structure.json"), str(ab / "codebase-document.json")]
+        + ["--prose", str(ab / "docs-structure.json"), str(ab / "docs-document.json"), "--out", str(out)]
+    )
+    made = json.loads((tmp_path / "policy.json").read_text())
+    committed = json.loads((REPO / "benchmarks" / "reports" / "context-policy.json").read_text())
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "reports"} for r in rows]  # noqa: E731
+    assert strip(made) == strip(committed)
+    from situate.resources.models.llm import BlurbLLM
+
+    default = BlurbLLM(model_path="unused.gguf")
+    assert {r["kind"]: r["choice"] for r in made} == {"code": default.code_context, "prose": default.context}
