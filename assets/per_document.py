@@ -46,8 +46,8 @@ class StageReport:
 
     def metadata(self, summary: Callable[[dict[str, dict]], dict] | None = None) -> dict:
         """Dagster metadata: the document's own figures for a one-document run, else totals, a
-        Markdown table of the documents (at most :data:`TABLE_ROWS`; a larger run names the file
-        that holds them all) and the problems (at most :data:`TABLE_ROWS`, each named with its
+        Markdown table of the documents (a run of more than :data:`TABLE_ROWS` names the file that
+        holds them instead) and the problems (at most :data:`TABLE_ROWS`, each named with its
         reason).  Dagster copies a multi-partition step's metadata into every partition's
         materialization event, so it stays this small whatever the run's size."""
         md: dict = {
@@ -61,7 +61,8 @@ class StageReport:
         elif self.ok:
             if summary:
                 md.update(summary(self.ok))
-            md["documents"] = dg.MetadataValue.md(documents_table(self.ok))
+            if not self.file:  # a larger run's entries are in its file, not in every event
+                md["documents"] = dg.MetadataValue.md(documents_table(self.ok))
         if self.file:
             md["every_document"] = dg.MetadataValue.path(self.file)
         problems = {

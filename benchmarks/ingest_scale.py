@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.stdlib import SITUATE, run_measured
+from benchmarks.stdlib import SITUATE, embedder_seconds, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 COSQA = ROOT.parent / "shared" / "eval" / "cosqa" / "cosqa_chunks.json"
@@ -57,12 +57,13 @@ def ten_thousand(corpus: list[dict], n: int = 10_000) -> list[dict]:
 
 def ingest(corpus: Path, work: Path, name: str, extra: dict) -> dict:
     """One cold ingest of ``corpus``; its summary, wall time, peak memory and log facts."""
-    home = work / f"home-{name}"
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    home = work / f"home-{slug}"
     shutil.rmtree(home, ignore_errors=True)
     env = {**os.environ, "SITUATE_CONTEXT": "structure", **extra}
     for var in ("SITUATE_HOME", "DAGSTER_HOME", "SITUATE_DOCS"):
         env.pop(var, None)
-    out, log = work / f"{name}.json", work / f"{name}.log"
+    out, log = work / f"{slug}.json", work / f"{slug}.log"
     rc, wall, peak = run_measured([*SITUATE, "ingest", str(corpus), "--home", str(home), "--json", str(out)], env, log)
     summary = json.loads(out.read_text()) if out.exists() else {}
     summary.pop("per_document", None)
@@ -89,15 +90,6 @@ def first_progress(log: Path, wall: float) -> float | None:
         return None
     end = time.mktime(time.gmtime(log.stat().st_mtime))
     return round(stamps[0] - (end - wall), 1)
-
-
-def embedder_seconds(home: Path) -> float:
-    """Seconds inside the embedder over the ingest: the ``embed_seconds`` of every document's
-    entry in the ``embeddings`` stage's run files (``runs/<run id>/embeddings.json``)."""
-    total = 0.0
-    for f in home.glob("runs/*/embeddings.json"):
-        total += sum(v.get("embed_seconds", 0.0) for v in json.loads(f.read_text())["ok"].values())
-    return round(total, 1)
 
 
 def markdown(report: dict) -> str:
@@ -141,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", help="working folder (default a new temporary one)")
     args = ap.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="situate-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
     corpus = json.loads(COSQA.read_text())
     report = {"cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0], "runs": []}
     if args.only in (None, "cosqa"):

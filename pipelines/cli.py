@@ -130,8 +130,8 @@ def _add_ingest(sub) -> None:
         "--estimate",
         action="store_true",
         help="count the LLM requests, prompt tokens and (a paid API) the cost an ingest of "
-        "PATH would take: every document is read, chunked and fitted, no model is "
-        "asked and nothing is written",
+        "PATH would take, and (local models) predict its wall time: every document is read, "
+        "chunked and fitted, the local models are timed on a sample, nothing is written",
     )
 
 
