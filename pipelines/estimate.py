@@ -2,8 +2,9 @@
 
 The folder is read, chunked and fitted exactly as an ingest would (the same plain functions as the
 ``raw_documents``, ``chunks`` and ``fitted_preambles`` assets) and nothing is written; with local
-models, they are timed on a sample for the wall time (:func:`predict_wall`).  Each request the blurbs step would send is then counted as a cold ingest makes it (no
-blurb cache, no blurbs kept from an earlier version): in ``chunk`` mode, per window, the first
+models, they are timed on a sample for the wall time (:func:`predict_wall`).  Each request the
+blurbs step would send is then counted as a cold ingest makes it (no blurb cache, no blurbs kept
+from an earlier version): in ``chunk`` mode, per window, the first
 chunk's request writes the window's document prefix to the server's cache and the others read it;
 in ``document`` mode, one request a document.  Generated tokens are counted at their bound
 (``SITUATE_MAX_TOKENS``).  Two costs: with the cache as planned, and with no cache hit at all
