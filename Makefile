@@ -22,7 +22,7 @@ demo: setup
 	$(BIN)/situate demo
 
 test: setup browser lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 # the docs site, offline, into site/ (--strict: a warning, such as a broken link, fails the build)
 # (NO_MKDOCS_2_WARNING: mutes the material theme's banner about its end of life in 2027, a notice

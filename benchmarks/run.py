@@ -665,7 +665,7 @@ def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = F
     """Two ``situate ingest`` of the ``n`` shortest documents with 2+ chunks (20; quick 6; tiny 2)
     into ``work/reingest-home``, which the ``service`` section of the same run may serve."""
     from situate.pipelines.cli import ingest
-    from situate.pipelines.settings import restored_env
+    from situate.pipelines.settings import DATA_ENV, restored_env
     from situate.resources.models.llm import CALLS
 
     n = 2 if tiny else 6 if quick else 20
@@ -674,7 +674,10 @@ def reingest_section(corpus: list[dict], quick: bool, work: Path, tiny: bool = F
     path.write_text(json.dumps(small))
     home = work / "reingest-home"
     quiet = lambda *_: None  # noqa: E731
-    with restored_env():  # ingest points SITUATE_HOME etc. at its own data folder
+    with restored_env(DATA_ENV + ("SITUATE_CODE_CONTEXT",)):  # ingest points SITUATE_HOME etc. at its own data folder
+        # the codebase set is source code, which gets no LLM call by default: here it gets a summary,
+        # so the first ingest asks the model and the second is seen to ask nothing
+        os.environ["SITUATE_CODE_CONTEXT"] = "document"
         CALLS.clear()
         first = ingest(str(path), home=str(home), echo=quiet)
         first_calls = dict(CALLS)
