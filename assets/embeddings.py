@@ -47,18 +47,14 @@ def materialize_embeddings(
     embed_model = embedder.resolved_model_id()
     cache = embedding_cache_for(store, embedder)
 
-    chunks_read: dict[str, object] = {}  # read once: for the groups' sizes, then by prepare
-
     def chunks_of(key: str) -> int:
-        chunks_read[key] = store.read_stage_if_any(key, "chunks")
-        data = chunks_read[key]
+        """The document's chunk count, for the groups' sizes (read again, under its lock, by prepare)."""
+        data = store.read_stage_if_any(key, "chunks")
         return len(data["chunks"]) if isinstance(data, dict) and isinstance(data.get("chunks"), list) else 1
 
     def prepare(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        chunk_data = chunks_read.pop(key, None)
-        if not isinstance(chunk_data, dict) or "chunks" not in chunk_data:
-            chunk_data = read_ok(store, key, "chunks")
+        chunk_data = read_ok(store, key, "chunks")
         blurb_data = read_ok(store, key, "blurbs")
         check_one_version(key, doc, chunk_data, blurb_data)
         chunk_list = chunk_data["chunks"]

@@ -300,7 +300,8 @@ def for_each_group(
     report = StageReport(stage)
     t0 = time.perf_counter()
     _tag(context)
-    keys = [k for n, k in enumerate(run_keys(context), start=1) if _valid_key(context, report, stage, n, 0, k)]
+    given = run_keys(context)
+    keys = [k for n, k in enumerate(given, start=1) if _valid_key(context, report, stage, n, len(given), k)]
     total, done = len(keys), 0
     pos = {k: n for n, k in enumerate(keys, start=1)}
     progress = Progress(stage, total, t0)
