@@ -15,6 +15,8 @@ data folder:
 
     python -m benchmarks.ingest_scale --out benchmarks/reports/ingest-scale
     python -m benchmarks.ingest_scale --only cosqa --out /tmp/cosqa-ingest
+
+With ``--only``, the other measurement's run already in the report at ``--out`` is kept.
 """
 
 from __future__ import annotations
@@ -126,6 +128,15 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def kept_runs(path: Path, only: str | None) -> list[dict]:
+    """With ``--only``, the other measurement's run from the report already at ``path`` (so a
+    report re-made one measurement at a time holds both); none without ``--only``."""
+    if not only or not path.is_file():
+        return []
+    other = "10,000" if only == "cosqa" else "CoSQA"
+    return [r for r in json.loads(path.read_text()).get("runs", []) if r["name"].startswith(other)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="report path without extension (.json and .md)")
@@ -136,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     corpus = json.loads(COSQA.read_text())
     report = {"cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0], "runs": []}
+    kept = kept_runs(Path(args.out + ".json"), args.only)
     if args.only in (None, "cosqa"):
         report["runs"].append(ingest(COSQA, work, "CoSQA, 6,267 functions, one run", {}))
         print(markdown(report), flush=True)
@@ -143,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         big = work / "ten-thousand.json"
         big.write_text(json.dumps(ten_thousand(corpus)))
         report["runs"].append(ingest(big, work, "10,000 functions in runs of 1,000", {"SITUATE_DOCS_PER_RUN": "1000"}))
+    report["runs"] = sorted(kept + report["runs"], key=lambda r: not r["name"].startswith("CoSQA"))
     Path(args.out + ".json").write_text(json.dumps(report, indent=1) + "\n")
     Path(args.out + ".md").write_text(markdown(report))
     print(markdown(report))
