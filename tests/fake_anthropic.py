@@ -92,7 +92,10 @@ class FakeAnthropic:
                     if batch is None:
                         return self._error(404, "not_found_error", b.group(1))
                     if b.group(2):
-                        data = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+                        # a result given as bytes is served as that line, as it is (not JSON, say)
+                        data = b"".join(
+                            (r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in batch["results"]
+                        )
                         self.send_response(200)
                         self.send_header("content-type", "application/binary")
                         self.send_header("content-length", str(len(data)))
@@ -247,7 +250,7 @@ class FakeAnthropic:
     def batch_json(self, bid: str) -> dict:
         b = self.batches[bid]
         ended = b["looks"] >= self.batch_looks
-        kinds = [r["result"]["type"] for r in b["results"]]
+        kinds = [(r.get("result") or {}).get("type") for r in b["results"] if isinstance(r, dict)]
         return {
             "id": bid,
             "type": "message_batch",

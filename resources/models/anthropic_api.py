@@ -18,14 +18,28 @@ reads 200,000 tokens).  The tokens the API reports having read are what the tele
 
 Retries are the official SDK's (``anthropic``: 408, 409, 429, 5xx and 529 overloaded, refused
 and dropped connections; ``retry-after`` honoured), ``SITUATE_LLM_RETRIES`` times.
+
+Bounds.  The SDK sends through an HTTP client of situate's (:func:`bounded_http_client`): each
+try of a request may take ``SITUATE_LLM_TIMEOUT`` seconds in all (connecting, sending, the
+headers and the body: a server trickling bytes is cut off there, not per read), plus one second
+per :data:`MIN_UPLOAD_RATE` bytes it sends; an answer may hold :data:`MAX_RESPONSE_BYTES` (a
+batch's results: :data:`MAX_RESULT_LINE_BYTES` a line), uncompressed (it asks for no content
+coding and refuses one: a compressed answer's size says nothing of what it decodes to); and
+nothing is sent anywhere but ``SITUATE_LLM_URL``'s origin (the key included: a batch's
+``results_url`` or a redirect elsewhere is refused before it is asked).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import re
+import socket
+import threading
 import time
 import urllib.parse
+import urllib.request
 
 from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url
 
@@ -43,6 +57,241 @@ MAX_ANSWER_CHARS = 64 * 1024
 #: Largest token count taken from an answer's usage: 10 million is 50 times Claude's context
 #: (200,000 tokens); a larger or negative count is not a count of this request.
 MAX_USAGE_TOKENS = 10_000_000
+#: Largest HTTP answer read from the API, in bytes: a message, a batch, a model (a blurb's answer
+#: is a few hundred).
+MAX_RESPONSE_BYTES = 16 * 2**20
+#: Longest line of a batch's results, in bytes (the results are read a line at a time, in any
+#: number of lines): a line is one answer, whose text situate keeps to :data:`MAX_ANSWER_CHARS`,
+#: 384 KiB at 6 bytes a character escaped, plus its envelope.  The SDK's line reader copies a line
+#: for each 64 bytes it reads: a 1 MiB line costs it about 3 s of CPU.
+MAX_RESULT_LINE_BYTES = 2**20
+#: The slowest upload a request is given time for, in bytes a second: a request's deadline is
+#: ``SITUATE_LLM_TIMEOUT`` plus its body at this rate (a 200 MB batch: about 26 minutes more; a
+#: blurb request of 131,072 bytes: one second).
+MIN_UPLOAD_RATE = 128 * 1024
+#: Bytes written to a socket at a time, each under what is left of the request's deadline.
+_WRITE_SLICE = 64 * 1024
+#: The path of a batch's results (JSON lines: bounded a line, not in all).
+_RESULTS_PATH = re.compile(r"/messages/batches/[^/]+/results$")
+
+
+class AnswerRefused(ServerError):
+    """What the HTTP client refused before the SDK saw it: an answer over
+    :data:`MAX_RESPONSE_BYTES`, or a request to an origin other than ``SITUATE_LLM_URL``'s.  Raised
+    as a subclass that is also an ``anthropic.AnthropicError`` (:func:`_refused`), so the SDK
+    neither wraps nor retries it."""
+
+
+@functools.cache
+def _refused() -> type:
+    import anthropic
+
+    return type("AnswerRefused", (AnswerRefused, anthropic.AnthropicError), {})
+
+
+def _origin(scheme: str, host: str | None, port: int | None) -> tuple[str, str, int]:
+    scheme = (scheme or "").lower()
+    return scheme, (host or "").lower().strip("[]"), port or {"http": 80, "https": 443}.get(scheme, 0)
+
+
+def url_origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, the port filled in for http and https."""
+    p = urllib.parse.urlsplit(url)
+    return _origin(p.scheme, p.hostname, p.port)
+
+
+#: Per thread: the monotonic time the request being sent or read must end by (None: no bound
+#: beyond each read's own timeout).
+_DEADLINE = threading.local()
+
+
+def _left(timeout: float | None, kind: str) -> float | None:
+    """The socket timeout of one connect, read or write: ``timeout`` bounded by what the current
+    request has left.
+
+    Raises
+    ------
+    httpcore2.TimeoutException
+        The request's deadline has passed (``kind``'s class: the HTTP client names it a timeout).
+    """
+    end = getattr(_DEADLINE, "at", None)
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        import httpcore2
+
+        exc = {"connect": httpcore2.ConnectTimeout, "write": httpcore2.WriteTimeout}.get(kind, httpcore2.ReadTimeout)
+        raise exc("the request took longer than SITUATE_LLM_TIMEOUT in all")
+    return left if timeout is None else min(timeout, left)
+
+
+@functools.cache
+def _bounded_classes() -> tuple[type, type]:
+    """``(network backend, transport)`` classes (made on first use: httpx2 and httpcore2 load
+    with the SDK, never at import)."""
+    import httpcore2
+    import httpx2
+
+    class DeadlineStream(httpcore2.NetworkStream):
+        """A connection whose every wait ends by the current request's deadline."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self.inner.read(max_bytes, _left(timeout, "read"))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            view = memoryview(buffer)
+            while view:
+                self.inner.write(view[:_WRITE_SLICE], _left(timeout, "write"))
+                view = view[_WRITE_SLICE:]
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+            return DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _left(timeout, "connect")))
+
+        def get_extra_info(self, info: str):
+            return self.inner.get_extra_info(info)
+
+    class DeadlineBackend(httpcore2.NetworkBackend):
+        """The default sync backend, its connections :class:`DeadlineStream`."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            return DeadlineStream(
+                self.inner.connect_tcp(host, port, _left(timeout, "connect"), local_address, socket_options)
+            )
+
+        def connect_unix_socket(self, path, timeout=None, socket_options=None):
+            return DeadlineStream(self.inner.connect_unix_socket(path, _left(timeout, "connect"), socket_options))
+
+        def sleep(self, seconds: float) -> None:
+            self.inner.sleep(seconds)
+
+    class BoundedBody(httpx2.SyncByteStream):
+        """An answer's body: read under its request's deadline, at most :data:`MAX_RESPONSE_BYTES`
+        in all (``per_line``: :data:`MAX_RESULT_LINE_BYTES` a line)."""
+
+        def __init__(self, inner, end: float, per_line: bool, where: str):
+            self.inner, self.end, self.per_line, self.where = inner, end, per_line, where
+
+        def _too_large(self):
+            what, bound = (
+                ("a line of a batch's results", "MAX_RESULT_LINE_BYTES")
+                if self.per_line
+                else ("an answer", "MAX_RESPONSE_BYTES")
+            )
+            return _refused()(
+                f"{self.where} sent {what} over {globals()[bound]:,} bytes ({bound}): "
+                "not an answer situate asked for (SITUATE_LLM_URL)"
+            )
+
+        def __iter__(self):
+            it = iter(self.inner)
+            size = 0
+            while True:
+                before, _DEADLINE.at = getattr(_DEADLINE, "at", None), self.end
+                try:
+                    chunk = next(it, None)
+                finally:
+                    _DEADLINE.at = before
+                if chunk is None:
+                    return
+                if time.monotonic() > self.end:
+                    raise httpx2.ReadTimeout("the answer took longer than SITUATE_LLM_TIMEOUT in all")
+                if self.per_line:
+                    first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+                    if size + (len(chunk) if first < 0 else first) > MAX_RESULT_LINE_BYTES:
+                        raise self._too_large()
+                    size = size + len(chunk) if first < 0 else len(chunk) - last - 1
+                else:
+                    size += len(chunk)
+                    if size > MAX_RESPONSE_BYTES:
+                        raise self._too_large()
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class BoundedTransport(httpx2.BaseTransport):
+        """Sends only to ``origin``; each request under a deadline (:func:`_left`), each answer
+        bounded (:class:`BoundedBody`)."""
+
+        def __init__(self, inner, origin: tuple, where: str, timeout: float):
+            self.inner, self.origin, self.where, self.timeout = inner, origin, where, timeout
+
+        def handle_request(self, request):
+            url = request.url
+            if _origin(url.scheme, url.host, url.port) != self.origin:
+                other = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}"
+                raise _refused()(
+                    f"{self.where} sent situate to {other}, another origin than SITUATE_LLM_URL's: "
+                    "refused, nothing sent there (ANTHROPIC_API_KEY included)"
+                )
+            try:
+                size = max(int(request.headers.get("content-length") or 0), 0)
+            except ValueError:
+                size = 0
+            end = time.monotonic() + self.timeout + size / MIN_UPLOAD_RATE
+            request.headers["Accept-Encoding"] = "identity"
+            before, _DEADLINE.at = getattr(_DEADLINE, "at", None), end
+            try:
+                r = self.inner.handle_request(request)
+            finally:
+                _DEADLINE.at = before
+            body = BoundedBody(r.stream, end, bool(_RESULTS_PATH.search(url.path)), self.where)
+            try:
+                declared = int(r.headers.get("content-length") or 0)
+            except ValueError:
+                declared = 0
+            coding = [c.strip().lower() for c in r.headers.get_list("content-encoding", split_commas=True)]
+            if any(c not in ("", "identity") for c in coding):
+                r.stream.close()
+                raise _refused()(
+                    f"{self.where} answered with content coding {', '.join(coding)[:40]!r}, which situate "
+                    "did not ask for (it reads answers uncompressed, to bound their size): SITUATE_LLM_URL"
+                )
+            if declared > MAX_RESPONSE_BYTES and not body.per_line:
+                r.stream.close()
+                raise body._too_large()
+            return httpx2.Response(status_code=r.status_code, headers=r.headers, stream=body, extensions=r.extensions)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return DeadlineBackend, BoundedTransport
+
+
+def bounded_http_client(url: str, timeout: float):
+    """The HTTP client the SDK sends through (``http_client=``): only to ``url``'s origin, each
+    request within ``timeout`` seconds in all (plus its upload at :data:`MIN_UPLOAD_RATE`), each
+    answer within :data:`MAX_RESPONSE_BYTES`; the SDK's connection limits and TCP keep-alive, the
+    environment's proxy for ``url`` (``HTTPS_PROXY``, ``NO_PROXY``) as the SDK's own client has.
+    """
+    import anthropic
+    import httpx2
+
+    backend_cls, transport_cls = _bounded_classes()
+    opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)]
+    for name, value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
+        if hasattr(socket, name):
+            opts.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    p = urllib.parse.urlsplit(url)
+    proxy = None if urllib.request.proxy_bypass(p.hostname or "") else urllib.request.getproxies().get(p.scheme)
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+    inner = httpx2.HTTPTransport(limits=limits, socket_options=opts, proxy=proxy or None)
+    pool = getattr(inner, "_pool", None)  # httpx2 2.17 keeps its httpcore2 pool there
+    if pool is None or not hasattr(pool, "_network_backend"):
+        raise ServerError("the installed httpx2 has no connection pool situate can bound (anthropic==2.16.0 expected)")
+    pool._network_backend = backend_cls(pool._network_backend)
+    transport = transport_cls(inner, url_origin(url), _safe_url(url), float(timeout))
+    return anthropic.DefaultHttpxClient(transport=transport, timeout=timeout)
 
 
 class ChatTokenizer:
@@ -193,7 +442,13 @@ class MessagesClient:
             raise ServerError(str(e).replace("SITUATE_LLM_API_KEY", "ANTHROPIC_API_KEY")) from None
         self.model = model
         self._key = key
-        self.client = anthropic.Anthropic(api_key=key, base_url=self.url, max_retries=retries, timeout=timeout)
+        self.client = anthropic.Anthropic(
+            api_key=key,
+            base_url=self.url,
+            max_retries=retries,
+            timeout=timeout,
+            http_client=bounded_http_client(self.url, timeout),
+        )
         self.info: ApiInfo | None = None
 
     def _hide(self, text: str) -> str:
@@ -204,6 +459,8 @@ class MessagesClient:
         import anthropic
 
         where = _safe_url(self.url)
+        if isinstance(e, ServerError):  # refused by the HTTP client (AnswerRefused): named already
+            return e
         if isinstance(e, anthropic.AuthenticationError):
             return ServerError(f"{where} refused ANTHROPIC_API_KEY (401): set a valid key")
         if isinstance(e, anthropic.PermissionDeniedError):
@@ -345,11 +602,45 @@ class MessagesClient:
         cut = min((text.find(s) for s in stop if s and s in text), default=-1)
         if cut >= 0:
             text = text[:cut]
+        prompt, generated, read, written = self._usage_of(msg)
+        return Completion(text, prompt, generated, read, seconds, written)
+
+    def usage_of(self, msg) -> tuple[int, int, int, int]:
+        """What an API ``Message`` was billed: ``(prompt, generated, cache-read, cache-written)``
+        tokens, ``prompt`` = input + cache-written + cache-read (as :meth:`completion_of` counts).
+
+        Raises
+        ------
+        situate.resources.models.server.ServerError
+            The usage is not token counts, or ``msg`` is not a message.
+        """
+        try:
+            return self._usage_of(msg)
+        except (ValueError, TypeError, AttributeError):
+            raise ServerError(
+                f"{_safe_url(self.url)} answered a blurb request with something that is not a "
+                "Messages API answer (SITUATE_LLM_URL)"
+            ) from None
+
+    def _usage_of(self, msg) -> tuple[int, int, int, int]:
         u = msg.usage
         read = self._tokens(getattr(u, "cache_read_input_tokens", 0), "cache_read_input_tokens")
         written = self._tokens(getattr(u, "cache_creation_input_tokens", 0), "cache_creation_input_tokens")
         prompt = self._tokens(u.input_tokens, "input_tokens") + read + written
-        return Completion(text, prompt, self._tokens(u.output_tokens, "output_tokens"), read, seconds, written)
+        return prompt, self._tokens(u.output_tokens, "output_tokens"), read, written
+
+    def same_origin(self, url) -> bool:
+        """Whether ``url`` (a batch's ``results_url``) is on ``SITUATE_LLM_URL``'s origin (a URL
+        without scheme and host is: the SDK reads it against the base URL)."""
+        if not isinstance(url, str):
+            return False
+        p = urllib.parse.urlsplit(url)
+        if not p.scheme and not p.netloc:
+            return True
+        try:
+            return url_origin(url) == url_origin(self.url)
+        except ValueError:  # a port that is not a number
+            return False
 
     def _tokens(self, value, name: str) -> int:
         """A usage count: None is 0; otherwise a whole number from 0 to :data:`MAX_USAGE_TOKENS`.

@@ -75,6 +75,10 @@ class MessageBatchRound:
     #: answering: why each request of the current document the batch did not answer
     missing: list = dataclasses.field(default_factory=list)
     last_missing: bool = False
+    #: the batches dropped from the ledger, each with why
+    forgotten: dict = dataclasses.field(default_factory=dict)
+    #: the batch each request went in (resumed or sent by this run)
+    _where: dict = dataclasses.field(default_factory=dict)
 
     def _request(self, tokens: list[int], stop: list[str], max_tokens: int) -> tuple[str, dict]:
         from situate.resources.models.anthropic_api import ChatTokenizer
@@ -143,6 +147,14 @@ class MessageBatchRound:
         becomes the reason of every request it left unanswered, so each document fails with it
         and the others' answers are kept.
 
+        A batch of the ledger the API does not know (404: deleted, or sent with another
+        workspace's key) is forgotten and its requests sent again in this run; a batch whose
+        results cannot be collected (unknown to the API, its ``results_url`` on another origin
+        than ``SITUATE_LLM_URL``, results that are not JSON lines or over the HTTP client's
+        bounds) is forgotten too, its requests left to the next run, which sends them again.  A
+        batch that could not be read for a passing reason (a timeout, a dropped connection, a 5xx
+        after the retries) stays in the ledger: the next run collects it.
+
         Parameters
         ----------
         log : callable, optional
@@ -159,7 +171,8 @@ class MessageBatchRound:
         -------
         dict
             ``{"batches", "requests", "succeeded", "errored", "expired", "canceled", "other",
-            "not_ended", "error", "seconds"}`` for the run's metadata.
+            "not_ended", "forgotten", "error", "seconds"}`` for the run's metadata
+            (``forgotten``: the batches dropped from the ledger, each with why).
         """
         import anthropic
 
@@ -168,24 +181,39 @@ class MessageBatchRound:
         api = self.client.client.messages.batches
         known = (ledger.read() if ledger is not None else {}) or {}
         pending = [bid for bid, cids in known.items() if isinstance(cids, list) and set(cids) & set(self.requests)]
-        waiting_for = {cid for bid in pending for cid in known[bid]}
         used = list(pending)  # this run's batches: those resumed from the ledger, then those sent
+        for bid in pending:
+            self._where.update({cid: bid for cid in known[bid] if cid in self.requests})
         error = ""
         try:
+            for bid in list(pending):  # one the API no longer knows: its requests are sent now
+                try:
+                    api.retrieve(bid)
+                except anthropic.NotFoundError:
+                    self._forget(bid, self._unknown(bid), pending, known, ledger, log)
+                    used.remove(bid)
+                    if log:
+                        log(f"Message Batch {bid}: its request(s) of this run are sent again")
+            waiting_for = {cid for bid in pending for cid in known[bid]}
             for group in self._groups([cid for cid in self.requests if cid not in waiting_for]):
                 b = api.create(requests=[{"custom_id": cid, "params": self.requests[cid][0]} for cid in group])
                 pending.append(b.id)
                 used.append(b.id)
                 known[b.id] = group
+                self._where.update(dict.fromkeys(group, b.id))
                 if ledger is not None:
                     ledger.write(known)
                 if log:
                     log(f"Message Batch {b.id}: {len(group)} request(s) sent")
             while pending:
                 for bid in list(pending):
-                    if api.retrieve(bid).processing_status == "ended":
+                    try:
+                        ended = self._look(api, bid)
+                    except _Gone as e:
+                        self._forget(bid, str(e), pending, known, ledger, log)
+                        continue
+                    if ended:
                         pending.remove(bid)
-                        self._collect(api, bid)
                         known.pop(bid, None)
                         if ledger is not None:
                             ledger.write(known)
@@ -201,28 +229,87 @@ class MessageBatchRound:
         except (anthropic.AnthropicError, ServerError, ValueError, TypeError, AttributeError) as e:
             error = str(
                 self.client._error(e, "a Message Batch")
-                if isinstance(e, anthropic.AnthropicError)
+                if isinstance(e, (anthropic.AnthropicError, ServerError))
                 else ServerError(f"a Message Batch: {type(e).__name__}: the API's answer is not a batch's")
             )
             if log:
                 log(f"Message Batches stopped: {error}")
-        self._mark_unanswered(pending, known, error)
+        self._mark_unanswered(pending, error)
         self.batches = used
         return self._summary(used, pending, error, time.perf_counter() - t0)
 
-    def _mark_unanswered(self, pending: list[str], known: dict, error: str) -> None:
-        """Give each request with no answer its reason: the API error that stopped the round (or
-        "not sent"), or that its batch is still in progress (the next run collects it)."""
-        for cid in self.requests:
-            if cid not in self.answers and cid not in self.failures:
-                bid = next((b for b in pending if cid in known.get(b, [])), None)
-                self.failures[cid] = (
-                    (error or "not sent")
-                    if bid is None
-                    else (
-                        f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers"
-                    )
+    def _unknown(self, bid: str) -> str:
+        from situate.resources.models.anthropic_api import _safe_url
+
+        return (
+            f"batch {bid} is unknown to {_safe_url(self.client.url)} (404: deleted, or sent with another "
+            "workspace's ANTHROPIC_API_KEY)"
+        )
+
+    def _forget(self, bid: str, why: str, pending: list[str], known: dict, ledger, log) -> None:
+        """Drop batch ``bid`` from the round and the ledger, with why (its unanswered requests
+        are sent again: in this run when it was resumed and found unknown, else by the next)."""
+        if bid in pending:
+            pending.remove(bid)
+        known.pop(bid, None)
+        self.forgotten[bid] = why
+        if ledger is not None:
+            ledger.write(known)
+        if log:
+            log(f"Message Batch {bid} forgotten ({LEDGER}): {why}")
+
+    def _look(self, api, bid: str) -> bool:
+        """Whether batch ``bid`` has ended; if so its results are collected (:meth:`_collect`).
+
+        Raises
+        ------
+        _Gone
+            The batch cannot be collected: unknown to the API, its results on another origin
+            than ``SITUATE_LLM_URL`` (not asked: the key is not sent there) or unreadable.
+        """
+        import anthropic
+
+        try:
+            b = api.retrieve(bid)
+            if b.processing_status != "ended":
+                return False
+            url = getattr(b, "results_url", None)
+            if url is not None and not self.client.same_origin(url):
+                from situate.resources.models.anthropic_api import _safe_url
+
+                try:
+                    where = _safe_url(url) if isinstance(url, str) else f"a {type(url).__name__}, not a URL"
+                except ValueError:  # a port that is not a number
+                    where = "a URL that is not one"
+                raise _Gone(
+                    f"batch {bid} names its results on {where}, another origin than SITUATE_LLM_URL "
+                    f"({_safe_url(self.client.url)}): not fetched, ANTHROPIC_API_KEY not sent there"
                 )
+            self._collect(api, bid)
+            return True
+        except anthropic.NotFoundError:
+            raise _Gone(self._unknown(bid)) from None
+
+    def _mark_unanswered(self, pending: list[str], error: str) -> None:
+        """Give each request with no answer its reason: the API error that stopped the round (or
+        "not sent"), that its batch is still in progress or was not collected (the next run
+        collects it), that its batch was forgotten (the next run sends it again), or that its
+        batch ended without a result for it."""
+        for cid in self.requests:
+            if cid in self.answers or cid in self.failures:
+                continue
+            bid = self._where.get(cid)
+            if bid is None:
+                why = error or "not sent"
+            elif bid in self.forgotten:
+                why = f"{self.forgotten[bid]}: forgotten, the next run sends this request again"
+            elif bid in pending and error:
+                why = f"batch {bid} not collected ({error}): the next run collects its answers"
+            elif bid in pending:
+                why = f"batch {bid} still in progress after SITUATE_LLM_BATCH_WAIT: the next run collects its answers"
+            else:
+                why = f"batch {bid} ended without a result for this request"
+            self.failures[cid] = why
 
     def _summary(self, used: list[str], pending: list[str], error: str, seconds: float) -> dict:
         """The round's figures for the run's metadata (:meth:`submit_and_wait`'s return)."""
@@ -234,38 +321,105 @@ class MessageBatchRound:
             **{k: kinds.count(k) for k in ("errored", "expired", "canceled")},
             "other": sum(k not in ("errored", "expired", "canceled", "batch") for k in kinds),
             "not_ended": len(pending),
+            "forgotten": dict(self.forgotten),
             "error": error,
             "seconds": round(seconds, 1),
         }
 
     def _collect(self, api, bid: str) -> None:
         """Keep batch ``bid``'s answers to this run's requests (the first result of a custom id; a
-        result that is not a Messages API answer fails its request alone), and count what was
-        billed (:func:`situate.resources.models.llm.count_api_usage`)."""
+        result that is not a Messages API answer fails its request alone, a line whose custom id
+        is not a string is skipped alone), and count what was billed: every succeeded result of
+        the batch, answers to requests this run no longer asks included
+        (:func:`situate.resources.models.llm.count_api_usage`), once: when the results were read
+        to their end, or the batch is forgotten (never to be read again).
+
+        Raises
+        ------
+        _Gone
+            The results cannot be read (unknown to the API, refused by the HTTP client, not JSON
+            lines of results): the batch is forgotten; the answers read before are kept.
+        situate.resources.models.server.ServerError
+            A passing failure (a timeout, a dropped connection): the batch stays in the ledger and
+            nothing of it is counted (the next run reads and counts it all).
+        anthropic.AnthropicError
+            Another API error, passing as well (its retries spent).
+        """
+        import anthropic
+        import httpx2
+
+        from situate.resources.models.anthropic_api import AnswerRefused
+
+        billed: list[tuple[int, int, int, int]] = []
+        seen: set[str] = set()
+        gone = ""
+        try:
+            results = api.results(bid)
+            try:
+                for entry in results:
+                    try:
+                        self._take(entry, bid, seen, billed)
+                    except (ValueError, TypeError, AttributeError):  # a line that is not a result: skipped
+                        continue
+            finally:
+                close = getattr(results, "close", None)
+                if callable(close):
+                    close()
+        except anthropic.NotFoundError:
+            gone = self._unknown(bid)
+        except AnswerRefused as e:
+            gone = f"batch {bid}: {e}"
+        except httpx2.TimeoutException:
+            raise ServerError(
+                f"the results of batch {bid} took longer than SITUATE_LLM_TIMEOUT to read (raise it for a large batch)"
+            ) from None
+        except httpx2.HTTPError as e:
+            raise ServerError(f"the results of batch {bid}: the connection broke ({type(e).__name__})") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            gone = f"batch {bid}'s results are not JSON lines of results ({type(e).__name__})"
+        self._bill(billed)
+        if gone:
+            raise _Gone(gone)
+
+    def _take(self, entry, bid: str, seen: set, billed: list) -> None:
+        """One line of batch ``bid``'s results: its usage joins ``billed`` (a succeeded answer);
+        its answer or failure is kept when it answers a request of this run not answered yet."""
+        cid = getattr(entry, "custom_id", None)
+        if not isinstance(cid, str) or cid in seen:
+            return  # not a custom id (a malformed line, skipped alone), or this batch's result for it seen already
+        seen.add(cid)
+        result = getattr(entry, "result", None)
+        kind = getattr(result, "type", None)
+        if kind == "succeeded":
+            try:
+                billed.append(self.client.usage_of(result.message))
+            except (ServerError, AttributeError):
+                pass  # no usage in it to count
+        if cid not in self.requests or cid in self.answers or cid in self.failures:
+            return  # not asked by this run (e.g. a document edited since it was sent), or answered already
+        if kind == "succeeded":
+            try:
+                self.answers[cid] = self.client.completion_of(result.message, self.requests[cid][1], 0.0)
+            except ServerError as e:
+                self.failures[cid] = f"errored in batch {bid}: {e}"
+        elif kind == "errored":
+            err = getattr(getattr(result, "error", None), "error", None)
+            self.failures[cid] = f"errored in batch {bid}: {str(getattr(err, 'type', 'error'))[:80]}"
+        elif kind in ("expired", "canceled"):
+            self.failures[cid] = f"{kind} in batch {bid}"
+        else:
+            self.failures[cid] = f"unknown result {str(kind)[:40]!r} in batch {bid}"
+
+    @staticmethod
+    def _bill(billed: list[tuple[int, int, int, int]]) -> None:
         from situate.resources.models.llm import count_api_usage
 
-        for entry in api.results(bid):
-            cid = getattr(entry, "custom_id", None)
-            if cid not in self.requests or cid in self.answers or cid in self.failures:
-                continue  # not one of ours, or seen already in this batch's results
-            result = getattr(entry, "result", None)
-            kind = getattr(result, "type", None)
-            if kind == "succeeded":
-                try:
-                    c = self.client.completion_of(result.message, self.requests[cid][1], 0.0)
-                except ServerError as e:
-                    self.failures[cid] = f"errored in batch {bid}: {e}"
-                    continue
-                self.answers[cid] = c
-                reused = c.cached_tokens or 0
-                count_api_usage(c.prompt_tokens - reused, c.written, reused, c.generated, batch=True)
-            elif kind == "errored":
-                err = getattr(getattr(result, "error", None), "error", None)
-                self.failures[cid] = f"errored in batch {bid}: {str(getattr(err, 'type', 'error'))[:80]}"
-            elif kind in ("expired", "canceled"):
-                self.failures[cid] = f"{kind} in batch {bid}"
-            else:
-                self.failures[cid] = f"unknown result {str(kind)[:40]!r} in batch {bid}"
+        for prompt, generated, read, written in billed:
+            count_api_usage(prompt - read, written, read, generated, batch=True)
+
+
+class _Gone(Exception):
+    """A batch that cannot be collected (the message says why): it is forgotten."""
 
 
 #: Where a data folder remembers its Message Batches still in progress (relative to the folder).
@@ -289,7 +443,7 @@ class BatchLedger:
             return {}
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             return {}
         if not isinstance(data, dict) or len(data) > MAX_LEDGER_BATCHES:
             return {}
