@@ -50,7 +50,8 @@ def plan_for(
     partitions (:attr:`situate.assets.collection.Collection.partitions_name`)."""
     fp = fingerprint(llm, embedder, chunking)
     registered = instance.get_dynamic_partitions(partitions)
-    refs = docs.discover()
+    skipped: list[str] = []
+    refs = docs.discover(skipped)
     plan = plan_sync(
         refs,
         registered,
@@ -59,6 +60,7 @@ def plan_for(
         bad_inputs_from_store(store, [r.key for r in refs]),
         allow_mass_removal=allow_removal or read_settings().allow_mass_removal,
     )
+    plan.skipped = skipped
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp
 
@@ -316,6 +318,8 @@ def sync_from_sensor(
     )
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+    for line in plan.skipped:
+        context.log.warning(f"sync: {line}")
     parts = c.partitions
     return dg.SensorResult(
         run_requests=requests,
@@ -372,6 +376,8 @@ def sync_from_schedule(
         context.log.warning(f"sync: {plan.held}")
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+    for line in plan.skipped:
+        context.log.warning(f"sync: {line}")
     busy = in_flight_keys(context.instance, order, job=c.job_name("ingest"))
     plan.stale = [k for k in plan.stale if k not in busy]
     requests, _ = ingest_requests(context, store, plan, order, fp, job=c.job_name("ingest"))

@@ -96,6 +96,29 @@ def test_objects_round_trip_and_conditional_create(s3_server):
     assert folder.delete_prefix("a") == 2 and folder.list("a") == []
 
 
+def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
+    """The docs source's listing (its own signed ListObjectsV2, keys URL-encoded) against a real
+    S3 server: every key back as written (a space, a ``+``, non-ASCII), ETags as the HEAD gives."""
+    from situate.resources.documents.remote import discover_objects
+    from situate.resources.store.objects import ObjectFolder, StoreUnavailable
+
+    uri = _uri(s3_server, "docs")
+    folder = ObjectFolder(uri)
+    assert folder._lists_raw
+    names = ["a b+c.md", "notes/ünïcode.md", "z.md", ".hidden.md", "photo.png"]
+    for n in names:
+        folder.put(n, f"# {n}\n".encode())
+    skipped: list[str] = []
+    refs = discover_objects(uri, skipped)
+    assert [r.source for r in refs] == ["a b+c.md", "notes/ünïcode.md", "z.md"] and skipped == []
+    assert [r.sha256 for r in refs] == ["etag:" + folder.head(r.source)["e_tag"].strip('"') for r in refs]
+    assert sorted(m["path"] for m in folder.list_objects()) == sorted(names)
+    wrong = ObjectFolder(uri, retries=0)
+    wrong.config["aws_secret_access_key"] = "not-the-secret"  # the server checks the signature
+    with pytest.raises(StoreUnavailable, match="refused the credentials"):
+        wrong.list_objects()
+
+
 def test_a_lease_is_held_by_one_process_at_a_time(s3_server, tmp_path):
     """Two processes take the same lease 4 times each and append to a shared log inside it:
     their critical sections never overlap."""

@@ -165,7 +165,45 @@ def _reason(error: BaseException, uri: str, endpoint: str | None) -> str:
     if isinstance(error, ox.UnauthenticatedError) or "401 Unauthorized" in text:
         return f"the object store{where} did not accept the credentials for {uri}"
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return f"the object store{where} failed for {uri}: {first[:200]}"
+    return f"the object store{where} failed for {uri}: {printable(first[:200])}"
+
+
+def printable(text: str) -> str:
+    r"""``text`` with each character that is not printable (a control character, a line break)
+    written as its Python escape (``\x01``), so that a name from a store stays one line and shows
+    what is in it.
+
+    >>> printable("docs/a\x01b.md")
+    'docs/a\\x01b.md'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def odd_key(key: str) -> str | None:
+    r"""Why the object store client (obstore, the ``object_store`` crate) cannot address object key
+    ``key``, or None when it can: an empty segment (``a//b``, a leading or trailing ``/``), a ``.``
+    or ``..`` segment, or an ASCII control character (``object_store``'s ``Path::parse`` rules).
+    S3 accepts all of these in a key.
+
+    >>> odd_key("docs/a.md"), odd_key("docs//a.md"), odd_key("docs/x/../a.md"), odd_key("a\x07.md")
+    (None, 'an empty path segment', "a '..' path segment", 'a control character')
+    """
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "a control character"
+    for seg in key.split("/"):
+        if seg == "":
+            return "an empty path segment"
+        if seg in (".", ".."):
+            return f"a {seg!r} path segment"
+    return None
+
+
+class ObjectTooLarge(Exception):
+    """An object's GET carried more than the bytes asked for (:meth:`ObjectFolder.get_bounded`)."""
+
+
+class ObjectChanged(Exception):
+    """An object is no longer the version it was asked for (:meth:`ObjectFolder.get_bounded`)."""
 
 
 class ObjectFolder:
@@ -197,6 +235,7 @@ class ObjectFolder:
 
         self.uri = uri.rstrip("/")
         self.config = store_config(self.uri)
+        self.retries, self.timeout_s = retries, timeout_s
         retry = {
             "max_retries": retries,
             "backoff": {
@@ -261,6 +300,45 @@ class ObjectFolder:
                 raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
             return None
         except Exception as e:  # noqa: BLE001 - obstore raises its own hierarchy and OSError
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def get_bounded(self, rel: str, limit: int, e_tag: str = "") -> bytes | None:
+        """The object's bytes, at most ``limit`` of them, as version ``e_tag`` (the ETag a
+        :meth:`head` gave; ``""`` for any), or None when it does not exist.  The GET carries
+        ``If-Match: e_tag``, and the ETag it answers is checked against ``e_tag`` too (a store
+        that ignores the condition); its body is read in pieces and dropped past ``limit``.
+
+        Raises
+        ------
+        ObjectTooLarge
+            The body goes past ``limit`` bytes (whatever the HEAD or the listing said).
+        ObjectChanged
+            The object is another version than ``e_tag`` now (replaced since the HEAD).
+        StoreUnavailable
+            Any other failure (unreachable, refused credentials, missing bucket).
+        """
+        try:
+            got = obstore.get(self.store, rel, options={"if_match": e_tag} if e_tag else None)
+            now = got.meta.get("e_tag") or ""
+            if e_tag and now and now.strip('"') != e_tag.strip('"'):
+                raise ObjectChanged(f"its ETag is {now.strip(chr(34))[:80]} now, not {e_tag.strip(chr(34))[:80]}")
+            data = bytearray()
+            for chunk in got.stream(min_chunk_size=2**20):
+                data += chunk
+                if len(data) > limit:
+                    raise ObjectTooLarge(f"its GET carries over {limit:,} bytes")
+            return bytes(data)
+        except (ObjectChanged, ObjectTooLarge):
+            raise
+        except ox.PreconditionError:
+            raise ObjectChanged(f"it is no longer version {e_tag.strip(chr(34))[:80]}") from None
+        except (ox.NotFoundError, FileNotFoundError) as e:
+            if "NoSuchBucket" in str(e):
+                raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+            return None
+        except Exception as e:  # noqa: BLE001 - obstore raises its own hierarchy and OSError
+            if "412" in str(e) or "Precondition" in str(e):
+                raise ObjectChanged(f"it is no longer version {e_tag.strip(chr(34))[:80]}") from None
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
     def put(self, rel: str, data: bytes) -> None:
@@ -361,23 +439,53 @@ class ObjectFolder:
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
-    def list_objects(self, prefix: str = "") -> list[dict]:
+    def list_objects(self, prefix: str = "", odd: list | None = None) -> list[dict]:
         """The objects under ``prefix`` (every object where it is empty), each
         ``{"path", "size", "e_tag"}`` (``path`` relative to this folder, ``size`` in bytes, the
         ETag the store gives, ``""`` where it gives none), sorted by path.
+
+        An object whose key the client cannot address (:func:`odd_key`: S3 accepts
+        ``docs/../x.md``, ``docs//x.md``, a control character) is left out, and named in ``odd``
+        when given (``(key, reason)``, the key relative to this folder), so the others are listed.
+        On S3 with keys in the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``) the
+        listing reads each key as text (:mod:`situate.resources.store.s3list`); with another store
+        or credential, obstore lists, and one such object fails the listing, named.
 
         Raises
         ------
         StoreUnavailable
         """
         prefix = prefix.strip("/")
+        under = prefix + "/" if prefix else ""
+        if self._lists_raw:
+            from situate.resources.store.s3list import S3Lister
+
+            bucket, _, base = self.uri.split("://", 1)[1].partition("/")
+            full = f"{base}/{under}" if base else under
+            listed = S3Lister(bucket, self.config, self.retries, self.timeout_s).list(full)
+            out = []
+            for m in listed:
+                rel = m["key"][len(base) + 1 :] if base else m["key"]
+                why = odd_key(m["key"]) or odd_key(rel)
+                if why:
+                    if odd is not None:
+                        odd.append((rel, why))
+                    continue
+                out.append({"path": rel, "size": m["size"], "e_tag": m["e_tag"]})
+            return sorted(out, key=lambda m: m["path"])
         try:
             out = []
-            for batch in obstore.list(self.store, prefix=prefix + "/" if prefix else None):
+            for batch in obstore.list(self.store, prefix=under or None):
                 out.extend({"path": m["path"], "size": m["size"], "e_tag": m.get("e_tag") or ""} for m in batch)
             return sorted(out, key=lambda m: m["path"])
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    @property
+    def _lists_raw(self) -> bool:
+        """Whether :meth:`list_objects` reads keys as text (S3 with keys given)."""
+        cfg = self.config
+        return self.uri.startswith("s3://") and bool(cfg.get("aws_access_key_id") and cfg.get("aws_secret_access_key"))
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``; returns how many."""
