@@ -10,6 +10,7 @@ from situate.assets.collection import DEFAULT, ROLES, Collection
 from situate.contextual.indexing import fingerprint
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
+from situate.pipelines.preflight import claim_data_folder
 from situate.pipelines.sync import (
     ADD_BATCH,
     PARTITIONS,
@@ -287,7 +288,15 @@ def sync_from_sensor(
     chunking: Chunking,
 ):
     """One evaluation of collection ``c``'s sensor: a ``dg.SensorResult`` (runs and partition
-    changes) or a ``dg.SkipReason``."""
+    changes) or a ``dg.SkipReason``.
+
+    Raises
+    ------
+    situate.resources.errors.StartupError
+        The data folder is not one situate may use (:func:`situate.pipelines.preflight.claim_data_folder`:
+        a non-empty folder of the user's, another collection's): nothing is listed or written.
+    """
+    claim_data_folder(store.home, c.name)
     if not docs.exists():
         return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     ingest, bm25 = c.job_name("ingest"), c.job_name("bm25")
@@ -367,7 +376,14 @@ def sync_from_schedule(
     embedder: Embedder,
     chunking: Chunking,
 ):
-    """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``."""
+    """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``.
+
+    Raises
+    ------
+    situate.resources.errors.StartupError
+        As :func:`sync_from_sensor`.
+    """
+    claim_data_folder(store.home, c.name)
     if not docs.exists():
         return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
