@@ -99,7 +99,8 @@ def test_objects_round_trip_and_conditional_create(s3_server):
 def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
     """The docs source's listing (its own signed ListObjectsV2, keys URL-encoded) against a real
     S3 server: every key back as written (a space, a ``+``, non-ASCII), ETags as the HEAD gives."""
-    from situate.resources.documents.remote import discover_objects
+    from situate.resources.documents.remote import discover_objects, read_object
+    from situate.resources.errors import DocumentError
     from situate.resources.store.objects import ObjectFolder, StoreUnavailable
 
     uri = _uri(s3_server, "docs")
@@ -113,6 +114,10 @@ def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
     assert [r.source for r in refs] == ["a b+c.md", "notes/ünïcode.md", "z.md"] and skipped == []
     assert [r.sha256 for r in refs] == ["etag:" + folder.head(r.source)["e_tag"].strip('"') for r in refs]
     assert sorted(m["path"] for m in folder.list_objects()) == sorted(names)
+    assert read_object(refs[1]) == "# notes/ünïcode.md\n".encode()  # GET with If-Match: the ETag listed
+    folder.put("z.md", b"# z, edited\n")  # another version than the one listed
+    with pytest.raises(DocumentError, match="changed since it was listed"):
+        read_object(refs[2])
     wrong = ObjectFolder(uri, retries=0)
     wrong.config["aws_secret_access_key"] = "not-the-secret"  # the server checks the signature
     with pytest.raises(StoreUnavailable, match="refused the credentials"):
