@@ -97,15 +97,16 @@ def test_objects_round_trip_and_conditional_create(s3_server):
 
 
 def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
-    """The docs source's listing (its own signed ListObjectsV2, keys URL-encoded) against a real
-    S3 server: every key back as written (a space, a ``+``, non-ASCII), ETags as the HEAD gives."""
+    """The docs source's listing (s3fs: ListObjectsV2 signed by botocore, keys URL-encoded) against
+    a real S3 server: every key back as written (a space, a ``+``, non-ASCII), ETags as the HEAD
+    gives; refused credentials and a missing bucket named in one line."""
     from situate.resources.documents.remote import discover_objects, read_object
     from situate.resources.errors import DocumentError
     from situate.resources.store.objects import ObjectFolder, StoreUnavailable
 
     uri = _uri(s3_server, "docs")
     folder = ObjectFolder(uri)
-    assert folder._lists_raw
+    assert folder._lists_with_s3fs
     names = ["a b+c.md", "notes/ünïcode.md", "z.md", ".hidden.md", "photo.png"]
     for n in names:
         folder.put(n, f"# {n}\n".encode())
@@ -122,6 +123,8 @@ def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
     wrong.config["aws_secret_access_key"] = "not-the-secret"  # the server checks the signature
     with pytest.raises(StoreUnavailable, match="refused the credentials"):
         wrong.list_objects()
+    with pytest.raises(StoreUnavailable, match=r"the bucket of s3://no-such-bucket-\w+/docs/ does not exist"):
+        ObjectFolder(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/docs", retries=0).list_objects()
 
 
 def test_a_lease_is_held_by_one_process_at_a_time(s3_server, tmp_path):

@@ -1,8 +1,8 @@
 """A docs source on object storage against a loopback S3 STUB (:mod:`tests.s3_stub`; a real store
 cannot be made to hold these keys or to lie about a size): objects whose keys obstore cannot
 parse are skipped and named while the others are listed; a GET is read up to the bound whatever
-the HEAD said, and only as the version the HEAD gave.  The listing's signature against a real S3
-server (SeaweedFS) is in ``tests/test_object_store.py``."""
+the HEAD said, and only as the version the HEAD gave.  The listing (s3fs) against a real S3 server
+(SeaweedFS) is in ``tests/test_object_store.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from s3_stub import s3_stub
 
 from situate.resources.documents import remote
-from situate.resources.errors import DocumentError
+from situate.resources.errors import DocumentError, StoreUnavailable
+from situate.resources.store.objects import ObjectFolder
 
 GOOD = {
     "docs/keys.md": {"body": "# Keys\n\nRotate the signing keys nightly.\n", "etag": "aaa"},
@@ -32,6 +33,11 @@ def test_objects_whose_keys_the_client_cannot_read_are_skipped_and_named(monkeyp
     assert "'notes/../evil.md'" in text and "a '..' path segment" in text
     assert "'/empty.md'" in text and "an empty path segment" in text
     assert "'a\\x01b.md'" in text and "a control character" in text and "\x01" not in text
+    # the stub is gone now: the listing (s3fs) names the endpoint, in one line, after one try
+    with pytest.raises(
+        StoreUnavailable, match=r"^cannot reach the object store at http://127\.0\.0\.1:\d+ for s3://bucket/docs/ "
+    ):
+        ObjectFolder("s3://bucket/docs", retries=0).list_objects()
 
 
 def test_a_get_longer_than_its_head_is_refused_at_the_bound(monkeypatch):
@@ -62,9 +68,27 @@ def test_an_object_whose_get_is_another_version_is_refused(monkeypatch):
 def test_a_store_error_naming_a_key_keeps_it_on_one_line_and_the_examples_hold():
     import doctest
 
-    from situate.resources.store import objects, s3list
+    from situate.resources.store import objects
 
     said = objects._reason(ValueError('Error parsing Path "docs/a\x01b\x1bc.md": x\nDebug'), "s3://bucket/docs", None)
     assert "a\\x01b\\x1bc.md" in said and "\x01" not in said and "Debug" not in said
-    for m in (objects, s3list, remote):
+    for m in (objects, remote):
         assert doctest.testmod(m).failed == 0, m.__name__
+
+
+def test_a_docs_listing_is_bounded_in_page_bytes_and_objects(monkeypatch):
+    """A page over ``MAX_LIST_PAGE_BYTES`` is refused before it is parsed, a listing past
+    ``MAX_LISTED`` objects is stopped (both lowered here), each named with the prefix."""
+    from situate.resources.store import objects
+
+    monkeypatch.setattr(objects, "MAX_LIST_PAGE_BYTES", 300)
+    with s3_stub(GOOD, monkeypatch) as log:
+        with pytest.raises(StoreUnavailable, match=r"answered a listing page of s3://bucket/docs/ over 300 bytes"):
+            ObjectFolder("s3://bucket/docs").list_objects()
+        assert len(log) == 1  # refused, not retried
+    monkeypatch.setattr(objects, "MAX_LIST_PAGE_BYTES", 16 * 2**20)
+    monkeypatch.setattr(objects, "MAX_LISTED", 3)
+    with s3_stub({f"docs/{i}.md": {"body": "x"} for i in range(7)}, monkeypatch, page=2) as log:
+        with pytest.raises(StoreUnavailable, match=r"the listing of s3://bucket/docs/ goes on past 3 objects"):
+            ObjectFolder("s3://bucket/docs").list_objects()
+        assert len(log) == 2  # the third page is never asked for
