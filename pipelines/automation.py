@@ -10,6 +10,7 @@ from situate.assets.collection import DEFAULT, ROLES, Collection
 from situate.contextual.indexing import fingerprint
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
+from situate.pipelines.preflight import claim_data_folder
 from situate.pipelines.sync import (
     ADD_BATCH,
     PARTITIONS,
@@ -50,7 +51,8 @@ def plan_for(
     partitions (:attr:`situate.assets.collection.Collection.partitions_name`)."""
     fp = fingerprint(llm, embedder, chunking)
     registered = instance.get_dynamic_partitions(partitions)
-    refs = docs.discover()
+    skipped: list[str] = []
+    refs = docs.discover(skipped)
     plan = plan_sync(
         refs,
         registered,
@@ -59,6 +61,7 @@ def plan_for(
         bad_inputs_from_store(store, [r.key for r in refs]),
         allow_mass_removal=allow_removal or read_settings().allow_mass_removal,
     )
+    plan.skipped = skipped
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp
 
@@ -285,7 +288,15 @@ def sync_from_sensor(
     chunking: Chunking,
 ):
     """One evaluation of collection ``c``'s sensor: a ``dg.SensorResult`` (runs and partition
-    changes) or a ``dg.SkipReason``."""
+    changes) or a ``dg.SkipReason``.
+
+    Raises
+    ------
+    situate.resources.errors.StartupError
+        The data folder is not one situate may use (:func:`situate.pipelines.preflight.claim_data_folder`:
+        a non-empty folder of the user's, another collection's): nothing is listed or written.
+    """
+    claim_data_folder(store.home, c.name)
     if not docs.exists():
         return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     ingest, bm25 = c.job_name("ingest"), c.job_name("bm25")
@@ -316,6 +327,8 @@ def sync_from_sensor(
     )
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+    for line in plan.skipped:
+        context.log.warning(f"sync: {line}")
     parts = c.partitions
     return dg.SensorResult(
         run_requests=requests,
@@ -363,7 +376,14 @@ def sync_from_schedule(
     embedder: Embedder,
     chunking: Chunking,
 ):
-    """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``."""
+    """One tick of collection ``c``'s schedule: its ``ingest`` run requests or a ``dg.SkipReason``.
+
+    Raises
+    ------
+    situate.resources.errors.StartupError
+        As :func:`sync_from_sensor`.
+    """
+    claim_data_folder(store.home, c.name)
     if not docs.exists():
         return dg.SkipReason(f"docs path {docs.where()} does not exist (set SITUATE_DOCS)")
     plan, fp = plan_for(context.instance, docs, store, llm, embedder, chunking, partitions=c.partitions_name)
@@ -372,6 +392,8 @@ def sync_from_schedule(
         context.log.warning(f"sync: {plan.held}")
     for key, why in plan.invalid.items():
         context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+    for line in plan.skipped:
+        context.log.warning(f"sync: {line}")
     busy = in_flight_keys(context.instance, order, job=c.job_name("ingest"))
     plan.stale = [k for k in plan.stale if k not in busy]
     requests, _ = ingest_requests(context, store, plan, order, fp, job=c.job_name("ingest"))

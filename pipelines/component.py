@@ -44,7 +44,7 @@ from situate.pipelines.settings import check_environment
 from situate.resources.errors import SettingError
 from situate.resources.models import registry as models
 from situate.resources.settings import Settings
-from situate.resources.store.objects import is_uri
+from situate.resources.store.objects import is_uri, normalize_home
 
 
 class CollectionParams(dg.Model):
@@ -201,7 +201,8 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         Raises
         ------
         situate.resources.errors.SettingError
-            An attribute outside its bound.
+            An attribute outside its bound; a data folder another collection of this process (code
+            location) was given.
         """
         given = {f: getattr(self, f) for f in SETTINGS_GIVEN if getattr(self, f) is not None}
         try:
@@ -219,6 +220,8 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         root = root or Path.cwd()
         docs = self._path(root, self.docs) if self.docs else None
         home = self._path(root, self.home) if self.home else None
+        if self.name and home:
+            home = _claim_home(self.name, home, label)
         return collection_definitions(c, settings, docs, home, plain, cron=self.cron or None)
 
     @staticmethod
@@ -227,3 +230,30 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         if is_uri(where) or Path(where).expanduser().is_absolute():
             return where
         return str((root / where).resolve())
+
+
+#: The data folder of each named collection built in this process (a code location): normalised
+#: ``home`` → collection name.  A second collection given the same folder is refused at load.
+_HOMES: dict[str, str] = {}
+
+
+def _claim_home(name: str, home: str, label: str) -> str:
+    """``home`` normalised (:func:`situate.resources.store.objects.normalize_home`), recorded as
+    collection ``name``'s in this process.
+
+    Raises
+    ------
+    situate.resources.errors.SettingError
+        Another collection of this process has that data folder, or a URI the store layers misread.
+    """
+    try:
+        key = normalize_home(home)
+    except ValueError as e:
+        raise SettingError(f"{label}: home: {e}") from None
+    other = _HOMES.setdefault(key, name)
+    if other != name:
+        raise SettingError(
+            f"{label}: collection {name!r} has the data folder (home) of collection {other!r}, {key}: "
+            "each collection needs its own, or their rows and stage files replace each other's"
+        )
+    return key

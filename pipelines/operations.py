@@ -596,7 +596,9 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     return hits[:k], warnings
 
 
-def search_collections(query: str, collections: dict[str, str], k: int = 10, rerank: int | None = None):
+def search_collections(
+    query: str, collections: dict[str, str], k: int = 10, rerank: int | None = None, missing: list | None = None
+):
     """Search several collections' data folders and fuse their hits by reciprocal rank fusion:
     each collection's ranking counts as one list (:func:`situate.resources.store.retrieval.rrf`,
     k = 60), since scores of different indexes are not comparable; each hit names its collection.
@@ -610,6 +612,10 @@ def search_collections(query: str, collections: dict[str, str], k: int = 10, rer
         (ties of the fusion keep it).
     k, rerank : int
         As :func:`search`, for each collection and for the fused list.
+    missing : list, optional
+        When given, a collection whose data folder cannot be read (missing, not situate's, its
+        store unreachable: :func:`check_readable_home`) is left out and its name appended here, and
+        the others are searched; only when every one is missing does the first one's error stand.
 
     Returns
     -------
@@ -621,7 +627,8 @@ def search_collections(query: str, collections: dict[str, str], k: int = 10, rer
     QueryError
         No collection, or a name that is not a collection name; as :func:`search`.
     situate.pipelines.preflight.StartupError
-        As :func:`search`, for the first data folder that fails.
+        As :func:`search`, for the first data folder that fails (with ``missing``: the first one
+        that fails otherwise, or the first missing one when all are).
     """
     from situate.assets.collection import NAME_PATTERN
     from situate.resources.store.retrieval import rrf
@@ -631,11 +638,23 @@ def search_collections(query: str, collections: dict[str, str], k: int = 10, rer
     bad = [n for n in collections if not NAME_PATTERN.fullmatch(n)]
     if bad:
         raise QueryError(f"collection name {bad[0]!r}: use lower-case letters, digits and _")
-    found, warnings = {}, []
+    from situate.pipelines.preflight import StartupError
+    from situate.resources.store.objects import normalize_home
+
+    found, warnings, first = {}, [], None
     for name, home in collections.items():
+        if missing is not None:
+            try:
+                check_readable_home(normalize_home(data_folder(home)))
+            except StartupError as e:
+                missing.append(name)
+                first = first or e
+                continue
         hits, said = search(query, k, home, rerank)
         warnings += [f"{name}: {w}" for w in said]
         found.update({(name, h.chunk_id): h for h in hits})
+    if first is not None and len(missing) == len(collections):
+        raise first
     rankings = [[f"{n}\0{c}" for (n, c) in found if n == name] for name in collections]
     out = []
     for rank, (key, score) in enumerate(rrf(rankings)[:k], 1):

@@ -121,6 +121,84 @@ def check_data_folder(home: str | os.PathLike) -> Path | str:
     return p
 
 
+#: The data folder's record of the collection it belongs to (``{"collection": "<name>"}``), written
+#: by the collection's first sensor or schedule tick (:func:`claim_data_folder`).
+OWNER_FILE = "collection"
+#: Bytes of :data:`OWNER_FILE` read at most (the record is a few dozen).
+MAX_OWNER_BYTES = 4096
+
+
+def _owner_record(home: Path | str, mine: bytes) -> bytes | None:
+    """Create :data:`OWNER_FILE` with ``mine`` unless it exists (a conditional create, so two
+    collections starting at once cannot both win); its bytes (at most :data:`MAX_OWNER_BYTES`,
+    None when it is larger)."""
+    from situate.resources.store.objects import ObjectFolder, ObjectTooLarge, is_uri
+
+    if is_uri(home):
+        folder = ObjectFolder(str(home))
+        folder.create(OWNER_FILE, mine)
+        try:
+            return folder.get_bounded(OWNER_FILE, MAX_OWNER_BYTES) or b""
+        except ObjectTooLarge:
+            return None
+    path = Path(home) / OWNER_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as f:
+            f.write(mine)
+    with open(path, "rb") as f:
+        raw = f.read(MAX_OWNER_BYTES + 1)
+    return raw if len(raw) <= MAX_OWNER_BYTES else None
+
+
+def claim_data_folder(home: str | os.PathLike, collection: str) -> Path | str:
+    """The data folder of collection ``collection`` (a Dagster component's), checked as
+    ``situate ingest`` checks it (:func:`check_data_folder`: created if needed, marked, a non-empty
+    folder of the user's refused) and, for a named collection, recorded as its own
+    (:data:`OWNER_FILE`) or refused when another collection's.
+
+    Returns
+    -------
+    Path or str
+        The absolute local folder, or the URI.
+
+    Raises
+    ------
+    StartupError
+        As :func:`check_data_folder`; or the data folder belongs to another collection (two
+        collections given one ``home``), or its record is unreadable.
+    """
+    import json
+
+    from situate.resources.store.objects import StoreUnavailable
+
+    where = check_data_folder(home)
+    if not collection:
+        return where
+    try:
+        raw = _owner_record(where, json.dumps({"collection": collection}).encode() + b"\n")
+    except (OSError, StoreUnavailable) as e:
+        raise StartupError(f"data folder {where}: its {OWNER_FILE} record cannot be written or read: {e}") from None
+    try:
+        owner = json.loads(raw) if raw is not None else None
+    except ValueError:
+        owner = None
+    if not isinstance(owner, dict) or not isinstance(owner.get("collection"), str):
+        raise StartupError(
+            f"data folder {where} holds a {OWNER_FILE} record that is not situate's: give collection "
+            f"{collection!r} a data folder of its own (home)"
+        )
+    if owner["collection"] != collection:
+        raise StartupError(
+            f"data folder {where} belongs to collection {owner['collection'][:60]!r}: give collection "
+            f"{collection!r} a data folder of its own (home); two collections never share one"
+        )
+    return where
+
+
 def check_same_docs(home: Path | str, docs: Path, replace: bool) -> None:
     """Refuse to ingest ``docs`` into a data folder that holds another docs folder's documents
     (the sync would delete every row of those), unless ``replace``.

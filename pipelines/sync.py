@@ -56,6 +56,9 @@ class SyncPlan:
         names them), else empty.
     held_keys : list of str
         The documents a held removal would have removed.
+    skipped : list of str
+        Objects of a docs source on object storage left out because their keys cannot be read
+        (:func:`situate.resources.documents.remote.discover_objects`), one line each.
     """
 
     refs: dict[str, SourceRef]
@@ -67,6 +70,7 @@ class SyncPlan:
     invalid: dict[str, str] = dataclasses.field(default_factory=dict)
     held: str = ""
     held_keys: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[str] = dataclasses.field(default_factory=list)
 
 
 def removal_held(n_removed: int, n_registered: int, n_present: int) -> str:

@@ -10,7 +10,8 @@ Endpoints
 ---------
 ``GET /search?q=…&k=10&rerank=0``, ``POST /search`` (``{"query": …, "k": …, "rerank": …}``)
     A JSON list of hits, the objects ``situate search --json`` prints; warnings in
-    ``X-Situate-Warning`` headers.
+    ``X-Situate-Warning`` headers.  Over several collections, one whose data folder cannot be read
+    now is left out, named in ``X-Situate-Missing-Collections``, and the others are searched.
 ``GET /health``
     Table rows and version, BM25 index rows and version, the models.
 ``GET /``
@@ -88,6 +89,11 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_WAITING = 8
 #: Seconds a search waits for its turn before a 503.
 MAX_WAIT_S = 30.0
+
+#: Response header of a search over several collections that left some out, their data folders
+#: unreadable now (missing, not situate's, a store down): their names, comma-separated.  The
+#: others are searched; ``/health`` lists them under ``"missing"``.
+MISSING_HEADER = "X-Situate-Missing-Collections"
 
 
 #: One path component as it appears unquoted in a message: no whitespace, no quote, and none of
@@ -189,14 +195,20 @@ def redact(text: str, home: str, shown: str) -> str:
     >>> redact("cannot open:/srv/models/x.gguf", "/data/notes", "notes")
     'cannot open:x.gguf'
     """
-    # the data folder first, where a name or a separator follows it (not /data/notes-old), and
-    # as Lance prints it, without its leading "/" (srv/data/notes/lancedb/chunks.lance/...)
-    text = re.sub(re.escape(home) + _END, lambda _: shown, text)
-    if home.startswith("/") and len(Path(home).parts) > 2:
-        text = re.sub(r"(?<![\w.~/:-])" + re.escape(home.lstrip("/")) + _END, lambda _: shown, text)
+    text = _name_home(text, home, shown)
     text = _QUOTED_PATH.sub(lambda m: m.group(1) + _name_of(m.group(2)) + m.group(1), text)
     text = _path_pattern(_known_roots()).sub(lambda m: _name_of(m.group(0)), text)
     return _slashless_pattern(_known_roots(), shown).sub(lambda m: _from_table(m.group(0)), text)
+
+
+def _name_home(text: str, home: str, shown: str) -> str:
+    """``text`` with data folder ``home`` read as ``shown``, where a name or a separator follows
+    it (not ``/data/notes-old``), and as Lance prints it, without its leading ``/``
+    (``srv/data/notes/lancedb/chunks.lance/...``)."""
+    text = re.sub(re.escape(home) + _END, lambda _: shown, text)
+    if home.startswith("/") and len(Path(home).parts) > 2:
+        text = re.sub(r"(?<![\w.~/:-])" + re.escape(home.lstrip("/")) + _END, lambda _: shown, text)
+    return text
 
 
 class SearchRequest(BaseModel):
@@ -377,8 +389,10 @@ class _Searcher:
         collection's data folder read as its name)."""
         if self.token:
             return text
-        for name, home in self.collections.items():
-            text = redact(text, home, name)
+        # every collection's data folder by its name first (the longest first: one may lie inside
+        # another), then the rest of the redaction once, which names any other path by its last part
+        for name, home in sorted(self.collections.items(), key=lambda item: -len(item[1])):
+            text = _name_home(text, home, name)
         return redact(text, self.home, self.shown)
 
     def answer(self, query: str, k: int, rerank: int | None) -> JSONResponse:
@@ -406,9 +420,11 @@ class _Searcher:
         from situate.pipelines.operations import QueryError, search, search_collections
         from situate.pipelines.preflight import StartupError
 
+        missing: list[str] = []
         try:
             if self.collections:
-                hits, warnings = search_collections(query, self.collections, k, rerank)
+                hits, warnings = search_collections(query, self.collections, k, rerank, missing)
+                warnings += [f"{n}: its data folder cannot be read now: not searched" for n in missing]
             else:
                 hits, warnings = search(query, k, self.home, rerank)
         except QueryError as e:
@@ -422,6 +438,8 @@ class _Searcher:
             f"X-Situate-Warning-{i}": self.public(w).encode("ascii", "backslashreplace").decode()
             for i, w in enumerate(warnings, start=1)
         }
+        if missing:  # the collections not searched, by name (names are [a-z0-9_])
+            headers[MISSING_HEADER] = ",".join(missing)
         return JSONResponse([h.to_json() for h in hits], headers=headers)
 
 
@@ -481,7 +499,8 @@ def _add_routes(app: FastAPI, searcher: _Searcher) -> None:
         if searcher.collections:
             report = {n: {**health_report(h), "home": searcher.public(h)} for n, h in searcher.collections.items()}
             ok = all(r["status"] == "ok" for r in report.values())
-            return {"status": "ok" if ok else "degraded", "collections": report}
+            missing = [n for n, r in report.items() if r["status"] == "no data folder"]
+            return {"status": "ok" if ok else "degraded", "collections": report, "missing": missing}
         return {**health_report(searcher.home), "home": searcher.shown}
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -383,3 +383,69 @@ def test_a_collection_on_object_storage_follows_its_objects(s3_server, tmp_path)
     assert not [r for r in held.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
     assert store.count_rows() == rows
     assert sorted(instance.get_dynamic_partitions("remote_documents")) == ["broken.md", "guide.md"]
+
+
+def _evaluate(defs: dg.Definitions, instance, name: str):
+    """One evaluation of collection ``name``'s sensor (nothing it asks for is carried out)."""
+    sensor = defs.get_sensor_def(f"{name}_documents_sensor")
+    return sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources))
+
+
+def _collection(name: str, docs: Path, home: str, root: Path | None = None) -> dg.Definitions:
+    from situate.pipelines.settings import check_environment
+
+    c = SituateCollection(name=name, docs=str(docs), home=home, context="structure", cron=None)
+    return c.definitions(check_environment(), root=root)
+
+
+def test_two_collections_are_refused_one_data_folder(tmp_path, monkeypatch):
+    """At load, in one code location; across code locations, by the data folder's record of its
+    collection, before the second collection's sensor lists or writes anything."""
+    from situate.pipelines import component
+    from situate.pipelines.preflight import StartupError
+
+    for c in ("product", "code"):
+        (tmp_path / f"docs-{c}").mkdir()
+        (tmp_path / f"docs-{c}" / "README.md").write_text(f"# {c}\n\nThe harbour opens at six.\n")
+    home = str(tmp_path / "shared-home")
+    monkeypatch.setattr(component, "_HOMES", {})
+    _collection("product", tmp_path / "docs-product", home)
+    with pytest.raises(SettingError, match=r"collection 'code' has the data folder \(home\) of collection 'product'"):
+        _collection("code", tmp_path / "docs-code", home + "/")  # the same folder, written otherwise
+    instance = dg.DagsterInstance.ephemeral()
+    product = _collection("product", tmp_path / "docs-product", home)
+    assert _evaluate(product, instance, "product").dynamic_partitions_requests[0].partition_keys == ["README.md"]
+    assert json.loads((tmp_path / "shared-home" / "collection").read_text()) == {"collection": "product"}
+    monkeypatch.setattr(component, "_HOMES", {})  # another code location (process)
+    code = _collection("code", tmp_path / "docs-code", home)
+    before = sorted(p.name for p in (tmp_path / "shared-home").iterdir())
+    with pytest.raises(StartupError, match=r"belongs to collection 'product': give collection 'code' a data folder"):
+        _evaluate(code, instance, "code")
+    assert sorted(p.name for p in (tmp_path / "shared-home").iterdir()) == before
+    assert _evaluate(product, instance, "product").dynamic_partitions_requests[0].partition_keys == ["README.md"]
+
+
+def test_a_collections_data_folder_is_checked_and_marked_as_situate_ingest_does(tmp_path):
+    """``home: "."`` (a project root of the user's) is refused, nothing written into it; a data
+    folder inside the docs folder is marked, so its own files are never taken for documents."""
+    from situate.pipelines.preflight import StartupError
+
+    proj = tmp_path / "project"
+    (proj / "docs").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (proj / "docs" / "guide.md").write_text("# Guide\n\nThe harbour opens at six.\n")
+    instance = dg.DagsterInstance.ephemeral()
+    rooted = _collection("rooted", Path("docs"), ".", root=proj)
+    with pytest.raises(StartupError, match=r"is a non-empty folder that is not a situate data folder"):
+        _evaluate(rooted, instance, "rooted")
+    assert sorted(p.name for p in proj.iterdir()) == ["docs", "pyproject.toml"]
+
+    inside = _collection("inside", proj / "docs", str(proj / "docs" / "index"))
+    first = _evaluate(inside, instance, "inside")
+    assert (proj / "docs" / "index" / ".situate-data").is_file()
+    assert [list(r.partition_keys) for r in first.dynamic_partitions_requests] == [["guide.md"]]
+    stage = proj / "docs" / "index" / "stages" / "guide.md" / "chunks.json"  # as a run writes it
+    stage.parent.mkdir(parents=True)
+    stage.write_text('{"chunks": []}')
+    again = _evaluate(inside, instance, "inside")
+    assert [list(r.partition_keys) for r in again.dynamic_partitions_requests] == [["guide.md"]]

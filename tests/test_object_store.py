@@ -96,6 +96,37 @@ def test_objects_round_trip_and_conditional_create(s3_server):
     assert folder.delete_prefix("a") == 2 and folder.list("a") == []
 
 
+def test_a_docs_prefix_is_listed_with_signed_requests_keys_as_text(s3_server):
+    """The docs source's listing (s3fs: ListObjectsV2 signed by botocore, keys URL-encoded) against
+    a real S3 server: every key back as written (a space, a ``+``, non-ASCII), ETags as the HEAD
+    gives; refused credentials and a missing bucket named in one line."""
+    from situate.resources.documents.remote import discover_objects, read_object
+    from situate.resources.errors import DocumentError
+    from situate.resources.store.objects import ObjectFolder, StoreUnavailable
+
+    uri = _uri(s3_server, "docs")
+    folder = ObjectFolder(uri)
+    assert folder._lists_with_s3fs
+    names = ["a b+c.md", "notes/ünïcode.md", "z.md", ".hidden.md", "photo.png"]
+    for n in names:
+        folder.put(n, f"# {n}\n".encode())
+    skipped: list[str] = []
+    refs = discover_objects(uri, skipped)
+    assert [r.source for r in refs] == ["a b+c.md", "notes/ünïcode.md", "z.md"] and skipped == []
+    assert [r.sha256 for r in refs] == ["etag:" + folder.head(r.source)["e_tag"].strip('"') for r in refs]
+    assert sorted(m["path"] for m in folder.list_objects()) == sorted(names)
+    assert read_object(refs[1]) == "# notes/ünïcode.md\n".encode()  # GET with If-Match: the ETag listed
+    folder.put("z.md", b"# z, edited\n")  # another version than the one listed
+    with pytest.raises(DocumentError, match="changed since it was listed"):
+        read_object(refs[2])
+    wrong = ObjectFolder(uri, retries=0)
+    wrong.config["aws_secret_access_key"] = "not-the-secret"  # the server checks the signature
+    with pytest.raises(StoreUnavailable, match="refused the credentials"):
+        wrong.list_objects()
+    with pytest.raises(StoreUnavailable, match=r"the bucket of s3://no-such-bucket-\w+/docs/ does not exist"):
+        ObjectFolder(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/docs", retries=0).list_objects()
+
+
 def test_a_lease_is_held_by_one_process_at_a_time(s3_server, tmp_path):
     """Two processes take the same lease 4 times each and append to a shared log inside it:
     their critical sections never overlap."""

@@ -177,3 +177,30 @@ def test_redaction_names_every_absolute_path_by_its_last_component(text, shown):
     from situate.service import redact
 
     assert redact(text, "/data/team-notes", "team-notes") == (text if shown is None else shown)
+
+
+def test_a_missing_collection_is_named_and_the_others_are_searched(tmp_path):
+    """``situate serve --collection good=… --collection gone=<missing folder>``: a search answers
+    from ``good`` (an empty table here: no hits, no model needed) and names ``gone`` in
+    ``X-Situate-Missing-Collections``; ``/health`` names it by its collection name, not its path."""
+    from fastapi.testclient import TestClient
+
+    from situate.resources.store.store import DATA_MARKER
+    from situate.service import MISSING_HEADER, create_app
+
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / DATA_MARKER).write_text("")
+    cols = {"good": str(tmp_path / "good"), "gone": str(tmp_path / "unmounted" / "notes")}
+    client = TestClient(create_app(collections=cols), base_url="http://127.0.0.1")
+    r = client.get("/search", params={"q": "signing keys", "k": 3})
+    assert r.status_code == 200 and r.json() == [], r.text
+    assert r.headers[MISSING_HEADER] == "gone"
+    said = " ".join(v for k, v in r.headers.items() if k.lower().startswith("x-situate-warning"))
+    assert "gone: its data folder cannot be read now" in said and "unmounted" not in said
+    health = client.get("/health").json()
+    assert health["status"] == "degraded" and health["missing"] == ["gone"]
+    assert health["collections"]["gone"] == {"status": "no data folder", "home": "gone"}
+    assert health["collections"]["good"]["home"] == "good"
+    only_gone = TestClient(create_app(collections={"gone": cols["gone"]}), base_url="http://127.0.0.1")
+    r = only_gone.get("/search", params={"q": "signing keys"})
+    assert r.status_code == 404 and "does not exist" in r.json()["detail"]  # nothing to search: as before

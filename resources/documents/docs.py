@@ -64,11 +64,12 @@ class DocsFolder(dg.ConfigurableResource):
         """The folder sources are relative to."""
         return self.root.parent if self.root.is_file() else self.root
 
-    def discover(self) -> list[SourceRef]:
+    def discover(self, skipped: list[str] | None = None) -> list[SourceRef]:
         """Every document now present (see :func:`situate.resources.documents.reading.discover`,
-        :func:`situate.resources.documents.remote.discover_objects`)."""
+        :func:`situate.resources.documents.remote.discover_objects`); an object of a docs source on
+        object storage that cannot be read by its key is named in ``skipped`` when given."""
         if self.remote:
-            return discover_objects(self.path)
+            return discover_objects(self.path, skipped)
         return discover(self.root)
 
     def resolve(self, key: str) -> SourceRef:

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
 from situate.resources.documents.reading import MAX_FILE_BYTES, SKIP_DIRS, SourceRef, format_of
 from situate.resources.errors import DocumentError
-from situate.resources.store.objects import ObjectFolder
+from situate.resources.store.objects import ObjectChanged, ObjectFolder, ObjectTooLarge
 
 
 def version_of(meta: dict) -> str:
@@ -43,8 +43,12 @@ def _is_document(rel: str) -> bool:
     return format_of(PurePosixPath(rel)) is not None
 
 
-def discover_objects(uri: str) -> list[SourceRef]:
+def discover_objects(uri: str, skipped: list[str] | None = None) -> list[SourceRef]:
     """Every document under the prefix ``uri``, sorted by source (its path under the prefix).
+
+    An object whose key the object store client cannot address (``notes/../x.md``, ``a//b.md``, a
+    control character: :func:`situate.resources.store.objects.odd_key`) is left out, and named in
+    ``skipped`` when given (one line each, control characters escaped); the others are listed.
 
     Raises
     ------
@@ -52,11 +56,19 @@ def discover_objects(uri: str) -> list[SourceRef]:
         The store cannot be listed (unreachable, refused credentials, missing bucket).
     """
     folder = ObjectFolder(uri)
-    return [
+    odd: list[tuple[str, str]] = []
+    refs = [
         SourceRef(encode_key(m["path"]), m["path"], folder.child(m["path"]), version_of(m))
-        for m in folder.list_objects()
+        for m in folder.list_objects(odd=odd)
         if _is_document(m["path"])
     ]
+    if skipped is not None:
+        skipped += [
+            f"object {rel!r} under {folder.uri} skipped: its key has {why}, which the object "
+            "store client cannot read (rename it)"
+            for rel, why in odd
+        ]
+    return refs
 
 
 def resolve_object(uri: str, key: str) -> SourceRef:
@@ -86,10 +98,15 @@ def read_object(ref: SourceRef) -> bytes:
     """The bytes of the object behind ``ref`` (``ref.path`` its URI), at most
     :data:`~situate.resources.documents.reading.MAX_FILE_BYTES`.
 
+    The bytes are those of the version ``ref`` records (``etag:<ETag>``): the GET asks for it
+    (``If-Match``) and its answer's ETag is checked, so the version recorded is the one read.
+
     Raises
     ------
     DocumentError
-        The object is gone, or larger than the bound (checked before it is downloaded).
+        The object is gone, larger than the bound (its HEAD's size, and the GET's body, read in
+        pieces and dropped past the bound, whatever the HEAD said), or no longer the version
+        ``ref`` records (replaced since it was listed: the next sync reads the new one).
     situate.resources.errors.StoreUnavailable
         The store cannot be reached.
     """
@@ -100,7 +117,15 @@ def read_object(ref: SourceRef) -> bytes:
         raise DocumentError(ref.source, f"no object under {folder.uri}")
     if meta["size"] > MAX_FILE_BYTES:
         raise DocumentError(ref.source, f"too large ({meta['size']:,} bytes > {MAX_FILE_BYTES:,})")
-    data = folder.get(ref.source)
+    want = ref.sha256[len("etag:") :] if ref.sha256.startswith("etag:") else ""
+    if want and meta["e_tag"].strip('"') != want:
+        raise DocumentError(ref.source, f"changed since it was listed (ETag {meta['e_tag'].strip(chr(34))[:80]})")
+    try:
+        data = folder.get_bounded(ref.source, MAX_FILE_BYTES, meta["e_tag"] if want else "")
+    except ObjectTooLarge as e:
+        raise DocumentError(ref.source, f"too large: {e} (the bound, MAX_FILE_BYTES, is {MAX_FILE_BYTES:,})") from None
+    except ObjectChanged as e:
+        raise DocumentError(ref.source, f"changed while it was read ({e}): the next sync reads it again") from None
     if data is None:
         raise DocumentError(ref.source, f"no object under {folder.uri}")
     return data

@@ -4,7 +4,8 @@ Everything situate keeps in the data folder is written through :class:`ObjectFol
 files, the blurb cache, the BM25 index (a versioned prefix published by a pointer object), and
 the per-document leases; the LanceDB tables go to the same prefix through LanceDB's own object
 store support, with :meth:`ObjectFolder.storage_options`.  The object store client is obstore
-(Python bindings of the Rust ``object_store`` crate, the one LanceDB itself uses).
+(Python bindings of the Rust ``object_store`` crate, the one LanceDB itself uses); a docs prefix on
+S3 is listed with s3fs (:meth:`ObjectFolder.list_objects`), which keeps each key as text.
 
 Credentials and endpoint come from the usual environment variables, read once per folder:
 
@@ -165,7 +166,134 @@ def _reason(error: BaseException, uri: str, endpoint: str | None) -> str:
     if isinstance(error, ox.UnauthenticatedError) or "401 Unauthorized" in text:
         return f"the object store{where} did not accept the credentials for {uri}"
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return f"the object store{where} failed for {uri}: {first[:200]}"
+    return f"the object store{where} failed for {uri}: {printable(first[:200])}"
+
+
+def printable(text: str) -> str:
+    r"""``text`` with each character that is not printable (a control character, a line break)
+    written as its Python escape (``\x01``), so that a name from a store stays one line and shows
+    what is in it.
+
+    >>> printable("docs/a\x01b.md")
+    'docs/a\\x01b.md'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def odd_key(key: str) -> str | None:
+    r"""Why the object store client (obstore, the ``object_store`` crate) cannot address object key
+    ``key``, or None when it can: an empty segment (``a//b``, a leading or trailing ``/``), a ``.``
+    or ``..`` segment, or an ASCII control character (``object_store``'s ``Path::parse`` rules).
+    S3 accepts all of these in a key.
+
+    >>> odd_key("docs/a.md"), odd_key("docs//a.md"), odd_key("docs/x/../a.md"), odd_key("a\x07.md")
+    (None, 'an empty path segment', "a '..' path segment", 'a control character')
+    """
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "a control character"
+    for seg in key.split("/"):
+        if seg == "":
+            return "an empty path segment"
+        if seg in (".", ".."):
+            return f"a {seg!r} path segment"
+    return None
+
+
+#: Pages one listing of a docs prefix may take (S3 answers 1,000 keys a page: ten million objects),
+#: and objects it may hold: a store that keeps answering "truncated" is stopped, named.
+MAX_LIST_PAGES = 10_000
+MAX_LISTED = MAX_LIST_PAGES * 1_000
+#: Bytes one listing page may take: 1,000 keys (S3's page) of up to 1,024 bytes each, URL-encoded
+#: (3 bytes a byte at worst) and wrapped in XML, stay well under it.  botocore reads a page whole
+#: before it is checked, so this bounds what is parsed and kept, not what arrives.
+MAX_LIST_PAGE_BYTES = 16 * 2**20
+
+
+def s3fs_options(config: dict[str, str], retries: int = MAX_RETRIES, timeout_s: float = TIMEOUT_S) -> dict:
+    """The ``s3fs.S3FileSystem`` options for an S3 folder's :func:`store_config`: the same keys,
+    region and endpoint obstore gets (path-style requests where an endpoint is given, as obstore
+    makes them; ``http://`` there is plain HTTP), unsigned where ``aws_skip_signature`` is true;
+    without keys botocore's credential chain applies (profile, web identity, instance metadata).
+
+    >>> o = s3fs_options({"aws_region": "eu-west-1", "aws_endpoint": "http://127.0.0.1:9000"}, 2, 10)
+    >>> o["client_kwargs"], o["key"], o["anon"]
+    ({'region_name': 'eu-west-1', 'endpoint_url': 'http://127.0.0.1:9000'}, None, False)
+    >>> o["config_kwargs"]["retries"], o["config_kwargs"]["s3"]
+    ({'mode': 'standard', 'max_attempts': 3}, {'addressing_style': 'path'})
+    """
+    client = {"region_name": config.get("aws_region") or "us-east-1"}
+    conf: dict = {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": timeout_s,
+        "retries": {"mode": "standard", "max_attempts": retries + 1},
+    }
+    if config.get("aws_endpoint"):
+        client["endpoint_url"] = config["aws_endpoint"]
+        conf["s3"] = {"addressing_style": "path"}
+    return {
+        "key": config.get("aws_access_key_id"),
+        "secret": config.get("aws_secret_access_key"),
+        "token": config.get("aws_session_token"),
+        "anon": str(config.get("aws_skip_signature", "")).lower() == "true",
+        "client_kwargs": client,
+        "config_kwargs": conf,
+        "skip_instance_cache": True,
+        "use_listings_cache": False,
+    }
+
+
+def _s3fs(config: dict[str, str], retries: int, timeout_s: float):
+    """An s3fs filesystem for :func:`s3fs_options`, its ListObjectsV2 pages bounded in bytes."""
+    import s3fs  # imported when used (the command line starts faster)
+
+    fs = s3fs.S3FileSystem(**s3fs_options(config, retries, timeout_s))
+    fs.retries = 1  # one try at s3fs's level: botocore retries (max_attempts above)
+    fs.s3.meta.events.register("before-parse.s3.ListObjectsV2", _bounded_page)
+    return fs
+
+
+class _PageTooLarge(Exception):
+    """A ListObjectsV2 page over :data:`MAX_LIST_PAGE_BYTES` (raised inside botocore's parse)."""
+
+
+def _bounded_page(response_dict: dict, **_) -> None:
+    body = response_dict.get("body")
+    if isinstance(body, bytes | bytearray) and len(body) > MAX_LIST_PAGE_BYTES:
+        raise _PageTooLarge
+
+
+def _token(token: str | None) -> dict[str, str]:
+    return {"ContinuationToken": token} if token else {}
+
+
+def _s3fs_reason(error: BaseException, where: str, endpoint: str | None) -> str:
+    """One line naming why an s3fs listing of ``where`` failed (s3fs turns S3's error codes into
+    ``FileNotFoundError`` / ``PermissionError``; botocore's connection errors name the endpoint)."""
+    import botocore.exceptions as be
+
+    at = f" at {endpoint}" if endpoint else ""
+    if isinstance(error, _PageTooLarge):
+        return f"the object store{at} answered a listing page of {where} over {MAX_LIST_PAGE_BYTES:,} bytes"
+    if isinstance(error, FileNotFoundError):
+        return f"the bucket of {where} does not exist{at} (create it first)"
+    if isinstance(error, PermissionError):
+        return (
+            f"the object store{at} refused the credentials for {where} (check AWS_ACCESS_KEY_ID / "
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or the credential chain)"
+        )
+    if isinstance(error, be.NoCredentialsError | be.PartialCredentialsError | be.ProfileNotFound):
+        return f"no S3 credentials for {where}: {printable(str(error)[:200])}"
+    if isinstance(error, be.ConnectionError | be.ReadTimeoutError | TimeoutError):
+        return f"cannot reach the object store{at} for {where} (is AWS_ENDPOINT_URL right and the server running?)"
+    return _reason(error, where, endpoint)
+
+
+class ObjectTooLarge(Exception):
+    """An object's GET carried more than the bytes asked for (:meth:`ObjectFolder.get_bounded`)."""
+
+
+class ObjectChanged(Exception):
+    """An object is no longer the version it was asked for (:meth:`ObjectFolder.get_bounded`)."""
 
 
 class ObjectFolder:
@@ -197,6 +325,7 @@ class ObjectFolder:
 
         self.uri = uri.rstrip("/")
         self.config = store_config(self.uri)
+        self.retries, self.timeout_s = retries, timeout_s
         retry = {
             "max_retries": retries,
             "backoff": {
@@ -261,6 +390,45 @@ class ObjectFolder:
                 raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
             return None
         except Exception as e:  # noqa: BLE001 - obstore raises its own hierarchy and OSError
+            raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    def get_bounded(self, rel: str, limit: int, e_tag: str = "") -> bytes | None:
+        """The object's bytes, at most ``limit`` of them, as version ``e_tag`` (the ETag a
+        :meth:`head` gave; ``""`` for any), or None when it does not exist.  The GET carries
+        ``If-Match: e_tag``, and the ETag it answers is checked against ``e_tag`` too (a store
+        that ignores the condition); its body is read in pieces and dropped past ``limit``.
+
+        Raises
+        ------
+        ObjectTooLarge
+            The body goes past ``limit`` bytes (whatever the HEAD or the listing said).
+        ObjectChanged
+            The object is another version than ``e_tag`` now (replaced since the HEAD).
+        StoreUnavailable
+            Any other failure (unreachable, refused credentials, missing bucket).
+        """
+        try:
+            got = obstore.get(self.store, rel, options={"if_match": e_tag} if e_tag else None)
+            now = got.meta.get("e_tag") or ""
+            if e_tag and now and now.strip('"') != e_tag.strip('"'):
+                raise ObjectChanged(f"its ETag is {now.strip(chr(34))[:80]} now, not {e_tag.strip(chr(34))[:80]}")
+            data = bytearray()
+            for chunk in got.stream(min_chunk_size=2**20):
+                data += chunk
+                if len(data) > limit:
+                    raise ObjectTooLarge(f"its GET carries over {limit:,} bytes")
+            return bytes(data)
+        except (ObjectChanged, ObjectTooLarge):
+            raise
+        except ox.PreconditionError:
+            raise ObjectChanged(f"it is no longer version {e_tag.strip(chr(34))[:80]}") from None
+        except (ox.NotFoundError, FileNotFoundError) as e:
+            if "NoSuchBucket" in str(e):
+                raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+            return None
+        except Exception as e:  # noqa: BLE001 - obstore raises its own hierarchy and OSError
+            if "412" in str(e) or "Precondition" in str(e):
+                raise ObjectChanged(f"it is no longer version {e_tag.strip(chr(34))[:80]}") from None
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
     def put(self, rel: str, data: bytes) -> None:
@@ -361,23 +529,80 @@ class ObjectFolder:
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
 
-    def list_objects(self, prefix: str = "") -> list[dict]:
+    def list_objects(self, prefix: str = "", odd: list | None = None) -> list[dict]:
         """The objects under ``prefix`` (every object where it is empty), each
         ``{"path", "size", "e_tag"}`` (``path`` relative to this folder, ``size`` in bytes, the
         ETag the store gives, ``""`` where it gives none), sorted by path.
+
+        An object whose key the client cannot address (:func:`odd_key`: S3 accepts
+        ``docs/../x.md``, ``docs//x.md``, a control character) is left out, and named in ``odd``
+        when given (``(key, reason)``, the key relative to this folder), so the others are listed.
+        On S3 s3fs lists (each key read as text, whatever credential source botocore resolves);
+        on GCS and Azure obstore lists, and one such object fails the listing, named.
 
         Raises
         ------
         StoreUnavailable
         """
         prefix = prefix.strip("/")
+        under = prefix + "/" if prefix else ""
+        if self._lists_with_s3fs:
+            bucket, _, base = self.uri.split("://", 1)[1].partition("/")
+            out = []
+            for m in self._s3fs_list(bucket, f"{base}/{under}" if base else under):
+                rel = m["Key"][len(base) + 1 :] if base else m["Key"]
+                why = odd_key(m["Key"]) or odd_key(rel)
+                if why:
+                    if odd is not None:
+                        odd.append((rel, why))
+                    continue
+                out.append({"path": rel, "size": int(m.get("Size") or 0), "e_tag": m.get("ETag") or ""})
+            return sorted(out, key=lambda m: m["path"])
         try:
             out = []
-            for batch in obstore.list(self.store, prefix=prefix + "/" if prefix else None):
+            for batch in obstore.list(self.store, prefix=under or None):
                 out.extend({"path": m["path"], "size": m["size"], "e_tag": m.get("e_tag") or ""} for m in batch)
             return sorted(out, key=lambda m: m["path"])
         except Exception as e:  # noqa: BLE001
             raise StoreUnavailable(_reason(e, self.uri, self.endpoint)) from None
+
+    @property
+    def _lists_with_s3fs(self) -> bool:
+        """Whether :meth:`list_objects` lists through s3fs, keys as text (every S3 folder)."""
+        return self.uri.startswith("s3://")
+
+    def _s3fs_list(self, bucket: str, prefix: str) -> list[dict]:
+        """The ListObjectsV2 entries (``Key``, ``Size``, ``ETag``) of ``prefix`` in ``bucket``, through
+        s3fs (botocore signs, resolves the credentials, asks for URL-encoded keys and decodes them):
+        at most :data:`MAX_LIST_PAGES` pages of :data:`MAX_LIST_PAGE_BYTES` and :data:`MAX_LISTED`
+        objects.
+
+        Raises
+        ------
+        StoreUnavailable
+            Unreachable, no or refused credentials, a missing bucket, a listing past the bounds.
+        """
+        where = f"s3://{bucket}/{prefix}"
+        out: list[dict] = []
+        try:
+            fs = _s3fs(self.config, self.retries, self.timeout_s)
+            token = None
+            for _ in range(MAX_LIST_PAGES):
+                page = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **_token(token))
+                out.extend(page.get("Contents", []))
+                if len(out) > MAX_LISTED:
+                    raise StoreUnavailable(f"the listing of {where} goes on past {MAX_LISTED:,} objects")
+                nxt = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+                if nxt is None:
+                    return out
+                if nxt == token:
+                    raise StoreUnavailable(f"the object store's listing of {where} repeats its continuation token")
+                token = nxt
+        except StoreUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - botocore's, aiohttp's and s3fs's (OSError) errors
+            raise StoreUnavailable(_s3fs_reason(e, where, self.endpoint)) from None
+        raise StoreUnavailable(f"the listing of {where} goes on past {MAX_LIST_PAGES:,} pages")
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``; returns how many."""
