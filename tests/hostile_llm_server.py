@@ -135,7 +135,8 @@ class HostileServer:
             return self._trickle(conn, m, json.dumps(ok).encode())
         if m == "json_amp":
             pad = b"[]," * (2 * 2**20 // 3)
-            return _send(conn, 200, b'{"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1}, "pad": [' + pad + b"[]]}")
+            head = b'{"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1}, "pad": ['
+            return _send(conn, 200, head + pad + b"[]]}")
         if m == "ok_cached":
             usage["prompt_tokens_details"] = {"cached_tokens": 7}
         elif m in ("huge_text", "long_text"):

@@ -89,7 +89,7 @@ def test_an_answer_over_what_max_tokens_can_spell_is_refused(hostile):
     for mode in ("huge_text", "json_amp"):
         hostile.mode = mode
         why = _refused(lambda: _complete(client))
-        assert "what 8 generated tokens can take (SITUATE_MAX_TOKENS)" in why and "(SITUATE_LLM_URL)" in why, why
+        assert "what SITUATE_MAX_TOKENS=8 generated tokens can take" in why and "(SITUATE_LLM_URL)" in why, why
     hostile.mode, hostile.long_chars = "long_text", 8 * MAX_TOKEN_CHARS + 1
     why = _refused(lambda: _complete(client))
     assert f"a completion of {8 * MAX_TOKEN_CHARS + 1:,} characters" in why and "SITUATE_MAX_TOKENS" in why, why

@@ -566,7 +566,7 @@ class ServerClient:
             "/v1/completions",
             body,
             min(MAX_ANSWER_BYTES, ANSWER_ENVELOPE_BYTES + most * JSON_CHAR_BYTES),
-            f"what {max_tokens} generated tokens can take (SITUATE_MAX_TOKENS)",
+            f"what SITUATE_MAX_TOKENS={max_tokens} generated tokens can take",
         )
         seconds = time.perf_counter() - t0
         if status == 400 and ("context_length_exceeded" in text or "context length" in text):
