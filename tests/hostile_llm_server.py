@@ -2,7 +2,8 @@
 of its answers is the test's (a trickle of headers, a body quoting the request's key, values of
 the wrong type).  It is no model: it answers what its ``mode`` says.
 
-Start-up requests are answered as a well server would: ``/v1/models`` lists ``hostile-model``,
+Start-up requests are answered as a well server would: ``/v1/models`` lists ``models``
+(``hostile-model``),
 ``/extras/tokenize`` answers ``tokens`` (give it the local GGUF's tokens of situate's ``PROBE`` for
 a client's check to pass), the one-token completion (prompt ``"a"``) and the embeddings probe
 (input ``["a"]``, 8-wide vectors).  Every other completion or embeddings request gets ``mode``:
@@ -41,7 +42,7 @@ class HostileServer:
     any time; ``requests`` lists ``(method, path, mode)`` of each request."""
 
     def __init__(self, tokens: list[int] | None = None, mode: str = "ok"):
-        self.tokens, self.mode, self.long_chars = tokens or TOKENS, mode, 0
+        self.tokens, self.mode, self.long_chars, self.models = tokens or TOKENS, mode, 0, [MODEL]
         self.requests: list[tuple[str, str, str]] = []
         self._embeddings = 0
         self._stopped = threading.Event()
@@ -85,7 +86,7 @@ class HostileServer:
             self.requests.append((method, path, self.mode))
             auth = headers.get("authorization", "")
             if path == "/v1/models":
-                return _send(conn, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+                return _send(conn, 200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
             if path == "/extras/tokenize":
                 return _send(conn, 200, {"tokens": self.tokens})
             if path == "/v1/embeddings":

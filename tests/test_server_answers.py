@@ -26,7 +26,8 @@ def hostile():
 def _client(server, settings="SITUATE_LLM", **kw):
     from situate.resources.models.server import ServerClient
 
-    return ServerClient(server.url, "hostile-model", kw.pop("key", KEY), retries=0, settings=settings, **kw)
+    model = kw.pop("model", "hostile-model")
+    return ServerClient(server.url, model, kw.pop("key", KEY), retries=0, settings=settings, **kw)
 
 
 def _complete(client, max_tokens: int = 8):
@@ -43,7 +44,8 @@ def _refused(call) -> str:
 
 def test_a_key_the_server_quotes_back_is_in_no_error(hostile):
     """A 400 quoting the request's Authorization header (as sent, and JSON-escaped), a 200 without
-    choices quoting it, an embeddings 400 quoting it: the error names the server, never the key."""
+    choices quoting it, an embeddings 400 quoting it: the error names the server, never the key;
+    a model listed under the key's name is not taken."""
     llm, embed = _client(hostile), _client(hostile, "SITUATE_EMBED")
     from situate.resources.models.server import embeddings
 
@@ -55,6 +57,10 @@ def test_a_key_the_server_quotes_back_is_in_no_error(hostile):
     hostile.mode = "echo400"
     why = _refused(lambda: embeddings(embed, ["text"]))
     assert "HTTP 400" in why and "***" in why and "SECRET" not in why, why
+    # a listing that names its model after the key: the name would be in every row, so refused
+    hostile.models = [f"Bearer {KEY}"]
+    why = _refused(lambda: _client(hostile, model="").check(lambda text: TOKENS))
+    assert "lists a model whose name holds SITUATE_LLM_API_KEY" in why and "SECRET" not in why, why
 
 
 def test_the_timeout_bounds_a_server_trickling_its_headers(hostile):

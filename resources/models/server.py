@@ -444,6 +444,11 @@ class ServerClient:
                 f"model server {self.url} serves {self._quote(', '.join(ids[:8]), 600)}, not {model!r} "
                 f"({self.settings}_SERVED_MODEL)"
             )
+        if self._hide(model) != model:  # the name is written into every row and the run's metadata
+            raise ServerError(
+                f"model server {self.url} lists a model whose name holds {self.settings}_API_KEY: not taken "
+                f"as the served model's name ({self.settings}_SERVED_MODEL)"
+            )
         self.model = model
         dialect, tokens = self._tokenize_probe()
         if tokens != local_tokens(PROBE):
