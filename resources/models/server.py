@@ -301,12 +301,8 @@ class ServerClient:
         server quoting the request's ``Authorization`` header back, as is or JSON- or URL-escaped)."""
         if not self._key:
             return text
-        for form in {
-            self._key,
-            json.dumps(self._key)[1:-1],
-            self._key.replace("/", "\\/"),
-            urllib.parse.quote(self._key),
-        }:
+        forms = {self._key, json.dumps(self._key)[1:-1], self._key.replace("/", "\\/"), urllib.parse.quote(self._key)}
+        for form in sorted(forms, key=len, reverse=True):  # the longest first: one may hold another
             text = text.replace(form, "***")
         return text
 
