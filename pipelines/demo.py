@@ -82,9 +82,10 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
     for line in summary.lines():
         print(f"situate: {line}")
     for key, s in summary.per_document.items():
+        reused = s["prompt_tokens_reused"]  # a count, or "not reported by this server"
         print(
             f"situate:   {key}: {s['chunks']} chunks, prompt tokens evaluated {s['prompt_tokens_evaluated']:,} "
-            f"/ reused {s['prompt_tokens_reused']:,}, {s['llm_seconds']} s"
+            f"/ reused {f'{reused:,}' if isinstance(reused, int) else reused}, {s['llm_seconds']} s"
         )
     for q in QUERIES:
         hits, warnings = search(q, 3, str(home_path))

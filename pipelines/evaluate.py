@@ -901,7 +901,11 @@ def _report(
             "failed": summary.failed,
             "llm_calls": ingest_calls,
             "prompt_tokens_evaluated": summary.prompt_tokens_evaluated,
-            "prompt_tokens_reused": summary.prompt_tokens_reused,
+            "prompt_tokens_reused": (
+                summary.prompt_tokens_reused
+                if summary.model_calls_reuse_not_reported < summary.model_calls or not summary.model_calls
+                else "not reported by this server"
+            ),
             "llm_seconds": round(summary.llm_seconds, 1),
             "blurbs_from_cache": summary.blurbs_from_cache,
             "seconds": round(summary.seconds, 1),

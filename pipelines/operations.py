@@ -102,6 +102,9 @@ class IngestSummary:
     table_rows: int = 0
     prompt_tokens_evaluated: int = 0
     prompt_tokens_reused: int = 0
+    #: model calls whose prompt tokens reused the server did not report (their reuse counts 0 in
+    #: ``prompt_tokens_reused``; all of them: the summary says "not reported by this server")
+    model_calls_reuse_not_reported: int = 0
     #: of the evaluated prompt tokens, those an API wrote to its prompt cache (Anthropic)
     prompt_tokens_cache_written: int = 0
     generated_tokens: int = 0
@@ -162,10 +165,27 @@ class IngestSummary:
         for why, n in s.get("skipped_reasons", {}).items():
             self.skipped_reasons[why] = self.skipped_reasons.get(why, 0) + n
         self.prompt_tokens_evaluated += s["prompt_tokens_evaluated"]
-        self.prompt_tokens_reused += s["prompt_tokens_reused"]
+        reused = s["prompt_tokens_reused"]
+        self.prompt_tokens_reused += reused if isinstance(reused, int) else 0
+        self.model_calls_reuse_not_reported += s.get("model_calls_reuse_not_reported", 0)
         self.prompt_tokens_cache_written += s.get("prompt_tokens_cache_written", 0)
         self.generated_tokens += s.get("generated_tokens_called", 0)
         self.llm_seconds += s["llm_seconds"]
+
+    def reuse_line(self) -> str:
+        """Prompt tokens evaluated and reused; where the server reported no call's reuse, the tokens
+        sent and "not reported by this server" (never a 0 that reads as measured)."""
+        from situate.contextual.document_blurbs import REUSE_NOT_REPORTED
+
+        n, calls = self.model_calls_reuse_not_reported, self.model_calls
+        if calls and n >= calls:
+            sent = self.prompt_tokens_evaluated + self.prompt_tokens_reused
+            return f"prompt tokens sent: {sent:,}, reused from the KV cache: {REUSE_NOT_REPORTED}"
+        return (
+            f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
+            f"{self.prompt_tokens_reused:,}"
+            + (f" (not reported by the server for {n:,} of {calls:,} calls)" if n else "")
+        )
 
     def lines(self) -> list[str]:
         out = [
@@ -182,8 +202,7 @@ class IngestSummary:
                 else ""
             )
             + (f", kept from an earlier version: {self.blurbs_kept}" if self.blurbs_kept else ""),
-            f"prompt tokens evaluated: {self.prompt_tokens_evaluated:,}, reused from the KV cache: "
-            f"{self.prompt_tokens_reused:,}"
+            self.reuse_line()
             + (
                 f" (written to the API's cache: {self.prompt_tokens_cache_written:,})"
                 if self.prompt_tokens_cache_written

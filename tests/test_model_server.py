@@ -163,6 +163,9 @@ def test_an_ingest_through_the_server_situates_every_chunk(server, tmp_path):
         "reported; prompt tokens reused: not reported)"
     )
     assert md["model"] == ALIAS
+    # llama_cpp.server reports no cached prompt tokens: said so, never a reuse of 0
+    assert md.get("prompt_tokens_reused", md.get("prompt_tokens_reused_total")) == "not reported by this server"
+    assert any("reused from the KV cache: not reported by this server" in line for line in through.lines())
 
 
 def test_a_server_with_a_small_context_fails_the_document_with_the_fix(tmp_path):

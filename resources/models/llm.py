@@ -208,6 +208,10 @@ class Generation:
     written : int
         Of ``evaluated``, the tokens an API wrote to its prompt cache (Anthropic's
         ``cache_creation_input_tokens``, billed above plain input); 0 elsewhere.
+    reuse_reported : bool
+        Whether ``reused`` was measured or reported: False through a model server that does not
+        say which prompt tokens it reused (llama-cpp-python's server), where ``reused`` is 0 and
+        ``evaluated`` is every prompt token sent, not a measurement.
     """
 
     text: str
@@ -219,6 +223,7 @@ class Generation:
     prefill_seconds: float = 0.0
     generate_seconds: float = 0.0
     written: int = 0
+    reuse_reported: bool = True
 
 
 # -- setting bounds: situate.resources.settings (SETTING_BOUNDS, check_setting, parse_setting) ---
@@ -747,7 +752,15 @@ class BlurbLLM(dg.ConfigurableResource):
             slot=worker_slot(),
         )
         reused = min(c.cached_tokens or 0, len(tokens))
-        return Generation(c.text, len(tokens), len(tokens) - reused, reused, c.generated, c.seconds)
+        return Generation(
+            c.text,
+            len(tokens),
+            len(tokens) - reused,
+            reused,
+            c.generated,
+            c.seconds,
+            reuse_reported=c.cached_tokens is not None,
+        )
 
     def _api_generate(
         self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
@@ -890,6 +903,7 @@ class BlurbLLM(dg.ConfigurableResource):
                     setattr(total, f, getattr(total, f) + getattr(g, f))
                 if not served:
                     total.prompt_tokens = g.prompt_tokens
+                total.reuse_reported = total.reuse_reported and g.reuse_reported
         if total is None:
             return Generation("", len(tokens), 0, 0, 0, 0.0)
         if not served:  # in process the lines continue one KV cache; a server's lines are requests

@@ -19,7 +19,17 @@ naming the fix, never a shorter blurb stored as if it were whole.
 Every request is retried on a refused or dropped connection, a timeout, HTTP 429 or 5xx, with
 exponential backoff (``retries`` tries after the first, 1 s, 2 s, 4 s …); what still fails raises
 :class:`ServerError` naming the setting to fix, so the document fails and the next run situates
-it (the blurbs of its finished chunks are in the blurb cache).  The key is never in a message.
+it (the blurbs of its finished chunks are in the blurb cache).  The key is never in a message,
+whatever the server quotes back (:meth:`ServerClient._hide`).
+
+``timeout`` bounds each exchange in all, on the wall clock: connecting, sending, the answer's
+headers and its body (every socket read and write is given only the time left,
+:class:`_DeadlineBackend`), so a server that trickles its headers or its body is cut off there.
+An answer is bounded before it is parsed by what was asked (a completion by what ``max_tokens``
+tokens can spell, an embeddings answer by its vectors' width), and what it holds is checked:
+token counts are whole numbers from 0 to :data:`MAX_USAGE_TOKENS`, a completion's text is text no
+longer than ``max_tokens`` tokens can spell, a vector holds finite numbers as wide as the
+server's vectors at start-up.
 """
 
 from __future__ import annotations
@@ -36,6 +46,25 @@ from situate.resources.errors import ContextExceeded, ServerError  # noqa: F401 
 #: Longest answer read from a server: 16 MiB (a blurb is a few hundred bytes; a tokenize answer
 #: of a 131,072-token document is about 1 MiB of JSON).
 MAX_ANSWER_BYTES = 16 * 2**20
+#: Largest token count taken from an answer's usage (as ``anthropic_api.MAX_USAGE_TOKENS``):
+#: 10 million is 76 times the longest context situate serves (131,072 tokens); a larger or
+#: negative count is not a count of one request.
+MAX_USAGE_TOKENS = 10_000_000
+#: Most characters one generated token can spell: the longest of Qwen2.5's 151,936 tokens is 32
+#: characters (a run of spaces); 128 leaves room for vocabularies with longer runs.  A completion
+#: text longer than ``max_tokens`` times this was not written under ``max_tokens``.
+MAX_TOKEN_CHARS = 128
+#: Most bytes one character of text takes in a JSON answer: 12 (a character beyond U+FFFF written
+#: as two ``\uXXXX`` escapes).
+JSON_CHAR_BYTES = 12
+#: Most bytes one number of a vector takes in a JSON answer: 32 (``-1.2345678901234567e-308``,
+#: 24 characters, with its separator and room to spare).
+JSON_NUMBER_BYTES = 32
+#: Bytes of an answer besides its text or vectors (ids, usage, timings, a server's extra fields):
+#: 256 KiB, far over the 0.5 to 2 KB llama-server, llama_cpp.server and vLLM answer.
+ANSWER_ENVELOPE_BYTES = 256 * 2**10
+#: Largest absolute value of a vector's number: float32's largest (vectors are stored as float32).
+FLOAT32_MAX = 3.4028234663852886e38
 #: Control-token spellings of the chat templates situate meets (ChatML and Qwen, Llama 3, Phi,
 #: Llama 2, Gemma, end-of-sequence marks): document text that spells one is sent with a zero-width
 #: space after its first character, so a server that parses special tokens in text reads text.
@@ -131,6 +160,93 @@ def worker_slot() -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: The wall-clock deadline (``time.monotonic()`` seconds) of the exchange this thread is in, set
+#: by :meth:`ServerClient._send` around each try; unset, a socket read or write has httpx's own timeout.
+_DEADLINE = threading.local()
+
+
+def _time_left(timeout: float | None, what: str) -> float | None:
+    """The seconds a socket operation may take: httpx's per-operation ``timeout``, no more than
+    what is left of this thread's exchange (:data:`_DEADLINE`).
+
+    Raises
+    ------
+    httpcore.ConnectTimeout, httpcore.ReadTimeout, httpcore.WriteTimeout
+        (``what``: ``connect``, ``read``, ``write``) The exchange's deadline has passed; httpx
+        raises it as its own timeout.
+    """
+    deadline = getattr(_DEADLINE, "at", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        import httpcore
+
+        error = {"connect": httpcore.ConnectTimeout, "write": httpcore.WriteTimeout}.get(what, httpcore.ReadTimeout)
+        raise error("the exchange took longer than its timeout in all")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose every read and write waits no longer than what is left of
+    the exchange's deadline (:func:`_time_left`): a server trickling its headers, a byte every
+    second, runs out of time as a trickled body does."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout, "read"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, "write"))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context, server_hostname: str | None = None, timeout: float | None = None):
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _time_left(timeout, "connect")))
+
+    def get_extra_info(self, info: str):
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """An httpcore network backend whose connections are :class:`_DeadlineStream`."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DeadlineStream(
+            self._backend.connect_tcp(host, port, _time_left(timeout, "connect"), local_address, socket_options)
+        )
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _DeadlineStream(self._backend.connect_unix_socket(path, _time_left(timeout, "connect"), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def bound_exchanges(http) -> bool:
+    """Put :class:`_DeadlineBackend` under every connection pool of the httpx client ``http`` (its
+    transport, and those of proxies it mounted from the environment); returns whether each took it.
+    httpx gives no public hook for its network backend: the pools' ``_network_backend`` is set,
+    before any connection is made (a pool hands its backend to each new connection)."""
+    transports = [http._transport, *(t for t in getattr(http, "_mounts", {}).values() if t is not None)]
+    bound = True
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is None:
+            bound = False
+            continue
+        if not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)
+    return bound
+
+
 class ServerClient:
     """An OpenAI-compatible completions server, with retries (see the module docstring).
 
@@ -143,7 +259,8 @@ class ServerClient:
     key : str
         Bearer key (``SITUATE_LLM_API_KEY``), never in a message.
     timeout : float
-        Seconds a request may take (connect and read).
+        Seconds one request may take in all, on the wall clock: connecting, sending, the answer's
+        headers and body (each try of it).
     retries : int
         Tries after the first on a transient failure.
     backoff : float
@@ -173,38 +290,75 @@ class ServerClient:
         self._key = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
+        bound_exchanges(self._http)
         self.info: ServerInfo | None = None
+        #: numbers in each vector the embeddings server answered at :meth:`check`; None before
+        self.width: int | None = None
         self._props_slots: int | None = None
 
     def _hide(self, text: str) -> str:
-        """``text`` without the key, whatever put it there (a library's error quoting a header)."""
-        return text.replace(self._key, "***") if self._key else text
+        """``text`` without the key, whatever put it there (a library's error quoting a header, a
+        server quoting the request's ``Authorization`` header back, as is or JSON- or URL-escaped)."""
+        if not self._key:
+            return text
+        forms = {self._key, json.dumps(self._key)[1:-1], self._key.replace("/", "\\/"), urllib.parse.quote(self._key)}
+        for form in sorted(forms, key=len, reverse=True):  # the longest first: one may hold another
+            text = text.replace(form, "***")
+        return text
+
+    def _error(self, message: str, kind: type = ServerError) -> ServerError:
+        """A :class:`ServerError` (or ``kind``) of ``message`` without the key (:meth:`_hide`)."""
+        return kind(self._hide(message))
+
+    def _quote(self, text: str, n: int) -> str:
+        """The first ``n`` characters of a server's ``text``, the key hidden before the cut (so no
+        part of it is left at the cut)."""
+        return self._hide(text)[:n]
+
+    def _count(self, value, name: str) -> int:
+        """A token count of an answer: a whole number from 0 to :data:`MAX_USAGE_TOKENS`.
+
+        Raises
+        ------
+        ServerError
+            Anything else (a negative count, a float such as ``1e999``, a boolean, a text), naming
+            the field and ``<settings>_URL``.
+        """
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+            raise self._error(
+                f"model server {self.url} answered {name} = {self._quote(repr(value), 40)}, not a token "
+                f"count from 0 to {MAX_USAGE_TOKENS:,} ({self.settings}_URL)"
+            )
+        return value
 
     # -- transport ---------------------------------------------------------------------------------
-    def _send(self, method: str, path: str, body: dict | None):
+    def _send(self, method: str, path: str, body: dict | None, limit: int = MAX_ANSWER_BYTES, bound: str = ""):
         """One HTTP exchange with retries; returns ``(status, parsed JSON or None, text)``.  A
-        request may take at most ``timeout`` seconds in all (a server trickling bytes is cut off
-        there too), and no message carries the key."""
+        request may take at most ``timeout`` seconds in all, on the wall clock (a server trickling
+        its headers or its body is cut off there), an answer at most ``limit`` bytes (``bound``
+        says why that many; read before any JSON is parsed), and no message carries the key."""
         import httpx
 
         where = f"model server {self.url}"
         for attempt in range(self.retries + 1):
             t0 = time.monotonic()
+            _DEADLINE.at = t0 + self.timeout
             try:
                 with self._http.stream(method, self.url + path, json=body) as r:
                     buf = bytearray()
                     for part in r.iter_bytes():
                         buf += part
-                        if len(buf) > MAX_ANSWER_BYTES:
+                        if len(buf) > limit:
                             raise ServerError(
-                                f"{where} {path}: an answer over {MAX_ANSWER_BYTES:,} bytes "
-                                f"(MAX_ANSWER_BYTES); not an answer situate asked for ({self.settings}_URL)"
+                                f"{where} {path}: an answer over {limit:,} bytes "
+                                f"({bound or 'MAX_ANSWER_BYTES'}); not an answer situate asked for "
+                                f"({self.settings}_URL)"
                             )
                         if time.monotonic() - t0 > self.timeout:
                             raise httpx.ReadTimeout("the whole answer took too long")
                 text = bytes(buf).decode("utf-8", "replace")
                 if r.status_code == 429 or r.status_code >= 500:
-                    why = f"HTTP {r.status_code}: {text[:160]}"
+                    why = f"HTTP {r.status_code}: {self._quote(text, 160)}"
                 else:
                     try:
                         return r.status_code, json.loads(text), text
@@ -218,19 +372,23 @@ class ServerClient:
                 raise ServerError(self._hide(f"{where} {path}: the request cannot be sent ({e})")) from None
             except httpx.HTTPError as e:  # a dropped connection, a broken answer
                 why = f"dropped the connection ({type(e).__name__}: {e})"
+            finally:
+                _DEADLINE.at = None
             if attempt < self.retries:
                 time.sleep(self.backoff * 2**attempt)
         raise ServerError(self._hide(f"{where} {path}: {why} (after {self.retries + 1} tries)"))
 
-    def _json(self, method: str, path: str, body: dict | None = None) -> dict:
-        """The JSON object a request answers.
+    def _json(
+        self, method: str, path: str, body: dict | None = None, limit: int = MAX_ANSWER_BYTES, bound: str = ""
+    ) -> dict:
+        """The JSON object a request answers (at most ``limit`` bytes, :meth:`_send`).
 
         Raises
         ------
         ServerError
             A refused key (401, 403), another 4xx, or an answer that is not a JSON object.
         """
-        status, data, text = self._send(method, path, body)
+        status, data, text = self._send(method, path, body, limit, bound)
         self._raise_for(path, status, data, text)
         return data
 
@@ -239,10 +397,10 @@ class ServerClient:
         if status in (401, 403):
             raise ServerError(f"model server {self.url} refused the key: HTTP {status} ({self.settings}_API_KEY)")
         if status >= 400:
-            raise ServerError(f"model server {self.url} {path}: HTTP {status}: {text[:200]}")
+            raise self._error(f"model server {self.url} {path}: HTTP {status}: {self._quote(text, 200)}")
         if not isinstance(data, dict):
-            raise ServerError(
-                f"model server {self.url} {path}: answered {text[:80]!r}, not an "
+            raise self._error(
+                f"model server {self.url} {path}: answered {self._quote(text, 80)!r}, not an "
                 f"OpenAI-compatible JSON object ({self.settings}_URL)"
             )
 
@@ -278,13 +436,19 @@ class ServerClient:
         ids = [m["id"] for m in models]
         model = self.model or ids[0]
         if model not in ids:
+            raise self._error(
+                f"model server {self.url} serves {self._quote(', '.join(ids[:8]), 600)}, not {model!r} "
+                f"({self.settings}_SERVED_MODEL)"
+            )
+        if self._hide(model) != model:  # the name is written into every row and the run's metadata
             raise ServerError(
-                f"model server {self.url} serves {', '.join(ids[:8])}, not {model!r} ({self.settings}_SERVED_MODEL)"
+                f"model server {self.url} lists a model whose name holds {self.settings}_API_KEY: not taken "
+                f"as the served model's name ({self.settings}_SERVED_MODEL)"
             )
         self.model = model
         dialect, tokens = self._tokenize_probe()
         if tokens != local_tokens(PROBE):
-            raise ServerError(
+            raise self._error(
                 f"model server {self.url}: the served model {model!r} tokenizes text unlike the "
                 f"local GGUF, so prompts cannot be fitted in its tokens: set {self.settings}_MODEL to "
                 "the served model's GGUF (its vocabulary is read, not its weights)"
@@ -301,11 +465,9 @@ class ServerClient:
         if kind == "embeddings":
             data = self._json("POST", "/v1/embeddings", {"model": self.model, "input": ["a"]})
             rows = data.get("data")
-            width = (
-                len(rows[0].get("embedding") or [])
-                if isinstance(rows, list) and rows and isinstance(rows[0], dict)
-                else 0
-            )
+            first = rows[0].get("embedding") if isinstance(rows, list) and rows and isinstance(rows[0], dict) else None
+            width = len(first) if isinstance(first, list) else 0
+            self.width = width or None
         else:
             data = self._json(
                 "POST", "/v1/completions", {"model": self.model, "prompt": "a", "max_tokens": 1, "temperature": 0.0}
@@ -399,34 +561,89 @@ class ServerClient:
         if slot is not None and self.info is not None and self.info.dialect == "llama-server":
             body["id_slot"] = slot % (self.info.slots or 1)
         t0 = time.perf_counter()
-        status, data, text = self._send("POST", "/v1/completions", body)
+        most = max(max_tokens, 1) * MAX_TOKEN_CHARS  # characters max_tokens tokens can spell
+        status, data, text = self._send(
+            "POST",
+            "/v1/completions",
+            body,
+            min(MAX_ANSWER_BYTES, ANSWER_ENVELOPE_BYTES + most * JSON_CHAR_BYTES),
+            f"what SITUATE_MAX_TOKENS={max_tokens} generated tokens can take",
+        )
         seconds = time.perf_counter() - t0
         if status == 400 and ("context_length_exceeded" in text or "context length" in text):
             m = re.search(r"maximum context length is (\d+)", text)
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, int(m.group(1)) if m else None))
         self._raise_for("/v1/completions", status, data, text)
-        try:
-            choice = data["choices"][0]
-            usage = data.get("usage") or {}
-            out = Completion(
-                str(choice["text"]),
-                int(usage["prompt_tokens"]),
-                int(usage.get("completion_tokens", 0)),
-                _cached(data),
-                seconds,
-            )
-            finish = choice.get("finish_reason")
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise ServerError(
-                f"model server {self.url}: a completion without choices[0].text or usage.prompt_tokens "
-                f"(so whether it read the whole prompt cannot be told: {text[:80]!r}); "
-                f"not an OpenAI-compatible server ({self.settings}_URL)"
-            ) from None
+        out, finish = self._completion(data, text, most, seconds)
         if out.prompt_tokens < n_prompt:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, read=out.prompt_tokens))
         if finish == "length" and out.generated < max_tokens:
             raise ContextExceeded(self._context_message(n_prompt + max_tokens, None, room=out.generated))
         return out
+
+    def _completion(self, data: dict, text: str, most: int, seconds: float) -> tuple[Completion, object]:
+        """The :class:`Completion` of a completions answer ``data`` (``text`` as received) and its
+        ``finish_reason``; ``most``: the longest text the request's ``max_tokens`` can spell.
+
+        Raises
+        ------
+        ServerError
+            No ``choices[0].text`` or ``usage.prompt_tokens``; a text that is not text or is longer
+            than ``most`` characters; a token count that is not a whole number from 0 to
+            :data:`MAX_USAGE_TOKENS`: naming ``<settings>_URL``, never quoting the key.
+        """
+        try:
+            choice = data["choices"][0]
+            usage = data.get("usage") or {}
+            answer, prompt = choice["text"], usage["prompt_tokens"]
+            finish = choice.get("finish_reason")
+            if prompt is None:
+                raise KeyError("prompt_tokens")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise self._error(
+                f"model server {self.url}: a completion without choices[0].text or usage.prompt_tokens "
+                f"(so whether it read the whole prompt cannot be told: {self._quote(text, 80)!r}); "
+                f"not an OpenAI-compatible server ({self.settings}_URL)"
+            ) from None
+        if not isinstance(answer, str):
+            raise self._error(
+                f"model server {self.url}: choices[0].text is a JSON {type(answer).__name__}, not text; "
+                f"not an OpenAI-compatible server ({self.settings}_URL)"
+            )
+        if len(answer) > most:
+            raise self._error(
+                f"model server {self.url}: a completion of {len(answer):,} characters, more than the "
+                f"{most:,} its max_tokens (SITUATE_MAX_TOKENS) lets a model write; not an answer to this "
+                f"request ({self.settings}_URL)"
+            )
+        generated = usage.get("completion_tokens")
+        out = Completion(
+            answer,
+            self._count(prompt, "usage.prompt_tokens"),
+            0 if generated is None else self._count(generated, "usage.completion_tokens"),
+            self._cached(data),
+            seconds,
+        )
+        return out, finish
+
+    def _cached(self, data: dict) -> int | None:
+        """Prompt tokens the server says it reused from its cache, where it says so: OpenAI's
+        ``usage.prompt_tokens_details.cached_tokens`` (vLLM, llama-server), llama-server's
+        ``timings.cache_n``; ``None`` where it does not (llama-cpp-python's server).
+
+        Raises
+        ------
+        ServerError
+            A count given that is not a whole number from 0 to :data:`MAX_USAGE_TOKENS`.
+        """
+        usage = data.get("usage")
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        n = details.get("cached_tokens") if isinstance(details, dict) else None
+        if n is not None:
+            return self._count(n, "usage.prompt_tokens_details.cached_tokens")
+        timings = data.get("timings")
+        n = timings.get("cache_n") if isinstance(timings, dict) else None
+        return None if n is None else self._count(n, "timings.cache_n")
 
     def _context_message(
         self, wanted: int, served: int | None, read: int | None = None, room: int | None = None
@@ -446,40 +663,61 @@ class ServerClient:
 
 
 def embeddings(client: ServerClient, inputs: list[str]) -> list[list[float]]:
-    """``/v1/embeddings`` of ``inputs``: one vector each, in order.
+    """``/v1/embeddings`` of ``inputs``: one vector each, in order.  Once the client is checked
+    (:meth:`ServerClient.check`), the answer is read up to what its vectors can take at the width
+    the server answered then, and each vector must have that width.
 
     Raises
     ------
     ServerError
-        As :meth:`ServerClient._json`; an answer without one numeric vector per input, or vectors
-        of different widths.
+        As :meth:`ServerClient._json`; an answer without one vector per input (each input's
+        ``index`` once); a vector item that is not a finite number within float32's range (a
+        boolean, NaN, infinity, a text); vectors of different widths, or of another width than the
+        server answered at its check (its model changed under the same name): each naming
+        ``<settings>_URL``, never quoting the key.
     """
-    data = client._json("POST", "/v1/embeddings", {"model": client.model, "input": inputs})
-    rows = data.get("data")
-    try:
-        got = sorted(rows, key=lambda r: r["index"]) if all("index" in r for r in rows) else list(rows)
-        vecs = [r["embedding"] for r in got]
-        ok = (
-            len(vecs) == len(inputs)
-            and all(isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v) for v in vecs)
-            and len({len(v) for v in vecs}) == 1
+    width = client.width
+    limit, bound = MAX_ANSWER_BYTES, ""
+    if width:
+        limit = min(MAX_ANSWER_BYTES, ANSWER_ENVELOPE_BYTES + len(inputs) * width * JSON_NUMBER_BYTES)
+        bound = f"what {len(inputs)} vectors of {width} numbers can take"
+    data = client._json("POST", "/v1/embeddings", {"model": client.model, "input": inputs}, limit, bound)
+    vecs = _vectors(data.get("data"), len(inputs))
+    where = f"model server {client.url} /v1/embeddings"
+    if vecs is None:
+        raise client._error(
+            f"{where}: not one vector of numbers for each of the {len(inputs)} inputs ({client.settings}_URL)"
         )
-    except (TypeError, KeyError, AttributeError):
-        ok = False
-    if not ok:
-        raise ServerError(
-            f"model server {client.url} /v1/embeddings: not one vector of numbers for each of the "
-            f"{len(inputs)} inputs ({client.settings}_URL)"
+    bad = next((x for v in vecs for x in v if isinstance(x, bool) or not _finite32(x)), None)
+    if bad is not None:
+        raise client._error(
+            f"{where}: a vector holds {client._quote(repr(bad), 40)}, not a finite number within float32's "
+            f"range; not an embedding ({client.settings}_URL)"
+        )
+    widths = sorted({len(v) for v in vecs})
+    if len(widths) > 1 or (width and widths[0] != width):
+        raise client._error(
+            f"{where}: answered vectors {'/'.join(map(str, widths))} numbers wide where its start-up "
+            f"check answered {width or widths[0]}: the server's model changed under the same name, or "
+            f"the server is unwell; nothing of this document is stored or cached; restart situate's "
+            f"run once the server serves one model ({client.settings}_URL, {client.settings}_SERVED_MODEL)"
         )
     return vecs
 
 
-def _cached(data: dict) -> int | None:
-    """Prompt tokens the server says it reused from its cache, where it says so: OpenAI's
-    ``usage.prompt_tokens_details.cached_tokens`` (vLLM, llama-server), llama-server's
-    ``timings.cache_n``; ``None`` where it does not (llama-cpp-python's server)."""
-    details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
-    if isinstance(details.get("cached_tokens"), int):
-        return details["cached_tokens"]
-    n = (data.get("timings") or {}).get("cache_n")
-    return n if isinstance(n, int) else None
+def _vectors(rows, n: int) -> list[list] | None:
+    """The ``embedding`` lists of an answer's ``data`` rows in input order (by ``index`` where
+    every row has one, each of ``0 .. n-1`` once), or None where it is not ``n`` lists, none empty."""
+    if not isinstance(rows, list) or len(rows) != n or not all(isinstance(r, dict) for r in rows):
+        return None
+    if all("index" in r for r in rows):
+        if sorted((type(r["index"]) is int, r["index"]) for r in rows) != [(True, i) for i in range(n)]:
+            return None
+        rows = sorted(rows, key=lambda r: r["index"])
+    vecs = [r.get("embedding") for r in rows]
+    return vecs if all(isinstance(v, list) and v for v in vecs) else None
+
+
+def _finite32(x) -> bool:
+    """Whether ``x`` is an int or float within float32's finite range (NaN is not)."""
+    return isinstance(x, (int, float)) and -FLOAT32_MAX <= x <= FLOAT32_MAX

@@ -232,6 +232,9 @@ class BlurbRecord:
         stops supplying blurbs, and it is exported with status ``file``.
     text_sha256 : str
         sha256 of the chunk's text (how the chunk is recognised in a later version).
+    reuse_reported : bool
+        Whether ``reused`` was measured: False where a model server did not say which prompt
+        tokens it reused (``reused`` is then 0 and ``evaluated`` every token sent).
     mode : str
         What made the context: ``chunk:<prompt name>`` (a blurb per chunk), ``document`` (one
         summary per document), ``structure`` (no LLM call: the structural context alone; the
@@ -255,6 +258,7 @@ class BlurbRecord:
     mode: str = ""
     from_file: str = ""
     written: int = 0
+    reuse_reported: bool = True
 
 
 _LINE_MARK = re.compile(r"^\s*[-*]?\s*\[\s*chunk\s+(\d+)\s*\]\s*[:.\-–]?\s*", re.I)
@@ -494,6 +498,7 @@ class _Document:
                 if unpaid:  # the window's call made no usable line: its figures go here
                     for k in ("prompt_tokens", "evaluated", "reused", "generated", "seconds"):
                         setattr(rec, k, getattr(rec, k) + unpaid[k])
+                    rec.reuse_reported = rec.reuse_reported and unpaid["reuse_reported"]
                     unpaid = {}
             self.emit(i, rec, out)
 
@@ -541,6 +546,7 @@ class _Document:
             )
         if gen is not None:
             rec.written = getattr(gen, "written", 0)
+            rec.reuse_reported = getattr(gen, "reuse_reported", True)
         return rec
 
 
@@ -572,6 +578,7 @@ def _one_generation(
     key = cache_key(window_text, "one-generation:" + ",".join(map(str, todo))) if cache is not None else None
     entry = cache.get(key) if key else None
     t0 = time.perf_counter()
+    reported = True
     if entry is not None:
         raw, n_prompt, n_eval, n_gen, seconds = entry["raw"], entry["prompt_tokens"], 0, entry["generated"], 0.0
     else:
@@ -579,6 +586,7 @@ def _one_generation(
         gen = generate_window(prefix + suffix, starts, max_tokens)
         raw = f"{chunk_mark(todo[0])} {builder.template.answer_prefix}".rstrip() + gen.text
         n_prompt, n_eval, n_gen, seconds = gen.prompt_tokens, gen.evaluated, gen.generated, time.perf_counter() - t0
+        reported = getattr(gen, "reuse_reported", True)
         if key and gen.generated:  # a sequence with no room for a line is not an answer to keep
             cache.put(key, {"raw": raw, "prompt_tokens": n_prompt, "generated": n_gen})
     call = {
@@ -588,6 +596,7 @@ def _one_generation(
         "generated": n_gen,
         "seconds": round(seconds, 4),
         "window": w_index,
+        "reuse_reported": reported,
     }
     out: dict[int, BlurbRecord] = {}
     fallbacks: dict[int, str] = {}

@@ -28,6 +28,9 @@ from situate.resources.store.store import Store, read_ok
 
 #: Generation stops at a blank line or an echoed tag: a blurb is one short paragraph.
 STOP = ["\n\n", "</chunk>", "<document>", "<chunk>"]
+#: What a summary says of the prompt tokens reused where no model call's reuse was reported (a
+#: model server that does not count them, llama-cpp-python's): never a 0 that reads as measured.
+REUSE_NOT_REPORTED = "not reported by this server"
 
 
 def stops(reasoning: bool) -> list[str]:
@@ -216,7 +219,9 @@ def document_records(
 
 def blurb_summary(records: list) -> dict:
     """Per-document figures: blurbs, fallbacks by reason, model calls and blurbs from the cache,
-    prompt tokens evaluated / reused (over model calls only), problems found by cleaning."""
+    prompt tokens evaluated / reused (over model calls only; reused is :data:`REUSE_NOT_REPORTED`
+    where no call's reuse was reported, and ``model_calls_reuse_not_reported`` counts the calls
+    whose reuse was not), problems found by cleaning."""
     fresh = [r for r in records if not getattr(r, "cached", False)]
     prompt = sum(r.prompt_tokens for r in fresh)
     evaluated = sum(r.evaluated for r in fresh)
@@ -227,6 +232,8 @@ def blurb_summary(records: list) -> dict:
         p.split(":", 1)[1] for r in records for p in r.problems if p.startswith("one-generation-fallback:")
     )
     called = [r for r in fresh if r.window >= 0]  # no window: no prompt was sent
+    unreported = sum(not getattr(r, "reuse_reported", True) for r in called)
+    measured = not called or unreported < len(called)
     return {
         "chunks": len(records),
         "blurbs_from_model": sum(r.status == "model" for r in records),
@@ -245,9 +252,10 @@ def blurb_summary(records: list) -> dict:
         "cached": len(records) - len(fresh),
         "prompt_tokens": prompt,
         "prompt_tokens_evaluated": evaluated,
-        "prompt_tokens_reused": prompt - evaluated,
+        "prompt_tokens_reused": prompt - evaluated if measured else REUSE_NOT_REPORTED,
+        "model_calls_reuse_not_reported": unreported,
         "prompt_tokens_cache_written": sum(getattr(r, "written", 0) for r in fresh),
-        "reuse_ratio": round((prompt - evaluated) / prompt, 3) if prompt else 0.0,
+        "reuse_ratio": (round((prompt - evaluated) / prompt, 3) if prompt else 0.0) if measured else REUSE_NOT_REPORTED,
         "generated_tokens": sum(r.generated for r in records),
         "generated_tokens_called": sum(r.generated for r in fresh),  # by this run's calls
         "llm_seconds": round(seconds, 2),
@@ -472,9 +480,12 @@ def blurb_totals(ok: dict) -> dict:
     """The run's totals over its documents' summaries (``ok``: partition key -> :func:`blurb_summary`
     with ``prompt_tokens``, ``prompt_tokens_evaluated``, ``llm_seconds``, ``chunks``…): blurbs,
     fallbacks, skipped and kept chunks, model calls, cache hits, prompt tokens evaluated / reused
-    (tokens of the blurb LLM's tokenizer), blurbs a second of LLM time."""
+    (tokens of the blurb LLM's tokenizer; reused is :data:`REUSE_NOT_REPORTED` where no call's
+    reuse was reported), blurbs a second of LLM time."""
     prompt = sum(v["prompt_tokens"] for v in ok.values())
     evaluated = sum(v["prompt_tokens_evaluated"] for v in ok.values())
+    calls = sum(v["model_calls"] for v in ok.values())
+    unreported = sum(v.get("model_calls_reuse_not_reported", 0) for v in ok.values())
     secs = sum(v["llm_seconds"] for v in ok.values())
     n = sum(v["chunks"] for v in ok.values())
     return {
@@ -486,7 +497,8 @@ def blurb_totals(ok: dict) -> dict:
         "model_calls_total": sum(v["model_calls"] for v in ok.values()),
         "blurbs_from_cache_total": sum(v["cached"] for v in ok.values()),
         "prompt_tokens_evaluated_total": evaluated,
-        "prompt_tokens_reused_total": prompt - evaluated,
+        "prompt_tokens_reused_total": prompt - evaluated if not calls or unreported < calls else REUSE_NOT_REPORTED,
+        "model_calls_reuse_not_reported_total": unreported,
         "blurbs_per_second": round(n / secs, 3) if secs else 0.0,
     }
 
