@@ -81,7 +81,10 @@ def materialize_embeddings(
                 f"embeddings: {cut} of {sum(len(p['texts']) for p in group.values())} inputs of {len(group)} "
                 f"document(s) cut to the embedder's {embedder.n_ctx} tokens (BM25 indexes all of each)"
             )
-        return {key: embedding_entry(written[key], *embedded[key]) for key in group}
+        entries = {key: embedding_entry(written[key], *embedded[key]) for key in group}
+        for key, entry in entries.items():  # replaces the error an earlier run may have left
+            store.write_stage(key, "embeddings", entry)
+        return entries
 
     report = for_each_group(context, store, "embeddings", prepare, commit, chunks_of=chunks_of)
     migration = store.migration()

@@ -327,16 +327,14 @@ def for_each_group(
 def _commit_group(
     context: dg.AssetExecutionContext, store, report: StageReport, stage: str, prepared: dict, commit, pos: dict
 ) -> None:
-    """``commit(prepared)`` into ``report``; on an error, each document committed alone."""
-    if not prepared:
-        return
-    try:
-        report.ok.update(commit(prepared))
-        return
-    except Exception as e:
-        error = e
+    """``commit(prepared)`` into ``report``; on an error, each document committed alone (a group of
+    one is committed once, its error recorded as :func:`_guarded` records it)."""
     if len(prepared) > 1:
-        context.log.warning(f"{stage}: a group of {len(prepared)} documents failed ({error}); committing each alone")
+        try:
+            report.ok.update(commit(prepared))
+            return
+        except Exception as e:
+            context.log.warning(f"{stage}: a group of {len(prepared)} documents failed ({e}); committing each alone")
     for key, p in prepared.items():
         ok, out = _guarded(
             context, store, report, stage, pos[key], len(pos), key, lambda key=key, p=p: commit({key: p})

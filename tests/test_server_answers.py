@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from conftest import ingest_with, needs_models
 from hostile_llm_server import TOKENS, started
 
 KEY = "sk-SECRET/8842-do-not-log"
@@ -197,3 +198,48 @@ def test_a_completion_says_whether_its_server_reported_reuse(hostile, monkeypatc
     hostile.mode = "ok"
     gen = llm.generate([0] + [5] * 30)
     assert not gen.reuse_reported and gen.reused == 0
+
+
+@needs_models
+def test_a_document_failed_by_a_bad_embeddings_answer_is_finished_by_the_next_run(tmp_path):
+    """Ingest through the hostile embeddings server: its second answer is 4 wide where its check
+    answered 8, so one document fails by name and no row of it is written; with the server well
+    again, the next ingest finishes it and reports nothing failed (the earlier run's error does not
+    stay behind)."""
+    import llama_cpp
+
+    from situate.resources.models import registry as models
+    from situate.resources.models.server import PROBE
+
+    gguf = str(models.path_of(models.LLM))
+    tokens = llama_cpp.Llama(model_path=gguf, vocab_only=True, verbose=False).tokenize(
+        PROBE.encode("utf-8"), add_bos=True, special=True
+    )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "billing.md").write_text("# Refunds\n\nA refund is issued to the card that paid.\n")
+    (docs / "keys.md").write_text("# Key rotation\n\nThe signing service rotates its keys every night.\n")
+    server = started("width_flip", tokens)
+    env = {
+        "SITUATE_CONTEXT": "structure",
+        "SITUATE_CODE_CONTEXT": "structure",
+        "SITUATE_EMBED_URL": server.url,
+        "SITUATE_EMBED_SERVED_MODEL": "hostile-model",
+        "SITUATE_EMBED_MODEL": gguf,
+        "SITUATE_LLM_RETRIES": "0",
+        "SITUATE_DOCS_PER_RUN": "1",  # one embeddings request a document
+    }
+    try:
+        first = ingest_with(docs, tmp_path / "home", **env)
+        server.mode = "ok"
+        again = ingest_with(docs, tmp_path / "home", **env)
+    finally:
+        server.stop()
+    assert len(first.failed) == 1, first.failed
+    ((bad, why),) = first.failed.items()
+    assert "answered vectors 4 numbers wide where its start-up check answered 8" in why, why
+    assert again.failed == {}, again.failed
+    from situate.resources.store.store import Store
+
+    rows = Store(home=str(tmp_path / "home")).columns(["source"]).to_pylist()
+    assert sorted(r["source"] for r in rows) == ["billing.md", "keys.md"]
