@@ -141,6 +141,19 @@ class MessageBatchRound:
             size += n
         return groups + ([cur] if cur else [])
 
+    def _drop_unknown(self, api, pending: list, used: list, known: dict, ledger, log) -> None:
+        """Forget each resumed batch the API no longer knows (404), so its requests are sent now."""
+        import anthropic
+
+        for bid in list(pending):
+            try:
+                api.retrieve(bid)
+            except anthropic.NotFoundError:
+                self._forget(bid, self._unknown(bid), pending, known, ledger, log)
+                used.remove(bid)
+                if log:
+                    log(f"Message Batch {bid}: its request(s) of this run are sent again")
+
     def submit_and_wait(self, log=None, sleep=time.sleep, ledger=None) -> dict:
         """Send the gathered requests, wait for the batches to end, keep their answers; then
         :meth:`call` answers from them.  Never raises: an API error (after the SDK's retries)
@@ -186,14 +199,7 @@ class MessageBatchRound:
             self._where.update({cid: bid for cid in known[bid] if cid in self.requests})
         error = ""
         try:
-            for bid in list(pending):  # one the API no longer knows: its requests are sent now
-                try:
-                    api.retrieve(bid)
-                except anthropic.NotFoundError:
-                    self._forget(bid, self._unknown(bid), pending, known, ledger, log)
-                    used.remove(bid)
-                    if log:
-                        log(f"Message Batch {bid}: its request(s) of this run are sent again")
+            self._drop_unknown(api, pending, used, known, ledger, log)
             waiting_for = {cid for bid in pending for cid in known[bid]}
             for group in self._groups([cid for cid in self.requests if cid not in waiting_for]):
                 b = api.create(requests=[{"custom_id": cid, "params": self.requests[cid][0]} for cid in group])
