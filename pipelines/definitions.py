@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from situate.assets.retrieval_eval import retrieval_eval
 from situate.pipelines.automation import NIGHTLY
 from situate.pipelines.component import SituateCollection
-from situate.pipelines.event_log import tune_sqlite_event_log
 from situate.pipelines.settings import check_environment
 from situate.resources.models import registry as models
 
 models.use_offline_tiktoken()
-if os.environ.get("DAGSTER_HOME"):  # the run worker of `situate dev` and `dagster asset materialize`
-    tune_sqlite_event_log(os.environ["DAGSTER_HOME"])
 
 
 def build_definitions(docs_path: str | None = None, home: str | None = None, plain: bool = False) -> dg.Definitions:

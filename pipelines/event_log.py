@@ -22,6 +22,15 @@ only, with SQLAlchemy's own ``connect`` event (no Dagster code is patched):
   then checkpoints every 1,000 pages of log (``wal_autocheckpoint``), as it does for any
   long-lived connection.
 
+Only for runs that situate's own commands execute in their process (``situate ingest``,
+``situate eval``: :func:`situate.pipelines.settings.ensure_dagster_home`), never in a code
+location that Dagster's daemon, webserver or run workers load: there, with the connections kept
+by the code server and a run worker, a run failed with SQLite's "disk I/O error" reading
+``runs.db`` (a run through ``dagster-daemon``, ``benchmarks/scale_out.py``); its cause is not
+known, so those processes keep Dagster's own behaviour.  ``synchronous=NORMAL`` alone changed
+nothing measurable (1,500 documents: 132.6 / 132.9 s without it, 144.2 / 142.0 s with it, two
+pairs in one sitting); the gain is the kept connection's.
+
 The same 1,500 documents: 112.7 s → 76.4 s wall, each stage's step 16 s → 10 s, and
 ``embeddings`` 41.9 s → 31.6 s (benchmarks/reports/ingest-scale.md has the CoSQA figures).
 """
