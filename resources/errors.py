@@ -137,3 +137,25 @@ class LeaseLost(SituateError, RuntimeError):
 
 class StartupError(SituateError, RuntimeError):
     """A fault found before any work started; ``str()`` is the whole answer, one line."""
+
+
+class AnswerRefused(ServerError):
+    """What situate's HTTP client for Anthropic's API refused before the SDK saw it: an answer over
+    ``MAX_RESPONSE_BYTES``, or a request to an origin other than ``SITUATE_LLM_URL``'s
+    (``situate.resources.models.anthropic_api``)."""
+
+
+class BatchGone(SituateError, RuntimeError):
+    """A Message Batch that cannot be collected (the message says why): it is forgotten."""
+
+
+class ListingPageTooLarge(SituateError, OSError):
+    """An object store listing page over ``MAX_LIST_PAGE_BYTES`` (raised inside botocore's parse)."""
+
+
+class ObjectTooLarge(SituateError, OSError):
+    """An object's GET carried more than the bytes asked for (``ObjectFolder.get_bounded``)."""
+
+
+class ObjectChanged(SituateError, OSError):
+    """An object is no longer the version it was asked for (``ObjectFolder.get_bounded``)."""

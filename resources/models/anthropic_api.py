@@ -41,6 +41,7 @@ import time
 import urllib.parse
 import urllib.request
 
+from situate.resources.errors import AnswerRefused
 from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url
 
 #: The public endpoint (``SITUATE_LLM_URL`` overrides it: a gateway, or the tests' fake).
@@ -73,13 +74,6 @@ MIN_UPLOAD_RATE = 128 * 1024
 _WRITE_SLICE = 64 * 1024
 #: The path of a batch's results (JSON lines: bounded a line, not in all).
 _RESULTS_PATH = re.compile(r"/messages/batches/[^/]+/results$")
-
-
-class AnswerRefused(ServerError):
-    """What the HTTP client refused before the SDK saw it: an answer over
-    :data:`MAX_RESPONSE_BYTES`, or a request to an origin other than ``SITUATE_LLM_URL``'s.  Raised
-    as a subclass that is also an ``anthropic.AnthropicError`` (:func:`_refused`), so the SDK
-    neither wraps nor retries it."""
 
 
 @functools.cache

@@ -25,7 +25,10 @@ import json
 import re
 import time
 
-from situate.resources.errors import BatchMissing  # noqa: F401  (importable from here as before)
+from situate.resources.errors import (
+    BatchGone,
+    BatchMissing,  # noqa: F401  (importable from here as before)
+)
 from situate.resources.models.server import ServerError
 
 #: A Message Batch holds at most 100,000 requests and 256 MB (Anthropic's Message Batches docs,
@@ -215,7 +218,7 @@ class MessageBatchRound:
                 for bid in list(pending):
                     try:
                         ended = self._look(api, bid)
-                    except _Gone as e:
+                    except BatchGone as e:
                         self._forget(bid, str(e), pending, known, ledger, log)
                         continue
                     if ended:
@@ -269,7 +272,7 @@ class MessageBatchRound:
 
         Raises
         ------
-        _Gone
+        BatchGone
             The batch cannot be collected: unknown to the API, its results on another origin
             than ``SITUATE_LLM_URL`` (not asked: the key is not sent there) or unreadable.
         """
@@ -287,14 +290,14 @@ class MessageBatchRound:
                     where = _safe_url(url) if isinstance(url, str) else f"a {type(url).__name__}, not a URL"
                 except ValueError:  # a port that is not a number
                     where = "a URL that is not one"
-                raise _Gone(
+                raise BatchGone(
                     f"batch {bid} names its results on {where}, another origin than SITUATE_LLM_URL "
                     f"({_safe_url(self.client.url)}): not fetched, ANTHROPIC_API_KEY not sent there"
                 )
             self._collect(api, bid)
             return True
         except anthropic.NotFoundError:
-            raise _Gone(self._unknown(bid)) from None
+            raise BatchGone(self._unknown(bid)) from None
 
     def _mark_unanswered(self, pending: list[str], error: str) -> None:
         """Give each request with no answer its reason: the API error that stopped the round (or
@@ -342,7 +345,7 @@ class MessageBatchRound:
 
         Raises
         ------
-        _Gone
+        BatchGone
             The results cannot be read (unknown to the API, refused by the HTTP client, not JSON
             lines of results): the batch is forgotten; the answers read before are kept.
         situate.resources.models.server.ServerError
@@ -385,7 +388,7 @@ class MessageBatchRound:
             gone = f"batch {bid}'s results are not JSON lines of results ({type(e).__name__})"
         self._bill(billed)
         if gone:
-            raise _Gone(gone)
+            raise BatchGone(gone)
 
     def _take(self, entry, bid: str, seen: set, billed: list) -> None:
         """One line of batch ``bid``'s results: its usage joins ``billed`` (a succeeded answer);
@@ -422,10 +425,6 @@ class MessageBatchRound:
 
         for prompt, generated, read, written in billed:
             count_api_usage(prompt - read, written, read, generated, batch=True)
-
-
-class _Gone(Exception):
-    """A batch that cannot be collected (the message says why): it is forgotten."""
 
 
 #: Where a data folder remembers its Message Batches still in progress (relative to the folder).

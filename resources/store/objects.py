@@ -39,7 +39,13 @@ import obstore
 import obstore.exceptions as ox
 from obstore.store import from_url
 
-from situate.resources.errors import DataFolderURIError, StoreUnavailable  # noqa: F401  (importable from here as before)
+from situate.resources.errors import (  # noqa: F401  (importable from here as before)
+    DataFolderURIError,
+    ListingPageTooLarge,
+    ObjectChanged,
+    ObjectTooLarge,
+    StoreUnavailable,
+)
 from situate.resources.settings import env
 
 #: URI schemes accepted as a data folder.
@@ -252,14 +258,10 @@ def _s3fs(config: dict[str, str], retries: int, timeout_s: float):
     return fs
 
 
-class _PageTooLarge(Exception):
-    """A ListObjectsV2 page over :data:`MAX_LIST_PAGE_BYTES` (raised inside botocore's parse)."""
-
-
 def _bounded_page(response_dict: dict, **_) -> None:
     body = response_dict.get("body")
     if isinstance(body, bytes | bytearray) and len(body) > MAX_LIST_PAGE_BYTES:
-        raise _PageTooLarge
+        raise ListingPageTooLarge
 
 
 def _token(token: str | None) -> dict[str, str]:
@@ -272,7 +274,7 @@ def _s3fs_reason(error: BaseException, where: str, endpoint: str | None) -> str:
     import botocore.exceptions as be
 
     at = f" at {endpoint}" if endpoint else ""
-    if isinstance(error, _PageTooLarge):
+    if isinstance(error, ListingPageTooLarge):
         return f"the object store{at} answered a listing page of {where} over {MAX_LIST_PAGE_BYTES:,} bytes"
     if isinstance(error, FileNotFoundError):
         return f"the bucket of {where} does not exist{at} (create it first)"
@@ -286,14 +288,6 @@ def _s3fs_reason(error: BaseException, where: str, endpoint: str | None) -> str:
     if isinstance(error, be.ConnectionError | be.ReadTimeoutError | TimeoutError):
         return f"cannot reach the object store{at} for {where} (is AWS_ENDPOINT_URL right and the server running?)"
     return _reason(error, where, endpoint)
-
-
-class ObjectTooLarge(Exception):
-    """An object's GET carried more than the bytes asked for (:meth:`ObjectFolder.get_bounded`)."""
-
-
-class ObjectChanged(Exception):
-    """An object is no longer the version it was asked for (:meth:`ObjectFolder.get_bounded`)."""
 
 
 class ObjectFolder:
