@@ -86,9 +86,7 @@ def situate_home() -> Path | str:
 def ensure_dagster_home() -> Path:
     """Set ``DAGSTER_HOME`` to ``$SITUATE_HOME/dagster`` when unset, creating it with a
     ``dagster.yaml``; with the data folder on an object store the instance is local:
-    ``~/.cache/situate/instance/<hash of the URI>`` (``SITUATE_CACHE``); its SQLite event log
-    tuned for one write an event (:func:`situate.pipelines.event_log.tune_sqlite_event_log`).
-    Returns the folder."""
+    ``~/.cache/situate/instance/<hash of the URI>`` (``SITUATE_CACHE``).  Returns the folder."""
     from situate.resources.store.objects import cache_dir_for
 
     home = os.environ.get("DAGSTER_HOME")
@@ -105,9 +103,6 @@ def ensure_dagster_home() -> Path:
         cfg.write_text(DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(path)
     os.environ.setdefault(*PLANNED_EVENTS)
-    from situate.pipelines.event_log import tune_sqlite_event_log
-
-    tune_sqlite_event_log(path)
     return path
 
 
