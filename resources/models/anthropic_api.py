@@ -42,7 +42,7 @@ import urllib.parse
 import urllib.request
 
 from situate.resources.errors import AnswerRefused
-from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url
+from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url, socket_time_left
 
 #: The public endpoint (``SITUATE_LLM_URL`` overrides it: a gateway, or the tests' fake).
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -108,16 +108,15 @@ def _left(timeout: float | None, kind: str) -> float | None:
     httpcore2.TimeoutException
         The request's deadline has passed (``kind``'s class: the HTTP client names it a timeout).
     """
-    end = getattr(_DEADLINE, "at", None)
-    if end is None:
-        return timeout
-    left = end - time.monotonic()
-    if left <= 0:
-        import httpcore2
+    import httpcore2
 
-        exc = {"connect": httpcore2.ConnectTimeout, "write": httpcore2.WriteTimeout}.get(kind, httpcore2.ReadTimeout)
-        raise exc("the request took longer than SITUATE_LLM_TIMEOUT in all")
-    return left if timeout is None else min(timeout, left)
+    return socket_time_left(
+        getattr(_DEADLINE, "at", None),
+        timeout,
+        kind,
+        httpcore2,
+        "the request took longer than SITUATE_LLM_TIMEOUT in all",
+    )
 
 
 @functools.cache

@@ -175,15 +175,30 @@ def _time_left(timeout: float | None, what: str) -> float | None:
         (``what``: ``connect``, ``read``, ``write``) The exchange's deadline has passed; httpx
         raises it as its own timeout.
     """
-    deadline = getattr(_DEADLINE, "at", None)
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        import httpcore
+    import httpcore
 
-        error = {"connect": httpcore.ConnectTimeout, "write": httpcore.WriteTimeout}.get(what, httpcore.ReadTimeout)
-        raise error("the exchange took longer than its timeout in all")
+    return socket_time_left(
+        getattr(_DEADLINE, "at", None), timeout, what, httpcore, "the exchange took longer than its timeout in all"
+    )
+
+
+def socket_time_left(end: float | None, timeout: float | None, what: str, core, message: str) -> float | None:
+    """``timeout`` (seconds, ``None``: none) bounded by what is left before ``end`` (a
+    ``time.monotonic()`` deadline, ``None``: none): the socket timeout of one connect, read or
+    write of an exchange under a whole-request deadline.  Shared by the model-server client
+    (httpcore) and the Anthropic client's transport (httpcore2): ``core`` is that module.
+
+    Raises
+    ------
+    core.ConnectTimeout, core.ReadTimeout, core.WriteTimeout
+        (``what``: ``connect``, ``read``, ``write``) The deadline has passed, with ``message``.
+    """
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        error = {"connect": core.ConnectTimeout, "write": core.WriteTimeout}.get(what, core.ReadTimeout)
+        raise error(message)
     return left if timeout is None else min(timeout, left)
 
 
