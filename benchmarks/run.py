@@ -1054,6 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in sections:
             log(f"section {name}")
+            t_section = time.perf_counter()
             if name == "cost":
                 import cost
 
@@ -1125,6 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 r = backends.measure(("variables.py",), (1,)) if tiny else backends.measure()
             report["sections"][name] = r
+            report.setdefault("section_seconds", {})[name] = round(time.perf_counter() - t_section, 1)
             report.update({k: r[k] for k in KEYS if k in r})
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -257,14 +257,15 @@ def ingest_requests(
     return requests, reasons
 
 
-def documents_sensor_for(c: Collection, ingest, index) -> dg.SensorDefinition:
+def documents_sensor_for(c: Collection, ingest, index, interval_s: int | None = None) -> dg.SensorDefinition:
     """Collection ``c``'s sensor on its docs source: registers a partition per document, asks
-    ``ingest`` runs of new and changed ones, removes the partitions and rows of removed ones."""
+    ``ingest`` runs of new and changed ones, removes the partitions and rows of removed ones;
+    evaluated at most every ``interval_s`` seconds (default ``SITUATE_SYNC_INTERVAL_S``, 60)."""
 
     @dg.sensor(
         name=c.job_name("documents_sensor"),
         jobs=[ingest, index],
-        minimum_interval_seconds=60,
+        minimum_interval_seconds=read_settings().sync_interval_s if interval_s is None else interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING,
         required_resource_keys=c.resource_keys(*ROLES),
         description=f"Registers one `{c.partitions_name}` partition per document in the docs folder, asks for "

@@ -83,7 +83,7 @@ def collection_definitions(
     return dg.Definitions(
         assets=assets,
         jobs=[ingest, index],
-        sensors=[documents_sensor_for(c, ingest, index), bm25_automation_for(c)],
+        sensors=[documents_sensor_for(c, ingest, index, settings.sync_interval_s), bm25_automation_for(c)],
         schedules=[reingest_schedule_for(c, ingest, cron)] if cron else [],
         resources={c.resource_key(role): r for role, r in res.items()},
     )

@@ -171,6 +171,13 @@ SETTING_BOUNDS: dict[str, Bound] = {
     "SITUATE_DOCS_PER_RUN": Bound(
         0, None, int, "0 is no limit (one run per range of documents); a count of documents otherwise"
     ),
+    "SITUATE_SYNC_INTERVAL_S": Bound(
+        5,
+        86_400,
+        int,
+        "Dagster's sensor daemon ticks about every 5 s, so a shorter interval is not kept; a day is "
+        "the nightly re-ingest's period, past which the schedule already does the sensor's work",
+    ),
     "SITUATE_REPEAT_PENALTY": Bound(
         1.0,
         None,
@@ -450,6 +457,13 @@ class Settings:
     # runs
     docs_per_run: int = _setting(
         "SITUATE_DOCS_PER_RUN", "runs", 0, "0", "most documents in one ingest run (0: no limit, one run per range)"
+    )
+    sync_interval_s: int = _setting(
+        "SITUATE_SYNC_INTERVAL_S",
+        "runs",
+        60,
+        "60",
+        "seconds between two looks of the documents sensor at the docs folder (Dagster's minimum interval)",
     )
     allow_mass_removal: bool = _setting(
         "SITUATE_ALLOW_MASS_REMOVAL",

@@ -341,6 +341,9 @@ def test_a_store_lost_mid_run_leaves_the_table_consistent_and_the_next_run_finis
             **s3["env"],
             "SITUATE_HOME": uri,
             "SITUATE_CACHE": str(tmp_path / "cache"),
+            # the killed run could not give its leases back to the dead store: the next run
+            # waits them out (90 s by default)
+            "SITUATE_LEASE_STALE_S": "10",
         }
         env.pop("DAGSTER_HOME")
         run = subprocess.Popen(

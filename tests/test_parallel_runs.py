@@ -82,6 +82,7 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         "SITUATE_DOCS_PER_RUN": "2",
         "SITUATE_CACHE": str(tmp_path / "cache"),
         "SITUATE_LEASE_STALE_S": "20",
+        "SITUATE_SYNC_INTERVAL_S": "10",  # the sensor looks every 10 s (60 by default)
         "PYTHONPATH": str(REPO),
     }
     from situate.pipelines.preflight import check_data_folder
@@ -131,7 +132,7 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
 
         _wait(others_done, 600, "the two other runs to succeed")
 
-        # the next sync (the sensor, every 60 s) marks the dead run failed and asks for its documents
+        # the next sync (the sensor, every 10 s here) marks the dead run failed and asks for its documents
         # again; the new run waits out the dead worker's lease (20 s here) and takes the blurbs the
         # dead one finished from the cache
         def resumed():

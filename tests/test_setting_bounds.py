@@ -307,3 +307,16 @@ def test_the_fallback_share_is_checked_at_start_not_at_import():
         assert imported.returncode == 0, imported.stderr[-300:]
         res = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=REPO)
         assert res.returncode != 0 and said in res.stderr, res.stderr[-300:]
+
+
+def test_the_sync_interval_is_the_sensors_minimum_interval(monkeypatch, tmp_path):
+    from situate.pipelines.definitions import build_definitions
+
+    monkeypatch.setenv("SITUATE_SYNC_INTERVAL_S", "15")
+    defs = build_definitions(str(tmp_path), str(tmp_path / "home"), plain=True)
+    assert defs.get_sensor_def("documents_sensor").minimum_interval_seconds == 15
+    monkeypatch.setenv("SITUATE_SYNC_INTERVAL_S", "4")
+    from situate.pipelines.preflight import StartupError
+
+    with pytest.raises(StartupError, match="SITUATE_SYNC_INTERVAL_S=4 is below its minimum, 5"):
+        build_definitions(str(tmp_path), str(tmp_path / "home"), plain=True)
