@@ -37,14 +37,23 @@ from situate.resources.settings import (
 from situate.resources.store.store import Store
 
 #: Written to a new DAGSTER_HOME: runs queue and go one at a time, so a laptop never holds
-#: several copies of the models (each run loads its own).
+#: several copies of the models (each run loads its own); Dagster's SQLite event log with one
+#: engine a database (:class:`situate.resources.store.event_log.SqliteEventLog`: the same files,
+#: each event's statements compiled once a process, not once an event).
 DAGSTER_YAML = """\
 concurrency:
   runs:
     max_concurrent_runs: 1
 telemetry:
   enabled: false
+event_log_storage:
+  module: situate.resources.store.event_log
+  class: SqliteEventLog
 """
+
+#: What :data:`DAGSTER_YAML` was before the event log storage: an instance folder that still
+#: holds exactly this is given the new one (the same databases, so nothing logged is lost).
+DAGSTER_YAML_BEFORE = DAGSTER_YAML.split("event_log_storage:")[0]
 
 #: File in ``$SITUATE_HOME`` naming the docs folder last ingested there; the default docs folder,
 #: so ``situate dev`` after ``situate ingest ~/notes`` follows ``~/notes`` and never mistakes an
@@ -99,7 +108,7 @@ def ensure_dagster_home() -> Path:
         path = data / "dagster"
     path.mkdir(parents=True, exist_ok=True)
     cfg = path / "dagster.yaml"
-    if not cfg.exists():
+    if not cfg.exists() or cfg.read_text() == DAGSTER_YAML_BEFORE:
         cfg.write_text(DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(path)
     os.environ.setdefault(*PLANNED_EVENTS)

@@ -157,3 +157,17 @@ def test_config_files_carry_their_section_path():
     # a shell function by its name, a bare word line ("fi", "done") opening nothing
     sh = "#!/bin/sh\nset -e\nbuild() {\n  if x; then\n    y\n  fi\n  echo built\n}\n"
     assert chunk_contexts(sh, [(sh.index("echo built"), len(sh))], name="run.sh") == ["run.sh\nfunction build"]
+
+
+def test_a_corpus_entrys_language_is_told_once_and_the_memory_is_bounded(monkeypatch):
+    from situate.contextual import code_context as cc
+
+    calls = []
+    monkeypatch.setattr(cc, "_detect", lambda data: calls.append(data) or "python")
+    monkeypatch.setattr(cc, "_detected_cache", {})
+    monkeypatch.setattr(cc, "DETECTED", 2)
+    texts = ["def a(): pass\n", "def b(): pass\n", "def c(): pass\n"]
+    assert [cc.detect_language(t) for t in texts + texts[2:]] == ["python"] * 4
+    assert len(calls) == 3 and len(cc._detected_cache) == 2  # the third text again: remembered
+    assert cc.detect_language(texts[0]) == "python" and len(calls) == 4  # the oldest was let go
+    assert cc.detect_language("x = 1\n", "setup.py") == "python" and len(calls) == 4  # by its name
