@@ -14,7 +14,7 @@ from situate.resources.documents.keys import KEY_PATTERN, PartitionKeyError, che
 # purpose, so its warning is not repeated on every import.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
-#: Name of the dynamic partitions: one partition per document (issue 2: named ``documents``).
+#: Name of the dynamic partitions: one partition per document.
 PARTITIONS = "documents"
 
 #: The one partitions definition for every per-document asset.

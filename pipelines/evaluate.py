@@ -318,7 +318,7 @@ def cv_rankings(
 def rerank_ranking(store, rows: list[dict], qs: list, lists: dict[str, list[list[str]]], depth: int) -> list[list[str]]:
     """The cross-encoder's order of today's search's top ``depth`` (``dense``, ``bm25`` and
     ``structure-bm25`` fused by RRF), per query: a ranking for ``fusion-cv`` to blend with the
-    others (issue 34, item 5), scores cached as ``contextual+rerank``'s."""
+    others, scores cached as ``contextual+rerank``'s."""
     from situate.pipelines.settings import reranker_from_env
     from situate.resources.models.reranker import rerank_passage
     from situate.resources.store.retrieval import fuse

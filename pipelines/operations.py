@@ -281,7 +281,7 @@ def ingest(
     # Dagster's in-process runs read the data folder from the environment (its resources are
     # EnvVars): the variables are set for this call only and put back after, and ingests in one
     # process take turns, so a concurrent search (which never reads them) or another ingest in
-    # another thread is never pointed at this call's folder (issue 24).
+    # another thread is never pointed at this call's folder.
     with _INGEST_LOCK, restored_env():
         return _ingest(path, home, echo, replace, allow_removal)
 
@@ -585,7 +585,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     from situate.resources.store.objects import normalize_home
 
     # this call's data folder, passed down: a search never changes the process environment, so
-    # threads searching different folders never see each other's (issue 24)
+    # threads searching different folders never see each other's
     home = normalize_home(data_folder(home))
     check_readable_home(home)
     res = resources_from_env(plain=True, home=home)

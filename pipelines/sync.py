@@ -19,7 +19,7 @@ ADD_BATCH = 1000
 #: A sync removes nothing when it would remove more than this share of the registered documents
 #: (and at least :data:`MIN_HELD_REMOVAL` of them), or every one: an unmounted network share or
 #: a folder emptied by mistake reads as "every document removed", and the rows, stage files and
-#: index of each would go (issue 24).  Half: a real clean-up rarely deletes most of a folder in
+#: index of each would go.  Half: a real clean-up rarely deletes most of a folder in
 #: one go, and a mount that is half there is broken too.
 MAX_REMOVED_SHARE = 0.5
 #: Removing fewer documents than this is never held (a 4-document folder loses 2), unless it is

@@ -131,7 +131,7 @@ SETTING_BOUNDS: dict[str, Bound] = {
         None,
         int,
         "0 is no limit; a negative limit makes every document 'too large' (blurb status "
-        "skipped:large-document for all of them: issue 32, finding 9)",
+        "skipped:large-document for all of them)",
     ),
     "SITUATE_DOCUMENT_TOKENS": Bound(
         64,

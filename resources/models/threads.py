@@ -1,4 +1,4 @@
-"""llama.cpp threads that follow the cores other processes leave free (issue 23, item 6).
+"""llama.cpp threads that follow the cores other processes leave free.
 
 llama.cpp splits every matrix product of a token (or a batch of prompt tokens) across its threads
 and waits at a barrier after each operation; this build of llama-cpp-python uses OpenMP, whose

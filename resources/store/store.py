@@ -48,7 +48,7 @@ NEXT_TABLE = "chunks-next"
 #: is never ingested as documents.
 DATA_MARKER = ".situate-data"
 
-#: Embedding width of the default embedder (bge-small-en-v1.5: 384 dimensions; issue 25).
+#: Embedding width of the default embedder (bge-small-en-v1.5: 384 dimensions).
 DEFAULT_DIM = 384
 
 #: Rows from which the table gets an approximate vector index (IVF_FLAT, cosine); below it the

@@ -1,4 +1,4 @@
-"""Chunks that fit the embedder (issue 34, item 6): a chunk longer than the embedder's window is
+"""Chunks that fit the embedder: a chunk longer than the embedder's window is
 embedded in pieces, each with the chunk's structural context and blurb, and the chunk is scored
 by its best piece (max-sim over its vectors).
 

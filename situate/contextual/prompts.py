@@ -170,7 +170,7 @@ char ::= [^.!?<>\n] | [.!?] [^ .!?<>\n]
 ANTHROPIC_2024_PRIMED_ABOUT = dataclasses.replace(
     ANTHROPIC_2024, name="anthropic-2024-primed-about", answer_prefix="This chunk is about"
 )
-#: Chunks by reference (issue 23): the document is read once, with ``[chunk N]`` marks at chunk
+#: Chunks by reference: the document is read once, with ``[chunk N]`` marks at chunk
 #: starts; the published instruction follows the document in the shared prefix (its words
 #: verbatim, "this chunk" naming the chunk given after it), and each chunk's own suffix names
 #: its mark and quotes its first line.  The answer is started as in
@@ -190,11 +190,11 @@ BY_REFERENCE = PromptTemplate(
     answer_prefix="This chunk is about",
     by_reference=True,
 )
-#: A window's blurbs in one generation (issue 23, item 2): the prefix of :data:`BY_REFERENCE`
+#: A window's blurbs in one generation: the prefix of :data:`BY_REFERENCE`
 #: (so a chunk that falls back to its own call reuses the cached window), then one request for
 #: every chunk of the window, answered one line a chunk.  Written for situate.
 BY_REFERENCE_WINDOW = dataclasses.replace(BY_REFERENCE, name="by-reference-window", one_generation=True)
-#: Query-predictive context (issue 34, item 1): doc2query (Nogueira et al. 2019, "Document
+#: Query-predictive context: doc2query (Nogueira et al. 2019, "Document
 #: Expansion by Query Prediction") over the cached document, by reference as
 #: :data:`BY_REFERENCE` (each chunk goes through the model once, inside the document).  The
 #: model writes the questions a user would ask that the chunk answers, in the document's own

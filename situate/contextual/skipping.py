@@ -2,7 +2,7 @@
 
 A lock file, minified code, an encoded blob, a long table of numbers or degenerate text (a file of
 ``[``) says nothing a small model can situate, and its blurbs came back unusable while taking
-minutes of model time (issue 23: a 200 KB file of ``[`` became 125 chunks).  These tests run in
+minutes of model time (a 200 KB file of ``[`` became 125 chunks).  These tests run in
 microseconds per chunk, need no model, and each names its reason, recorded on the row as
 ``blurb_status`` ``skipped:<reason>``.
 

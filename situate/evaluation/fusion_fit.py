@@ -1,5 +1,5 @@
 """A fusion fitted honestly: weighted reciprocal rank fusion chosen by k-fold cross-validation
-inside the queries one has (issue 34, item 4).
+inside the queries one has.
 
 A fusion is a weight per ranking and the RRF constant ``k``::
 
@@ -349,7 +349,7 @@ def fit_report(
         **{f"gain@{k}": round(float(100 * (eq[:, j] - pq[0, :, j]).mean()), 2) for j, k in enumerate(KS)},
     }
     multi = np.array([len(set(g)) > 1 for g in golden])
-    if multi.any():  # answers spread over several chunks (issue 34, item 3): the share of them found
+    if multi.any():  # answers spread over several chunks: the share of them found
         cv["multi_chunk"] = {
             "queries": int(multi.sum()),
             "baseline@20": round(float(100 * pq[0, multi, 2].mean()), 2),

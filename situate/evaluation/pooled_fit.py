@@ -1,5 +1,5 @@
 """One fusion for several labelled sets: a default has to serve code and prose alike, so it is
-chosen by cross-validation over their queries together (issue 34, item 4).
+chosen by cross-validation over their queries together.
 
 :func:`situate.evaluation.fusion_fit.cross_validate` fits a fusion inside one set.  Each set then
 chooses its own (on the codebase set dense + structural BM25, on the docs set dense + contextual
