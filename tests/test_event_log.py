@@ -3,24 +3,15 @@ instance: every materialization of a run over many partitions is recorded and re
 Dagster's own storage, the engines kept stay bounded, and an instance folder situate wrote before
 gets the storage while one a user edited is left alone."""
 
+import sys
+
 import dagster as dg
 import pytest
+from conftest import REPO
 
-PARTS = dg.DynamicPartitionsDefinition(name="docs")
-
-
-@dg.asset(partitions_def=PARTS, backfill_policy=dg.BackfillPolicy.single_run())
-def first(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"documents": len(context.partition_keys)})
-
-
-@dg.asset(partitions_def=PARTS, backfill_policy=dg.BackfillPolicy.single_run(), deps=[first])
-def second(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"documents": len(context.partition_keys)})
-
-
-JOB = dg.define_asset_job("both", selection=[first, second])
-DEFS = dg.Definitions(assets=[first, second], jobs=[JOB])
+sys.path.insert(0, str(REPO))
+# the benchmark's two-asset job over dynamic partitions (benchmarks/event_log.py)
+from benchmarks.event_log import DEFS  # noqa: E402
 
 
 @pytest.fixture
