@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import hashlib
 import re
 import threading
 from collections.abc import Iterator
@@ -204,9 +205,8 @@ _detected_lock = threading.Lock()
 
 
 def _detected(data: bytes) -> str | None:
-    """:func:`_detect` remembered for the last :data:`DETECTED` texts."""
-    import hashlib
-
+    """:func:`_detect` remembered for the last :data:`DETECTED` texts (keyed by digest, not by
+    the text: a kept text would hold a whole document)."""
     key = hashlib.blake2b(data, digest_size=16).digest()
     with _detected_lock:
         if key in _detected_cache:
