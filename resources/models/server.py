@@ -153,6 +153,29 @@ class Completion:
     written: int = 0
 
 
+def check_served_context(info: ServerInfo, n_ctx: int) -> None:
+    """Refuse a server whose context (``info.n_ctx``, a slot's on llama-server: ``-c`` shared by
+    its ``-np`` slots) is smaller than ``n_ctx`` (``SITUATE_N_CTX``), in the served model's tokens.
+
+    Raises
+    ------
+    ContextExceeded
+        Naming the server, what it serves, ``SITUATE_N_CTX`` and each server's option.
+    """
+    if info.n_ctx is None or info.n_ctx >= n_ctx:
+        return
+    slots = (
+        f" a slot ({info.slots} slots share its -c: give it -c {n_ctx * info.slots} or fewer slots)"
+        if info.slots and info.slots > 1
+        else ""
+    )
+    raise ContextExceeded(
+        f"model server {info.url} serves a context of {info.n_ctx} tokens{slots}, less than SITUATE_N_CTX="
+        f"{n_ctx}: start it with a context of at least {n_ctx} (llama_cpp.server --n_ctx, "
+        f"llama-server -c, vLLM --max-model-len) or set SITUATE_N_CTX={info.n_ctx}"
+    )
+
+
 def worker_slot() -> int | None:
     """The index of the document worker this thread is (``situate-<stage>_<i>``, the threads of
     :func:`situate.assets.per_document.for_each_document`), or None on another thread."""
@@ -373,7 +396,7 @@ class ServerClient:
                             raise httpx.ReadTimeout("the whole answer took too long")
                 text = bytes(buf).decode("utf-8", "replace")
                 if r.status_code == 429 or r.status_code >= 500:
-                    why = f"HTTP {r.status_code}: {self._quote(text, 160)}"
+                    why = f"HTTP {r.status_code}: {self._quote(text, 160)} ({self.settings}_URL)"
                 else:
                     try:
                         return r.status_code, json.loads(text), text
@@ -386,7 +409,7 @@ class ServerClient:
             except httpx.LocalProtocolError as e:  # a request that cannot be sent: no use retrying
                 raise ServerError(self._hide(f"{where} {path}: the request cannot be sent ({e})")) from None
             except httpx.HTTPError as e:  # a dropped connection, a broken answer
-                why = f"dropped the connection ({type(e).__name__}: {e})"
+                why = f"dropped the connection ({type(e).__name__}: {e}); did it stop? ({self.settings}_URL)"
             finally:
                 _DEADLINE.at = None
             if attempt < self.retries:
