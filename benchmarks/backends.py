@@ -1,17 +1,20 @@
-"""The blurb model in process against the same model behind llama-cpp-python's server (issue 33).
+"""The blurb model in process against the same model behind llama-cpp-python's server and
+llama.cpp's own llama-server: continuous batching of several documents on CPU.
 
 The same documents (python-dotenv's ``main.py``, ``parser.py`` and ``variables.py``, installed
-with situate) are ingested in ``chunk`` mode with the default model, once in process and once
-through ``python -m llama_cpp.server`` started here with the same GGUF, context and threads (and
+with situate) are ingested with the default model in ``chunk`` mode (a blurb a chunk) and in
+``document`` mode (a summary a document), each mode: once in process; once through
+``python -m llama_cpp.server`` started here with the same GGUF, context and threads (and
 ``--logits_all false``: the server's default keeps every prompt token's logits, which measured
-1.42x the in-process LLM seconds a chunk with the same prompt tokens evaluated); each
-ingest into a fresh data folder, the in-process one first and the server started only after it,
-so the two never share the cores.  Reported: LLM seconds a chunk (the ingest's ``llm_seconds`` over
-its model calls), the ratio server / in-process, wall seconds, and how many blurbs are identical.
+1.42x the in-process LLM seconds a chunk with the same prompt tokens evaluated); and through
+``llama-server`` (:mod:`llama_server`, the recipe of docs/models.md) with ``--parallel`` 1, 2 and
+4 slots and as many documents in flight (``SITUATE_LLM_IN_FLIGHT``), so its continuous batching
+decodes several documents' requests together.  Each ingest into a fresh data folder, one after
+another, a server started only for its own run, so no two share the cores.  Reported: wall
+seconds, chunks a second, LLM seconds a call, prompt tokens reused as each backend counts them,
+and the share of the document prefix read from the cache after each window's first request.
 
-Then the server again with 2 and 4 documents in flight (``SITUATE_LLM_IN_FLIGHT``).
-
-Run: ``.venv/bin/python benchmarks/backends.py`` (about 10 min on 2 cores); writes
+Run: ``.venv/bin/python benchmarks/backends.py`` (about 20 min on 2 cores); writes
 ``benchmarks/reports/backends.{json,md}``.
 """
 
@@ -83,28 +86,14 @@ def _blurbs(home: Path) -> list[str]:
 
 
 def _server(port: int, log: Path) -> subprocess.Popen:
+    from llama_server import llama_cpp_server_recipe
+
     from situate.resources.models import registry as models
 
+    # verbose: its log is where each request's evaluated prompt tokens are read (it reports none)
+    recipe = llama_cpp_server_recipe(str(models.path_of(models.LLM)), 8192, 2, verbose=True)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(models.path_of(models.LLM)),
-            "--n_ctx",
-            "8192",
-            "--n_threads",
-            "2",
-            "--n_threads_batch",
-            "2",
-            "--logits_all",
-            "false",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
+        [sys.executable, "-m", "llama_cpp.server", *recipe, "--port", str(port)],
         stdout=open(log, "wb"),
         stderr=subprocess.STDOUT,
     )
@@ -178,103 +167,123 @@ def _row(s, wall: float) -> dict:
 
 
 IN_FLIGHT = (1, 2, 4)
+MODES = ("chunk", "document")
 
 
-def measure(files=FILES, in_flight=IN_FLIGHT) -> dict:
-    """The figures of the module docstring (``files`` of python-dotenv; the server with each of
-    ``in_flight`` documents in flight)."""
+def _run_served(docs: Path, home: Path, mode: dict, name: str, k: int, root: Path) -> tuple[dict, list[int]]:
+    """One ingest through server ``name`` (``llama_cpp.server`` or ``llama-server``) started here
+    with ``k`` slots (llama-server ``-np k``, ``-c`` 8,192 a slot) and ``k`` documents in flight;
+    the row and, from llama_cpp.server's log, each request's evaluated prompt tokens."""
+    from llama_server import LlamaServer, free_port
+
+    from situate.resources.models import registry as models
+
+    port = free_port()
+    log = root / f"{name}-{k}-{mode['SITUATE_CONTEXT']}.log"
+    if name == "llama-server":
+        srv = LlamaServer(root, str(models.path_of(models.LLM)), n_ctx=8192 * k, parallel=k, port=port)
+        stop = srv.stop
+    else:
+        proc = _server(port, log)
+        stop = lambda: (proc.kill(), proc.wait())  # noqa: E731
+    try:
+        served = {"SITUATE_LLM_URL": f"http://127.0.0.1:{port}", "SITUATE_LLM_IN_FLIGHT": str(k)}
+        s, wall = _ingest(docs, home, mode | served)
+    finally:
+        stop()
+    # llama_cpp.server prints each request's evaluated prompt tokens (llama_perf_context_print);
+    # the first two requests are situate's start-up checks
+    pattern = r"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens"
+    evaluated = [int(n) for n in re.findall(pattern, log.read_text(errors="replace"))] if log.exists() else []
+    row = _row(s, wall) | {"server": name, "slots": k, "in_flight": k}
+    if evaluated:
+        row["prompt_tokens_reused"] = row["prompt_tokens"] - sum(evaluated[2:])
+        row["reuse_from"] = "its log"
+    else:
+        row["reuse_from"] = "its answers (timings.cache_n)"
+    return row, evaluated
+
+
+def _mode_rows(docs: Path, root: Path, mode_name: str, in_flight, servers) -> dict:
+    """The rows of one mode: in process, then each server with each documents-in-flight count."""
+    mode = {"SITUATE_CONTEXT": mode_name, "SITUATE_CODE_CONTEXT": mode_name}
+    head = _head_tokens()
+    local, local_s = _ingest(docs, root / f"local-{mode_name}", mode)
+    rows = {"in-process": _row(local, local_s) | {"server": "", "slots": 0, "in_flight": 1, "reuse_from": "llama.cpp"}}
+    if mode_name == "chunk":
+        rows["in-process"]["prefix_reuse_after_first"] = _prefix_reuse(
+            root / f"local-{mode_name}", _records(root / f"local-{mode_name}"), head
+        )
+    for name, counts in servers:
+        for k in counts:
+            home = root / f"{name}-{k}-{mode_name}"
+            row, evaluated = _run_served(docs, home, mode, name, k, root)
+            if mode_name == "chunk" and (name == "llama-server" or k == 1):
+                row["prefix_reuse_after_first"] = _prefix_reuse(
+                    home, _records(home), head, evaluated[2:] if evaluated else None
+                )
+            label = f"{name}, {k} in flight" + (f" (--parallel {k})" if name == "llama-server" else "")
+            rows[label] = row
+            if name == "llama-server" and k == 1:
+                rows[label]["identical_blurbs"] = sum(
+                    x == y for x, y in zip(_blurbs(root / f"local-{mode_name}"), _blurbs(home))
+                )
+    return rows
+
+
+def measure(files=FILES, in_flight=IN_FLIGHT, modes=MODES, llama_cpp_server: bool = True) -> dict:
+    """The figures of the module docstring: ``files`` of python-dotenv in each of ``modes``, in
+    process, through llama_cpp.server (one document in flight; with ``llama_cpp_server``) and
+    through llama-server with each of ``in_flight`` slots and documents in flight."""
+    servers = ([("llama_cpp.server", (1,))] if llama_cpp_server else []) + [("llama-server", tuple(in_flight))]
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         docs = _docs(root, files)
-        local, local_s = _ingest(docs, root / "local", {})
-        head = _head_tokens()
-        out = {
-            "in-process": _row(local, local_s)
-            | {"prefix_reuse_after_first": _prefix_reuse(root / "local", _records(root / "local"), head)}
-        }
-        logs = {}
-        for k in in_flight:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            log = root / f"server-{k}.log"
-            proc = _server(port, log)
-            try:
-                served, served_s = _ingest(
-                    docs,
-                    root / f"served-{k}",
-                    {"SITUATE_LLM_URL": f"http://127.0.0.1:{port}", "SITUATE_LLM_IN_FLIGHT": str(k)},
-                )
-            finally:
-                proc.kill()
-                proc.wait()
-            # llama.cpp prints each request's evaluated prompt tokens (llama_perf_context_print);
-            # the first two requests are situate's start-up checks
-            evaluated = [
-                int(n)
-                for n in re.findall(
-                    r"prompt eval time = +[0-9.]+ ms / +([0-9]+) tokens", log.read_text(errors="replace")
-                )
-            ]
-            row = _row(served, served_s)
-            row["prompt_tokens_evaluated_by_its_log"] = sum(evaluated[2:])
-            row["requests_in_its_log"] = len(evaluated)
-            sent = row["prompt_tokens"]
-            row["reuse_ratio_by_its_log"] = round(1 - sum(evaluated[2:]) / sent, 3) if sent else 0.0
-            if k == 1:  # one document at a time: the log's requests are in the records' order
-                row["prefix_reuse_after_first"] = _prefix_reuse(
-                    root / "served-1", _records(root / "served-1"), head, evaluated[2:]
-                )
-                logs["blurbs"] = _blurbs(root / "served-1")
-            out[f"llama_cpp.server, {k} in flight"] = row
-        a = _blurbs(root / "local")
-    one = out["llama_cpp.server, 1 in flight"]
-    out["in_process_reuse_ratio"] = round(
-        out["in-process"]["prompt_tokens_reused"] / out["in-process"]["prompt_tokens"], 3
-    )
-    out["server_over_in_process"] = round(one["llm_seconds_a_chunk"] / out["in-process"]["llm_seconds_a_chunk"], 3)
-    out["server_over_in_process_a_generated_token"] = round(
-        one["llm_seconds_a_generated_token"] / out["in-process"]["llm_seconds_a_generated_token"], 3
-    )
-    out["identical_blurbs"] = sum(x == y for x, y in zip(a, logs["blurbs"]))
-    out["blurbs"] = len(a)
-    out["files"], out["in_flight"] = list(files), list(in_flight)
+        out = {"modes": {m: _mode_rows(docs, root, m, in_flight, servers) for m in modes}}
+    for rows in out["modes"].values():
+        base = rows["in-process"]
+        for r in rows.values():
+            r["wall_over_in_process"] = round(r["wall_seconds"] / base["wall_seconds"], 3)
+            r["llm_s_a_chunk_over_in_process"] = round(
+                r["llm_seconds_a_chunk"] / max(1e-9, base["llm_seconds_a_chunk"]), 3
+            )
+    out["files"], out["in_flight"], out["servers"] = list(files), list(in_flight), [n for n, _ in servers]
     return out
 
 
 def markdown(res: dict) -> str:
-    rows = [
-        "| backend | chunks | model calls | LLM s | LLM s a chunk | generated tokens | LLM s a generated token | "
-        "prompt tokens reused | document prefix reused after a window's first request | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name in ["in-process"] + [f"llama_cpp.server, {k} in flight" for k in res.get("in_flight", IN_FLIGHT)]:
-        r = res[name]
-        reused = r.get("prompt_tokens_evaluated_by_its_log")
-        reused = (
-            f"{r['prompt_tokens'] - reused:,} of {r['prompt_tokens']:,} (its log)"
-            if reused is not None
-            else f"{r['prompt_tokens_reused']:,} of {r['prompt_tokens']:,}"
-        )
-        rows.append(
-            f"| {name} | {r['chunks']} | {r['model_calls']} | {r['llm_seconds']} | {r['llm_seconds_a_chunk']} | "
-            f"{r['generated_tokens']:,} | {r['llm_seconds_a_generated_token']} | {reused} | "
-            f"{r.get('prefix_reuse_after_first', '')} | {r['wall_seconds']} |"
-        )
-    return (
-        "# Backends: the blurb model in process and behind llama_cpp.server\n\n"
-        f"python-dotenv's {', '.join(res.get('files', FILES))} in `chunk` mode, default model and prompt, n_ctx 8192, "
-        f"2 threads, documents in flight {', '.join(map(str, res.get('in_flight', IN_FLIGHT)))} through the server "
-        f"(`benchmarks/backends.py`, {res['date']}).\n\n"
-        + "\n".join(rows)
-        + f"\n\nServer (1 in flight) / in-process: LLM seconds a chunk **{res['server_over_in_process']}**, "
-        f"LLM seconds a generated token **{res['server_over_in_process_a_generated_token']}** (the blurbs differ, "
-        f"identical: {res['identical_blurbs']} of {res['blurbs']}, because the server tokenizes the prompt's text "
-        "as a whole where the in-process prompt joins separately tokenized pieces, so they are not the same "
-        "length). llama_cpp.server does not report the prompt tokens it reused; its log counts the tokens each "
-        "request evaluated (the start-up checks' two requests left out). llama_cpp.server runs one sequence: "
-        "documents in flight interleave their requests in its one KV cache.\n"
+    """The report: one table a mode, then what the figures say."""
+    head = (
+        "| backend | chunks | model calls | wall s | chunks/s | wall / in process | LLM s a call | "
+        "generated tokens | prompt tokens reused (as counted) | document prefix reused after a window's first request |"
     )
+    parts = [
+        "# Backends: the blurb model in process, behind llama_cpp.server and behind llama-server\n\n"
+        f"python-dotenv's {', '.join(res.get('files', FILES))}, default model and prompt, a context of 8,192 "
+        "tokens a sequence, 2 threads; llama-server (llama.cpp build 11434, deploy/llama-server.txt) with "
+        "`--parallel k` slots and k documents in flight (`SITUATE_LLM_IN_FLIGHT`), each document keeping to "
+        f"its slot (`id_slot`) (`benchmarks/backends.py`, {res['date']}). Every run on the same 2 cores, one "
+        "after another; a server started only for its run.\n"
+    ]
+    for mode, rows in res["modes"].items():
+        lines = [f"\n## `{mode}` mode\n", head, "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, r in rows.items():
+            lines.append(
+                f"| {name} | {r['chunks']} | {r['model_calls']} | {r['wall_seconds']} | "
+                f"{round(r['chunks'] / max(r['wall_seconds'], 1e-9), 3)} | {r['wall_over_in_process']} | "
+                f"{r['llm_seconds_a_chunk']} | {r['generated_tokens']:,} | "
+                f"{r['prompt_tokens_reused']:,} of {r['prompt_tokens']:,} ({r['reuse_from']}) | "
+                f"{r.get('prefix_reuse_after_first', '')} |"
+            )
+        parts.append("\n".join(lines) + "\n")
+    parts.append(
+        "\nWall seconds are the whole ingest (chunking, the model, embeddings, the index); LLM s a call is "
+        "the ingest's LLM seconds over its model calls (through a server with several documents in flight, "
+        "calls overlap, so this grows while the wall time may not). Prompt tokens reused: llama.cpp's own "
+        "count in process, llama-server's `timings.cache_n` in its answers, llama_cpp.server's log (it "
+        "reports none in its answers; the start-up checks' two requests left out).\n"
+    )
+    return "".join(parts)
 
 
 def main() -> None:

@@ -158,3 +158,22 @@ def recipe(model: str, n_ctx: int, parallel: int, threads: int, alias: str) -> l
         "-t", str(threads), "-tb", str(threads), "--no-repack", "--no-webui",
         "--alias", alias, "--host", "127.0.0.1", "--log-verbosity", "2",
     ]  # fmt: skip
+
+
+def llama_cpp_server_recipe(model: str, n_ctx: int, threads: int, verbose: bool = False) -> list[str]:
+    """The arguments docs/models.md gives ``python -m llama_cpp.server`` (all but ``--port``):
+    threads set (its own default measured 1.8 to 2.3 times slower on a shared 2-core machine),
+    ``--logits_all false`` (its default keeps every prompt token's logits: 1.42x the LLM seconds)
+    and ``--verbose false`` (its default prints about 1,700 lines for a few requests; ``verbose``
+    keeps them, where each request's evaluated prompt tokens are read from its log)."""
+    return [
+        "--model", model, "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        "--logits_all", "false", "--verbose", "true" if verbose else "false", "--host", "127.0.0.1",
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":  # `make llama-server`: the program's path, its libraries linked
+    found = binary()
+    if found is None:
+        raise SystemExit(f"llama-server is not installed: run `{INSTALL}`")
+    print(found)

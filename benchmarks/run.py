@@ -1121,10 +1121,10 @@ def main(argv: list[str] | None = None) -> int:
                         "search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
                         "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8),
                     }
-            elif name == "backends":  # in process against llama_cpp.server: benchmarks/backends.py
+            elif name == "backends":  # in process, llama_cpp.server, llama-server: benchmarks/backends.py
                 import backends
 
-                r = backends.measure(("variables.py",), (1,)) if tiny else backends.measure()
+                r = backends.measure(("variables.py",), (1,), ("chunk",), False) if tiny else backends.measure()
             report["sections"][name] = r
             report.setdefault("section_seconds", {})[name] = round(time.perf_counter() - t_section, 1)
             report.update({k: r[k] for k in KEYS if k in r})

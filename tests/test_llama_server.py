@@ -220,3 +220,15 @@ def test_a_server_killed_mid_ingest_fails_only_the_unfinished_documents(tmp_path
     assert len({r["chunk_id"] for r in after}) == len(after)  # nothing doubled
     assert [r for r in after if r["source"] not in first.failed] == rows  # what was finished is kept
     assert again.model_calls <= len(after) - len(rows)  # finished documents cost nothing again
+
+
+def test_embeddings_through_llama_server_search_as_the_same_model_in_process(tmp_path):
+    """nomic-embed-text-v1.5 behind llama-server (``--embedding``, a batch as large as the
+    context: llama.cpp embeds a text in one batch) against the same GGUF in process, with the
+    checks of the llama_cpp.server test: vectors agree, same top hits."""
+    from test_model_server import embeddings_agree, nomic_gguf
+
+    srv = LlamaServer(
+        tmp_path, nomic_gguf(), n_ctx=2048, alias="nomic-test", extra=("--embedding", "-b", "2048", "-ub", "2048")
+    )
+    embeddings_agree(tmp_path, srv, "nomic-test")

