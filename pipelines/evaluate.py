@@ -431,6 +431,7 @@ def evaluate(
     cv_rerank: bool = False,
     cv_sets: list[list[str]] | None = None,
     cv_save_rankings: str | None = None,
+    verbose: bool = False,
 ) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
@@ -469,6 +470,9 @@ def evaluate(
     cv_save_rankings : str, optional
         ``fusion-cv`` writes every ranking it computed to this ranking file
         (:mod:`situate.evaluation.ranking_files`).
+    verbose : bool
+        The ingest prints Dagster's console log instead of a short line a progress step
+        (:func:`situate.pipelines.operations.ingest`).
 
     Returns
     -------
@@ -500,7 +504,7 @@ def evaluate(
     # the evaluation's own Dagster instance, never the user's
     os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
     _check_blurb_files(blurbs, questions, echo)
-    summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
+    summary = ingest(str(corpus_file), home=str(home_path), echo=echo, verbose=verbose)
     for line in summary.lines():
         echo(f"situate eval: ingest: {line}")
     prepare_env(str(home_path))
