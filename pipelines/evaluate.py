@@ -76,9 +76,10 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
         ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
     """
     from situate.contextual.contextualize import contextualize
-    from situate.contextual.document_blurbs import STOP, blurb_key
+    from situate.contextual.document_blurbs import STOP, blurb_key, grounded_summary
     from situate.contextual.fitting import fit_document, prompt_builder
     from situate.contextual.prompts import DOCUMENT_SUMMARY
+    from situate.contextual.summary_grounding import summary_language
     from situate.resources.store.cache import blurb_cache_for
 
     builder = prompt_builder(llm, DOCUMENT_SUMMARY)
@@ -94,6 +95,7 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
             doc["text"], [""], plan, builder, lambda t: llm.generate(t, stop=STOP), cache=cache, cache_key=key_fn
         )[0]
         calls += not rec.cached
+        rec = grounded_summary(rec, doc["text"], summary_language(doc))
         out[key] = rec.blurb
         if not rec.cached:
             echo(f"situate eval: document summary {n + 1}/{len(keys)} {key}: {rec.blurb[:90]!r}")
