@@ -8,7 +8,7 @@ token-identical prefix, so llama.cpp evaluates it once and reuses its KV cache f
 import dagster as dg
 
 from situate.assets.collection import DEFAULT, Collection
-from situate.assets.per_document import for_each_document
+from situate.assets.per_document import for_each_document, log_progress
 from situate.contextual.document_blurbs import DocumentBlurber, blurb_totals
 from situate.contextual.policy import describe, uses_llm
 from situate.contextual.prompts import PROMPT_VERSION
@@ -83,7 +83,7 @@ def _answer_batches(context: dg.AssetExecutionContext, store: Store, blurber: Do
             blurber.work(key)
         except Exception as e:  # noqa: BLE001 - the answering pass below reports each document's error
             context.log.debug(f"blurbs {key}: not gathered for the Message Batch: {e}")
-    context.log.info(f"blurbs: {len(batches.requests)} request(s) gathered for the Message Batches API")
-    summary = batches.submit_and_wait(log=context.log.info, ledger=BatchLedger(store))
-    context.log.info(f"blurbs: Message Batches {summary}")
+    log_progress(context, f"blurbs: {len(batches.requests)} request(s) gathered for the Message Batches API")
+    summary = batches.submit_and_wait(log=lambda line: log_progress(context, line), ledger=BatchLedger(store))
+    log_progress(context, f"blurbs: Message Batches {summary}")
     return summary

@@ -4,7 +4,7 @@ the same without the blurb (the third ranking of :func:`situate.resources.store.
 import dagster as dg
 
 from situate.assets.collection import DEFAULT, Collection
-from situate.assets.per_document import tag_worker
+from situate.assets.per_document import log_progress, tag_worker
 from situate.contextual import table_checks
 from situate.contextual.table_checks import CHECKS, ids_match, max_fallback_share
 from situate.resources.store.retrieval import rebuild_bm25_from_table
@@ -54,7 +54,7 @@ def materialize_bm25_index(
     tag_worker(context)
     built = rebuild_bm25_from_table(store)
     ok, figures = ids_match(store)
-    context.log.info(f"bm25_index: {built['rows']} rows from table version {built['table_version']}")
+    log_progress(context, f"bm25_index: {built['rows']} rows from table version {built['table_version']}")
     vindex = store.ensure_vector_index(store.vector_index_min_rows)
     context.log.info(f"bm25_index: vector index {vindex['vector_index']} ({vindex['seconds']} s)")
     return dg.MaterializeResult(

@@ -23,6 +23,7 @@ import dagster as dg
 
 from situate.contextual.stage_runs import (
     PER_DOCUMENT_LINES,
+    PROGRESS_RECORD,
     TABLE_ROWS,
     Progress,
     document_groups,
@@ -149,6 +150,12 @@ def tag_worker(context: dg.AssetExecutionContext) -> None:
     )
 
 
+def log_progress(context: dg.AssetExecutionContext, line: str) -> None:
+    """Log ``line`` at INFO as a progress line (:data:`PROGRESS_RECORD`): the one the ``situate``
+    command prints without ``--verbose``."""
+    context.log.info(line, extra={PROGRESS_RECORD: True})
+
+
 def per_document_lines(context: dg.AssetExecutionContext) -> bool:
     """Whether this run logs each document's own lines (:data:`PER_DOCUMENT_LINES`)."""
     return len(run_keys(context)) <= PER_DOCUMENT_LINES
@@ -195,7 +202,7 @@ def for_each_document(
             done[0] += 1
             line = progress.line(done[0], report.ok)
         if line:
-            context.log.info(line)
+            log_progress(context, line)
 
     if in_flight <= 1 or len(keys) <= 1:
         for n, key in enumerate(keys, start=1):
@@ -318,7 +325,7 @@ def for_each_group(
         done += len(group)
         line = progress.line(done, report.ok)
         if line:
-            context.log.info(line)
+            log_progress(context, line)
     report.seconds = time.perf_counter() - t0
     write_report(context, store, report)
     return report

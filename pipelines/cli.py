@@ -133,6 +133,17 @@ def _add_ingest(sub) -> None:
         "PATH would take, and (local models) predict its wall time: every document is read, "
         "chunked and fitted, the local models are timed on a sample, nothing is written",
     )
+    _add_verbose(p_ingest)
+
+
+def _add_verbose(parser) -> None:
+    """``--verbose``: Dagster's full console log instead of one short line a progress step."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print Dagster's full log of the runs (each document's lines) instead of one short "
+        "line a progress step, warning and error",
+    )
 
 
 #: The help of ``--collection`` (search, serve, mcp).
@@ -221,6 +232,7 @@ def _add_eval(sub) -> None:
         "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)",
     )
     p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
+    _add_verbose(p_eval)
 
 
 def _add_eval_fusion_cv(p_eval) -> None:
@@ -350,7 +362,7 @@ def _estimate_cmd(args) -> int:
 
 def _ingest_cmd(args) -> int:
     """``situate ingest``: exit 2 when a mass removal was held, 1 when a document failed."""
-    summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal)
+    summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal, verbose=args.verbose)
     for line in summary.lines():
         print(f"situate: {line}")
     if args.json:
@@ -399,6 +411,7 @@ def _eval_cmd(args) -> int:
             cv_rerank=args.cv_rerank,
             cv_sets=sets,
             cv_save_rankings=args.cv_save_rankings,
+            verbose=args.verbose,
         )
     except (FileNotFoundError, ValueError) as e:
         print(f"situate eval: error: {e}", file=sys.stderr)

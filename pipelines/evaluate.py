@@ -76,9 +76,10 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
         ``{document_key: cleaned summary ("" when unusable)}`` and the LLM calls made.
     """
     from situate.contextual.contextualize import contextualize
-    from situate.contextual.document_blurbs import STOP, blurb_key
+    from situate.contextual.document_blurbs import STOP, blurb_key, grounded_summary
     from situate.contextual.fitting import fit_document, prompt_builder
     from situate.contextual.prompts import DOCUMENT_SUMMARY
+    from situate.contextual.summary_grounding import summary_language
     from situate.resources.store.cache import blurb_cache_for
 
     builder = prompt_builder(llm, DOCUMENT_SUMMARY)
@@ -94,6 +95,7 @@ def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, 
             doc["text"], [""], plan, builder, lambda t: llm.generate(t, stop=STOP), cache=cache, cache_key=key_fn
         )[0]
         calls += not rec.cached
+        rec = grounded_summary(rec, doc["text"], summary_language(doc))
         out[key] = rec.blurb
         if not rec.cached:
             echo(f"situate eval: document summary {n + 1}/{len(keys)} {key}: {rec.blurb[:90]!r}")
@@ -431,6 +433,7 @@ def evaluate(
     cv_rerank: bool = False,
     cv_sets: list[list[str]] | None = None,
     cv_save_rankings: str | None = None,
+    verbose: bool = False,
 ) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
@@ -469,6 +472,9 @@ def evaluate(
     cv_save_rankings : str, optional
         ``fusion-cv`` writes every ranking it computed to this ranking file
         (:mod:`situate.evaluation.ranking_files`).
+    verbose : bool
+        The ingest prints Dagster's console log instead of a short line a progress step
+        (:func:`situate.pipelines.operations.ingest`).
 
     Returns
     -------
@@ -500,7 +506,7 @@ def evaluate(
     # the evaluation's own Dagster instance, never the user's
     os.environ["DAGSTER_HOME"] = str(home_path / "dagster")
     _check_blurb_files(blurbs, questions, echo)
-    summary = ingest(str(corpus_file), home=str(home_path), echo=echo)
+    summary = ingest(str(corpus_file), home=str(home_path), echo=echo, verbose=verbose)
     for line in summary.lines():
         echo(f"situate eval: ingest: {line}")
     prepare_env(str(home_path))

@@ -141,9 +141,11 @@ class IngestSummary:
 
     def stage_line(self) -> str:
         """Seconds per stage and its rate (chunks/s where the ingest made chunks)."""
+        from situate.contextual.stage_runs import rate_text
+
         parts = [f"start {self.start_seconds:.1f} s"]
         for stage, t in self.stages.items():
-            rate = f", {self.chunks / t['seconds']:.1f} chunks/s" if self.chunks and t["seconds"] > 0 else ""
+            rate = f", {rate_text(self.chunks, t['seconds'])}" if self.chunks and t["seconds"] > 0 else ""
             parts.append(f"{stage} {t['seconds']:.1f} s{rate}")
         other = self.seconds - self.start_seconds - sum(t["seconds"] for t in self.stages.values())
         if self.seconds and other > 0:
@@ -262,12 +264,21 @@ def was_interrupted(result) -> bool:
 
 
 def ingest(
-    path: str, home: str | None = None, echo=print, replace: bool = False, allow_removal: bool = False
+    path: str,
+    home: str | None = None,
+    echo=print,
+    replace: bool = False,
+    allow_removal: bool = False,
+    verbose: bool = False,
 ) -> IngestSummary:
     """Sync ``path`` (a folder or a corpus file) with Dagster and materialise new and changed
     documents, then the BM25 index.  Same assets, same instance as ``dagster dev``.
 
     ``replace``: the data folder may hold another docs folder's documents; they are replaced.
+
+    ``verbose``: the runs print Dagster's console log (every INFO line, each document's own);
+    otherwise one short line a progress step, warning and error, to standard error
+    (:mod:`situate.pipelines.progress_log`).
 
     Raises
     ------
@@ -283,14 +294,16 @@ def ingest(
     # process take turns, so a concurrent search (which never reads them) or another ingest in
     # another thread is never pointed at this call's folder.
     with _INGEST_LOCK, restored_env():
-        return _ingest(path, home, echo, replace, allow_removal)
+        return _ingest(path, home, echo, replace, allow_removal, verbose)
 
 
 #: One in-process ingest at a time (see :func:`ingest`).
 _INGEST_LOCK = threading.RLock()
 
 
-def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: bool = False) -> IngestSummary:
+def _ingest(
+    path: str, home: str | None, echo, replace: bool, allow_removal: bool = False, verbose: bool = False
+) -> IngestSummary:
     """:func:`ingest`, with the environment pointed at this call's folders."""
     import dagster as dg  # local: 0.7 s to import, and search, the service and MCP use this module without it
 
@@ -336,8 +349,8 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
         summary.failed[key] = f"{reason} (unchanged since it failed)"
     summary.policy = describe(res["llm"])
     summary.start_seconds = time.perf_counter() - t0
-    _run_ingest_ranges(defs, instance, order, plan.stale, summary, echo)
-    _rebuild_index_if_behind(defs, instance, store, plan, summary, echo)
+    _run_ingest_ranges(defs, instance, order, plan.stale, summary, echo, verbose)
+    _rebuild_index_if_behind(defs, instance, store, plan, summary, echo, verbose)
     _add_document_summaries(store, plan.stale, summary)
     _name_stuck_documents(store, plan, summary)
     summary.table_rows = store.count_rows()
@@ -347,8 +360,14 @@ def _ingest(path: str, home: str | None, echo, replace: bool, allow_removal: boo
     return summary
 
 
-#: The run config of the in-process ingest and index runs: Dagster's console log at INFO.
-_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+def _execute(job, instance, verbose: bool, **where):
+    """``job`` run in process (``raise_on_error=False``) with the short logger, or Dagster's console
+    log at INFO when ``verbose`` (:func:`situate.pipelines.progress_log.run_config`)."""
+    from situate.pipelines.progress_log import run_config, with_progress_logger
+
+    return with_progress_logger(job).execute_in_process(
+        instance=instance, run_config=run_config(verbose), raise_on_error=False, **where
+    )
 
 
 def _failure_reason(result) -> str:
@@ -363,7 +382,9 @@ def _failure_reason(result) -> str:
     )
 
 
-def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestSummary, echo) -> None:
+def _run_ingest_ranges(
+    defs, instance, order: list[str], stale, summary: IngestSummary, echo, verbose: bool = False
+) -> None:
     """Run the ingest job in process over the ``stale`` partitions, in runs of at most
     ``SITUATE_DOCS_PER_RUN`` consecutive keys of ``order``; a failed run's documents go to
     ``summary.failed``.
@@ -385,7 +406,7 @@ def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestS
         else:
             where = {"tags": {RANGE_START: first, RANGE_END: last}}
         t0 = time.perf_counter()
-        result = job.execute_in_process(instance=instance, run_config=_RUN_CONFIG, raise_on_error=False, **where)
+        result = _execute(job, instance, verbose, **where)
         summary.add_stage_times(stage_times(result))
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         summary.runs.append(
@@ -407,7 +428,7 @@ def _run_ingest_ranges(defs, instance, order: list[str], stale, summary: IngestS
             raise KeyboardInterrupt
 
 
-def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary, echo) -> None:
+def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary, echo, verbose: bool = False) -> None:
     """Run the BM25 index job when documents changed or the index is of an older version; a failed
     index run is a failure of the ingest (``summary.failed["(bm25 index)"]``), not a footnote."""
     from situate.contextual.table_checks import ids_match
@@ -416,9 +437,7 @@ def _rebuild_index_if_behind(defs, instance, store, plan, summary: IngestSummary
     behind = not ids_match(store)[0] or not (store.bm25_dir / STRUCTURAL).exists()
     if not (plan.stale or plan.removed or behind):
         return
-    index = defs.resolve_job_def("bm25").execute_in_process(
-        instance=instance, run_config=_RUN_CONFIG, raise_on_error=False
-    )
+    index = _execute(defs.resolve_job_def("bm25"), instance, verbose)
     summary.add_stage_times(stage_times(index))
     if not index.success:
         reason = _failure_reason(index)

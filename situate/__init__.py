@@ -115,6 +115,7 @@ def ingest(
     replace: bool = False,
     progress: Callable[[str], None] | None = print,
     allow_removal: bool = False,
+    verbose: bool = False,
 ) -> IngestSummary:
     """Ingest a folder (or one file, such as a corpus JSON) into a data folder: new and changed
     documents go through the whole chain (chunks, fitted preambles, blurbs, embeddings, BM25
@@ -131,12 +132,16 @@ def ingest(
     replace : bool
         The data folder holds another docs folder's documents: replace them (without it, refused).
     progress : callable or None
-        Receives one line per step (default ``print``); None for silence.  Dagster's own log
-        lines go to its loggers as usual.
+        Receives the ingest's own lines (the plan, each run, failures; default ``print``); None
+        for silence.  The runs write one short line a stage's progress step, warning and error
+        to standard error (:mod:`situate.pipelines.progress_log`).
     allow_removal : bool
         Remove the rows of documents gone from the folder even when more than half of them (at
         least 3) or all are gone; otherwise such a removal is held and
         ``IngestSummary.removal_held`` says why (an unmounted share?).
+    verbose : bool
+        The runs write Dagster's console log (every INFO line, each document's own) instead of
+        the short lines.
 
     Returns
     -------
@@ -157,4 +162,11 @@ def ingest(
     >>> s.documents, s.chunks, s.failed                  # doctest: +SKIP
     (3, 9, {})
     """
-    return _ingest(path, home, echo=progress or (lambda _line: None), replace=replace, allow_removal=allow_removal)
+    return _ingest(
+        path,
+        home,
+        echo=progress or (lambda _line: None),
+        replace=replace,
+        allow_removal=allow_removal,
+        verbose=verbose,
+    )

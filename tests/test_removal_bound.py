@@ -65,7 +65,11 @@ def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
         store = Store(home=str(home))
         rows = store.count_rows()
         assert rows > 0 and len(store.document_states()) == 4
-        capsys.readouterr()
+        # one short line a progress step; none of Dagster's log lines
+        err = capsys.readouterr().err.splitlines()
+        assert err and all(line.startswith("situate: ") and len(line) <= 120 for line in err), err
+        assert f"situate: embeddings: 4/4 documents, {rows} chunks (0 from the cache), " in "\n".join(err)
+        assert f"situate: bm25_index: {rows} rows from table version " in "\n".join(err)
 
         # the share is unmounted: an empty mount point
         shutil.rmtree(docs)
@@ -100,8 +104,18 @@ def test_an_emptied_docs_folder_removes_nothing_until_allowed(tmp_path, capsys):
         docs.mkdir()
         (docs / "kept.md").write_text("# Kept\n\nThe one document left after the clean-up.\n")
         assert main(["ingest", str(docs), "--home", str(home)]) == 2
-        assert main(["ingest", str(docs), "--home", str(home), "--allow-removal"]) == 0
+        capsys.readouterr()
+        assert main(["ingest", str(docs), "--home", str(home), "--allow-removal", "--verbose"]) == 0
         assert set(store.document_states()) == {"kept.md"}
+        # --verbose: Dagster's console log (kept.md was ingested by the held run: this one removes
+        # and indexes), the index's vector line that the short lines leave out included
+        err = capsys.readouterr().err.splitlines()
+        rows = store.count_rows()
+        assert any(
+            " - dagster - INFO - bm25 - " in line and f"bm25_index: {rows} rows from table" in line for line in err
+        )
+        assert any(" - dagster - INFO - bm25 - " in line and "bm25_index: vector index " in line for line in err)
+        assert not [line for line in err if line.startswith("situate: ")]
 
 
 @needs_models

@@ -190,6 +190,7 @@ def document_records(
     doc_sha256: str = "",
     given_raw: str | None = None,
     blurb_file: str = "",
+    language: str | None = None,
 ) -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
     :data:`situate.contextual.prompts.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
@@ -197,13 +198,15 @@ def document_records(
     and when every chunk has one, no call is made.  The first chunk's record carries the call's
     tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:
     the summary's raw text from a blurb file (:mod:`situate.contextual.blurb_files`) whose sha256 is
-    ``blurb_file``, no call made."""
+    ``blurb_file``, no call made.  The summary is grounded as a summary (:func:`grounded_summary`,
+    ``language``: :func:`situate.contextual.summary_grounding.summary_language`)."""
     if all(reasons):
         return [skipped_records(1, r, doc_sha256=doc_sha256)[0] for r in reasons]
     if given_raw is not None:
         rec = dataclasses.replace(record_from_raw(given_raw, "", text), from_file=blurb_file)
     else:
         rec = contextualize(text, [""], plan, builder, generate, cache=cache, cache_key=cache_key)[0]
+    rec = grounded_summary(rec, text, language)
     out, first = [], True
     for r in reasons:
         if r:
@@ -215,6 +218,25 @@ def document_records(
         first = False
         out.append(one)
     return out
+
+
+def grounded_summary(rec: BlurbRecord, document: str, language: str | None) -> BlurbRecord:
+    """``rec`` (a document's summary) without the sentences that restate the prompt, name a library
+    or code ``document`` lacks, or call it what it is not
+    (:func:`situate.contextual.summary_grounding.ground_summary`), each tag added to its problems;
+    a summary left empty falls back (status ``fallback:<first tag>``): its chunks are indexed with
+    their structural context alone, as a failed blurb's are."""
+    from situate.contextual.summary_grounding import ground_summary
+
+    if not rec.blurb:
+        return rec
+    text, tags = ground_summary(rec.blurb, document, language)
+    if not tags:
+        return rec
+    problems = rec.problems + [t for t in tags if t not in rec.problems]
+    if text:
+        return dataclasses.replace(rec, blurb=text, problems=problems)
+    return dataclasses.replace(rec, blurb="", status=f"fallback:{tags[0]}", problems=problems)
 
 
 def blurb_summary(records: list) -> dict:
@@ -647,6 +669,8 @@ class DocumentBlurber:
     def _document_records(self, llm, doc, n, plan, reasons, given, loaded, cache_now) -> list[BlurbRecord]:
         """``document`` mode: one summary of the document, shared by its chunks (``llm``: the
         model seen in that mode)."""
+        from situate.contextual.summary_grounding import summary_language
+
         builder = document_builder(llm)
         bound = generation_bound(llm, builder)
         key_fn = blurb_key(llm, builder.template.name, builder.frame.reasoning, bound)
@@ -662,6 +686,7 @@ class DocumentBlurber:
             doc_sha256=doc["sha256"],
             given_raw=next(iter(given.values())) if given else None,
             blurb_file=loaded.sha256 if loaded else "",
+            language=summary_language(doc),
         )
 
 

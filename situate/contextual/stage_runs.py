@@ -7,20 +7,55 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+#: The ``extra`` key that marks a progress line in a run's log (``context.log.info(line,
+#: extra={PROGRESS_RECORD: True})``): the ``situate`` command's short logger prints these lines
+#: (:mod:`situate.pipelines.progress_log`) and leaves a document's own lines to ``--verbose``.
+PROGRESS_RECORD = "situate_progress"
 
-def progress_line(stage: str, done: int, total: int, seconds: float, ok: dict[str, dict]) -> str:
-    """One line of a run's progress after ``done`` of ``total`` documents (``seconds`` so far):
-    chunks and cache hits where the stage counts them, the rate and an estimate of the time left
-    (the mean so far times the documents left).
+
+def rate_text(items: int, seconds: float, unit: str = "chunks") -> str:
+    """``items`` over ``seconds`` as a rate with two significant figures below 10 a second
+    (``0.13 chunks/s``; one decimal place read 0.05 to 0.149 as the same "0.1") and whole
+    numbers above.
+
+    >>> rate_text(12, 90.0), rate_text(93, 0.4), rate_text(7, 2.0)
+    ('0.13 chunks/s', '232 chunks/s', '3.5 chunks/s')
+    """
+    per_s = items / seconds
+    return f"{per_s:.0f} {unit}/s" if per_s >= 10 else f"{per_s:.2g} {unit}/s"
+
+
+def stage_chunks(ok: dict[str, dict]) -> tuple[int, int]:
+    """``(chunks, from the cache)`` of a stage's finished documents: each entry's ``chunks`` (its
+    ``rows`` in the embeddings stage, which names them so) and ``cached`` (``from_cache``)."""
+    entries = [v for v in ok.values() if isinstance(v, dict)]
+    chunks = sum(v.get("chunks", v.get("rows", 0)) or 0 for v in entries)
+    return chunks, sum(v.get("cached", v.get("from_cache", 0)) or 0 for v in entries)
+
+
+def progress_line(
+    stage: str, done: int, total: int, seconds: float, ok: dict[str, dict], since: tuple[int, float] = (0, 0.0)
+) -> str:
+    """One line of a run's progress after ``done`` of ``total`` documents (``seconds`` since the
+    stage started): chunks and cache hits where the stage counts them, the rate and an estimate of
+    the time left (the mean time a document so far times the documents left).
+
+    The rate is that of the chunks finished since the previous line, ``since`` = ``(chunks,
+    seconds)`` at that line (the stage's start for the first): the mean since the start moved
+    less and less as a long stage went on, so a stage that sped up or slowed down showed the same
+    rate for its whole run.
 
     >>> progress_line("blurbs", 2, 8, 30.0, {"a": {"chunks": 5, "cached": 1}, "b": {"chunks": 7, "cached": 0}})
     'blurbs: 2/8 documents, 12 chunks (1 from the cache), 0.4 chunks/s, about 1 min 30 s left'
+    >>> progress_line("blurbs", 3, 8, 40.0, {"a": {"chunks": 12}, "b": {"chunks": 8}}, since=(12, 30.0))
+    'blurbs: 3/8 documents, 20 chunks (0 from the cache), 0.8 chunks/s, about 1 min 7 s left'
     """
-    chunks = sum(v.get("chunks", 0) for v in ok.values() if isinstance(v, dict))
-    cached = sum(v.get("cached", 0) for v in ok.values() if isinstance(v, dict))
+    chunks, cached = stage_chunks(ok)
     left = round(seconds / max(1, done) * (total - done))
     eta = f"{left // 60} min {left % 60} s" if left >= 60 else f"{left} s"
-    what = f", {chunks} chunks ({cached} from the cache), {chunks / seconds:.1f} chunks/s" if chunks and seconds else ""
+    new, span = chunks - since[0], seconds - since[1]
+    rate = f", {rate_text(new, span)}" if new > 0 and span > 0 else ""
+    what = f", {chunks} chunks ({cached} from the cache){rate}" if chunks else ""
     return f"{stage}: {done}/{total} documents{what}, about {eta} left"
 
 
@@ -46,6 +81,7 @@ class Progress:
 
     def __init__(self, stage: str, total: int, t0: float):
         self.stage, self.total, self.t0, self.last = stage, total, t0, None
+        self.since = (0, 0.0)  # (chunks, seconds since t0) at the last line
 
     def line(self, done: int, ok: dict[str, dict]) -> str:
         now = time.perf_counter()
@@ -53,7 +89,9 @@ class Progress:
         if self.total <= 1 or not due:
             return ""
         self.last = now
-        return progress_line(self.stage, done, self.total, now - self.t0, ok)
+        out = progress_line(self.stage, done, self.total, now - self.t0, ok, self.since)
+        self.since = (stage_chunks(ok)[0], now - self.t0)
+        return out
 
 
 #: Documents a stage's metadata lists in its tables (documents, problems): Dagster copies a
