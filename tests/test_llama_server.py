@@ -157,6 +157,15 @@ def test_two_documents_in_flight_keep_their_prefix_in_their_slot(two_slots, tmp_
     assert s.prompt_tokens_reused == sum(a["timings"]["cache_n"] for b, a in proxy.exchanges if b["max_tokens"] > 1)
     assert s.prompt_tokens_reused > 0
     assert any(f"reused from the KV cache: {s.prompt_tokens_reused:,}" in line for line in s.lines())
+    # the run's metadata: the same count, and the backend says the server reports it
+    import dagster as dg
+    from test_blurb_files import _dagster_home
+
+    with _dagster_home(tmp_path / "home"):
+        event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("blurbs"))
+    md = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    assert md.get("prompt_tokens_reused_total", md.get("prompt_tokens_reused")) == s.prompt_tokens_reused, md
+    assert "(llama-server; context 1024 tokens; prompt tokens reused: reported" in md["backend"], md["backend"]
 
 
 def test_a_slot_smaller_than_the_context_is_refused_by_name(tmp_path):
