@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import numpy as np
@@ -23,6 +24,9 @@ import pydantic
 from situate.resources.models.registry import DEFAULT_REPEAT_PENALTY
 from situate.resources.models.threads import fit_threads
 from situate.resources.settings import check_setting, parse_setting
+
+if TYPE_CHECKING:
+    from situate.resources.models.backends import LlmBackend
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -305,7 +309,10 @@ def forget_servers() -> None:
 
 
 class BlurbLLM(dg.ConfigurableResource):
-    """The instruct LLM that writes blurbs (llama-cpp-python, in process).
+    """The instruct LLM that writes blurbs: its settings, and the one backend they choose
+    (:meth:`backend_object`: llama-cpp-python in process, an OpenAI-compatible server or
+    Anthropic's Messages API, :mod:`situate.resources.models.backends`), which every method that
+    runs the model delegates to.
 
     The numeric fields set from the environment (:data:`LLM_SETTINGS`) are held to
     :data:`SETTING_BOUNDS` when the resource is built and again when a Dagster run resolves its
@@ -493,7 +500,7 @@ class BlurbLLM(dg.ConfigurableResource):
             out.update(type_k=kinds[self.kv_type], type_v=kinds[self.kv_type])
         return out
 
-    def backend_object(self):
+    def backend_object(self) -> LlmBackend:
         """The process-wide :class:`situate.resources.models.backends.LlmBackend` these settings ask
         for (:func:`situate.resources.models.backends.llm_backend`): the model in process, an
         OpenAI-compatible server or Anthropic's API, chosen once; the methods below delegate to it."""
