@@ -14,9 +14,8 @@ import hashlib
 import os
 import sys
 import threading
-import time
-import urllib.parse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import numpy as np
@@ -25,6 +24,9 @@ import pydantic
 from situate.resources.models.registry import DEFAULT_REPEAT_PENALTY
 from situate.resources.models.threads import fit_threads
 from situate.resources.settings import check_setting, parse_setting
+
+if TYPE_CHECKING:
+    from situate.resources.models.backends import LlmBackend
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, object] = {}
@@ -307,7 +309,10 @@ def forget_servers() -> None:
 
 
 class BlurbLLM(dg.ConfigurableResource):
-    """The instruct LLM that writes blurbs (llama-cpp-python, in process).
+    """The instruct LLM that writes blurbs: its settings, and the one backend they choose
+    (:meth:`backend_object`: llama-cpp-python in process, an OpenAI-compatible server or
+    Anthropic's Messages API, :mod:`situate.resources.models.backends`), which every method that
+    runs the model delegates to.
 
     The numeric fields set from the environment (:data:`LLM_SETTINGS`) are held to
     :data:`SETTING_BOUNDS` when the resource is built and again when a Dagster run resolves its
@@ -495,20 +500,24 @@ class BlurbLLM(dg.ConfigurableResource):
             out.update(type_k=kinds[self.kv_type], type_v=kinds[self.kv_type])
         return out
 
+    def backend_object(self) -> LlmBackend:
+        """The process-wide :class:`situate.resources.models.backends.LlmBackend` these settings ask
+        for (:func:`situate.resources.models.backends.llm_backend`): the model in process, an
+        OpenAI-compatible server or Anthropic's API, chosen once; the methods below delegate to it."""
+        from situate.resources.models.backends import llm_backend
+
+        return llm_backend(self)
+
     @property
     def remote(self) -> bool:
         """Whether a server or an API runs the model (not this process)."""
-        return bool(self.server_url) or self.api == "anthropic"
+        return self.backend_object().remote
 
     def resolved_model_id(self) -> str:
         """``model_id``, or the GGUF file name without ``.gguf``; with a server, the served model's
         name (``served_model``, else the one the server lists first); with Anthropic's API, the
         model id it gives for ``served_model``."""
-        if self.api == "anthropic":
-            return self.api_client().info.model
-        if self.server_url:
-            return self.served_model or self.server().info.model
-        return self.model_id or os.path.basename(self.model_path).removesuffix(".gguf")
+        return self.backend_object().model_id()
 
     def identity(self) -> str:
         """sha256 hex of what writes the blurbs: the GGUF file in process; with a server,
@@ -516,52 +525,25 @@ class BlurbLLM(dg.ConfigurableResource):
         llama-cpp-python's server names, a ``system_fingerprint``), so a server's blurbs are never
         taken for the local file's, nor one served model's for another's under the same name, in
         the blurb cache, kept blurbs or blurb files; with Anthropic's API, ``anthropic|<model id>``."""
-        if self.api == "anthropic":
-            from situate.resources.models.anthropic_api import identity
-
-            return identity(self.api_client().info.model)
-        if self.server_url:
-            info = self.server().info
-            return hashlib.sha256(f"openai-compatible|{info.model}|{info.served_as}".encode()).hexdigest()
-        from situate.resources.store.cache import file_sha256
-
-        return file_sha256(self.model_path)
+        return self.backend_object().identity()
 
     def backend_kind(self) -> str:
         """What runs the model, short, for each row (``llm_backend``): ``in-process``,
         ``openai-compatible <scheme://host:port>``, ``anthropic-messages <…>`` or
         ``anthropic-batches <…>`` (never a path, user or key of the URL)."""
-        if self.api == "anthropic":
-            return f"anthropic-{'batches' if self.api_batch else 'messages'} {self.api_client().info.url}"
-        if not self.server_url:
-            return "in-process"
-
-        p = urllib.parse.urlsplit(self.server_url)
-        return f"openai-compatible {p.scheme}://{p.hostname}{':' + str(p.port) if p.port else ''}"
+        return self.backend_object().kind()
 
     def backend(self) -> str:
         """What runs the model, for a run's metadata: ``in-process`` or ``openai-compatible
         <scheme://host:port> (<dialect>; context <n> tokens | context not reported; prompt tokens
         reused: reported | not reported)`` or ``anthropic-messages <scheme://host:port> (…)``, never
         a path, user or key of the URL."""
-        if self.api == "anthropic":
-            c = self.api_client()
-            return (
-                f"anthropic-messages {c.info.url} ({c.info.model}; the document block marked cache_control; "
-                "windows fitted in UTF-8 bytes; prompt tokens reused: reported)"
-            )
-        if not self.server_url:
-            return "in-process"
-
-        p = urllib.parse.urlsplit(self.server_url)
-        info = self.server().info
-        ctx = f"context {info.n_ctx} tokens" if info.n_ctx else "context not reported"
-        reuse = "not reported" if info.dialect == "llama-cpp-python" else "reported where the server counts them"
-        return f"openai-compatible {p.scheme}://{p.hostname}:{p.port or ''} ({info.dialect}; {ctx}; prompt tokens reused: {reuse})"  # noqa: E501
+        return self.backend_object().describe()
 
     def api_client(self):
         """The process-wide :class:`situate.resources.models.anthropic_api.MessagesClient` for these
-        settings, checked (:meth:`~situate.resources.models.anthropic_api.MessagesClient.check`) on first use.
+        settings, checked (:meth:`~situate.resources.models.anthropic_api.MessagesClient.check`) on first use
+        (:func:`situate.resources.models.backends.messages_client`).
 
         Raises
         ------
@@ -569,29 +551,9 @@ class BlurbLLM(dg.ConfigurableResource):
             As the client and its check (no model or key, a wrong key, an unknown model, an
             unreachable endpoint).
         """
-        from situate.resources.models.anthropic_api import MessagesClient
+        from situate.resources.models.backends import messages_client
 
-        key = (
-            "server",
-            "anthropic",
-            self.server_url,
-            self.served_model,
-            hash(self.server_key),
-            self.server_retries,
-            self.server_timeout,
-        )
-        client = _CACHE.get(key)
-        if client is None:
-            client = MessagesClient(
-                self.served_model,
-                self.server_key,
-                self.server_url,
-                retries=self.server_retries,
-                timeout=self.server_timeout,
-            )
-            client.check()
-            _CACHE[key] = client
-        return client
+        return messages_client(self)
 
     def batch_round(self):
         """A new :class:`situate.resources.models.message_batches.MessageBatchRound` for one run (Anthropic's
@@ -602,22 +564,12 @@ class BlurbLLM(dg.ConfigurableResource):
         situate.resources.models.server.ServerError
             As :meth:`api_client`; or ``api_batch`` is set without ``api="anthropic"``.
         """
-        if not self.api_batch:
-            return None
-        if self.api != "anthropic":
-            from situate.resources.models.server import ServerError
-
-            raise ServerError(
-                "SITUATE_LLM_BATCH=1 sends the blurbs through Anthropic's Message Batches API: it "
-                "needs SITUATE_LLM_API=anthropic"
-            )
-        from situate.resources.models.message_batches import MessageBatchRound
-
-        return MessageBatchRound(self.api_client(), poll_s=self.batch_poll_s, wait_s=self.batch_wait_s)
+        return self.backend_object().batch_round()
 
     def server(self):
         """The process-wide :class:`situate.resources.models.server.ServerClient` for ``server_url``, checked
-        (:meth:`~situate.resources.models.server.ServerClient.check`) on first use.
+        (:meth:`~situate.resources.models.server.ServerClient.check`) on first use
+        (:func:`situate.resources.models.backends.server_client`).
 
         Raises
         ------
@@ -625,30 +577,9 @@ class BlurbLLM(dg.ConfigurableResource):
             As ``check``; or the server's context is smaller than ``n_ctx`` (a
             :class:`~situate.resources.models.server.ContextExceeded` naming both).
         """
-        from situate.resources.models.server import ServerClient, check_served_context
+        from situate.resources.models.backends import server_client
 
-        key = (
-            "server",
-            self.server_url,
-            self.served_model,
-            hash(self.server_key),
-            self.server_retries,
-            self.server_timeout,
-        )
-        client = _CACHE.get(key)
-        if client is None:
-            client = ServerClient(
-                self.server_url,
-                self.served_model,
-                self.server_key,
-                retries=self.server_retries,
-                timeout=self.server_timeout,
-            )
-            vocab = self.load(vocab_only=True)
-            info = client.check(lambda t: vocab.tokenize(t.encode("utf-8"), add_bos=True, special=True))
-            check_served_context(info, self.n_ctx)
-            _CACHE[key] = client
-        return client
+        return server_client(self)
 
     def load(self, vocab_only: bool = False):
         """The process-wide ``Llama`` for these settings (vocab only: tokenizer without weights).
@@ -679,11 +610,7 @@ class BlurbLLM(dg.ConfigurableResource):
         """The model's own tokenizer (loads the vocabulary only, no weights); with a server, one
         that never lets document text spell a control token (it is sent as text); with
         Anthropic's API, :class:`situate.resources.models.anthropic_api.ChatTokenizer` (UTF-8 bytes)."""
-        if self.api == "anthropic":
-            from situate.resources.models.anthropic_api import ChatTokenizer
-
-            return ChatTokenizer()
-        return LlmTokenizer(self.load(vocab_only=True), defuse=bool(self.server_url))
+        return self.backend_object().tokenizer()
 
     def generate(
         self, tokens: list[int], stop: list[str] | None = None, max_tokens: int | None = None, grammar: str = ""
@@ -712,108 +639,7 @@ class BlurbLLM(dg.ConfigurableResource):
             Anthropic's API, as :meth:`situate.resources.models.anthropic_api.MessagesClient.complete`, or
             a grammar was asked for (the API has none).
         """
-        if self.api == "anthropic":
-            return self._api_generate(tokens, stop, max_tokens, grammar)
-        if self.server_url:
-            return self._server_generate(tokens, stop, max_tokens, grammar)
-        llm = self.load()
-        with model_lock(llm):  # one caller at a time in a llama.cpp context (threads of a service, MCP)
-            return self._generate(llm, tokens, stop, max_tokens, grammar)
-
-    def _server_generate(
-        self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
-    ) -> Generation:
-        """:meth:`generate` through the model server: the prompt as text (control tokens spelled
-        as the chat template has them; a leading BOS is the server's to add)."""
-        vocab = self.load(vocab_only=True)
-        bos = vocab.token_bos()
-        body = tokens[1:] if tokens and bos >= 0 and tokens[0] == bos else tokens
-        text = vocab.detokenize(body, special=True).decode("utf-8", "replace")
-        # what the server reads: the whole text tokenized at once (a piece boundary may merge),
-        # counted with the same vocabulary, so a cut prompt is told exactly
-        sent = len(vocab.tokenize(text.encode("utf-8"), add_bos=True, special=True))
-        CALLS["llm_generate"] += 1
-        from situate.resources.models.server import worker_slot
-
-        c = self.server().complete(
-            text,
-            sent,
-            max_tokens or self.max_tokens,
-            stop or [],
-            self.repeat_penalty,
-            self.seed,
-            grammar,
-            slot=worker_slot(),
-        )
-        reused = min(c.cached_tokens or 0, len(tokens))
-        return Generation(
-            c.text,
-            len(tokens),
-            len(tokens) - reused,
-            reused,
-            c.generated,
-            c.seconds,
-            reuse_reported=c.cached_tokens is not None,
-        )
-
-    def _api_generate(
-        self, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
-    ) -> Generation:
-        """:meth:`generate` through Anthropic's Messages API: ``tokens`` are a
-        :class:`~situate.resources.models.anthropic_api.ChatTokenizer` prompt, sent as the system line,
-        the cached document block, the chunk's block and the answer's start."""
-        from situate.resources.models.anthropic_api import ChatTokenizer
-        from situate.resources.models.server import ServerError
-
-        if grammar:
-            raise ServerError(
-                "a prompt with a grammar (SITUATE_PROMPT) needs a llama.cpp model: Anthropic's API has no grammars"
-            )
-        system, blocks, answer = ChatTokenizer().split(tokens)
-        CALLS["llm_generate"] += 1
-        c = self.api_client().complete(system, blocks, answer, max_tokens or self.max_tokens, stop or [])
-        reused = c.cached_tokens or 0
-        count_api_usage(c.prompt_tokens - reused, c.written, reused, c.generated)
-        return Generation(
-            c.text, c.prompt_tokens, c.prompt_tokens - reused, reused, c.generated, c.seconds, written=c.written
-        )
-
-    def _generate(
-        self, llm, tokens: list[int], stop: list[str] | None, max_tokens: int | None, grammar: str
-    ) -> Generation:
-        """:meth:`generate` on the loaded ``llm``, its lock held."""
-        import llama_cpp
-
-        fit_threads(llm, self.n_threads)
-        CALLS["llm_generate"] += 1
-        perf = getattr(llama_cpp, "llama_perf_context", None)
-        p0 = perf(llm.ctx) if perf else None
-        before = p0.n_p_eval if perf else 0
-        t0 = time.perf_counter()
-        out = llm.create_completion(
-            prompt=tokens,
-            max_tokens=max_tokens or self.max_tokens,
-            temperature=0.0,
-            top_k=1,
-            repeat_penalty=self.repeat_penalty,
-            stop=stop or [],
-            seed=self.seed,
-            grammar=_grammar(grammar) if grammar else None,
-        )
-        seconds = time.perf_counter() - t0
-        p1 = perf(llm.ctx) if perf else None
-        evaluated = p1.n_p_eval - before if perf else len(tokens)
-        usage = out.get("usage", {})
-        return Generation(
-            out["choices"][0]["text"],
-            len(tokens),
-            evaluated,
-            len(tokens) - evaluated,
-            int(usage.get("completion_tokens", 0)),
-            seconds,
-            (p1.t_p_eval_ms - p0.t_p_eval_ms) / 1000 if perf else 0.0,
-            (p1.t_eval_ms - p0.t_eval_ms) / 1000 if perf else 0.0,
-        )
+        return self.backend_object().generate(tokens, stop, max_tokens, grammar)
 
     def generate_lines(
         self,
@@ -850,87 +676,27 @@ class BlurbLLM(dg.ConfigurableResource):
             situates those chunks by their own calls), and llama.cpp's "Requested tokens exceed
             context window" is never reached.  With no room for even the first line, ``text``
             is empty and nothing is evaluated.
+
+        Raises
+        ------
+        ValueError
+            With Anthropic's API (a one-generation prompt continues the model's own tokens).
+        situate.resources.models.server.ServerError
+            As :meth:`generate`.
         """
-        if self.api == "anthropic":
-            raise ValueError(
-                "a one-generation prompt (SITUATE_PROMPT=by-reference-window) continues the model's "
-                "own tokens line by line: it needs a llama.cpp model, not Anthropic's API"
-            )
-        llm = self.load(vocab_only=bool(self.server_url))  # a server: the tokenizer only
-        with model_lock(llm):  # the lines continue one KV cache: no other caller in between
-            return self._generate_lines(llm, tokens, starts, stop, max_tokens, grammar)
-
-    def _generate_lines(
-        self, llm, tokens: list[int], starts: list[str], stop: list[str] | None, max_tokens: int | None, grammar: str
-    ) -> Generation:
-        """:meth:`generate_lines` on the loaded ``llm``, its lock held."""
-        stops = ["\n"] + [s for s in (stop or []) if s != "\n"]
-        served = bool(self.server_url)
-        if served:
-            from situate.resources.models.server import defuse_controls
-
-        def enc(s: str) -> list[int]:
-            # through a server the sequence goes back as text: a generated control-token
-            # spelling must not become the real token there
-            s = defuse_controls(s) if served and s else s
-            return llm.tokenize(s.encode("utf-8"), add_bos=False, special=False) if s else []
-
-        bound = max_tokens or self.max_tokens
-        seq, text, total = list(tokens), "", None
-        for n in range(len(starts) + 1):
-            start = enc(starts[n - 1]) if n else []
-            if len(seq) + len(start) + bound > self.n_ctx:
-                break  # no room for this line: it and the rest are left to their own calls
-            if n:
-                text += starts[n - 1]
-                seq += start
-            g = self.generate(seq, stop=stops, max_tokens=max_tokens, grammar=grammar)
-            line = defuse_controls(g.text) if served else g.text
-            text += line
-            seq += enc(line)
-            if total is None:
-                total = g
-            else:
-                for f in ("evaluated", "generated", "seconds", "prefill_seconds", "generate_seconds") + (
-                    ("prompt_tokens", "reused") if served else ()
-                ):
-                    setattr(total, f, getattr(total, f) + getattr(g, f))
-                if not served:
-                    total.prompt_tokens = g.prompt_tokens
-                total.reuse_reported = total.reuse_reported and g.reuse_reported
-        if total is None:
-            return Generation("", len(tokens), 0, 0, 0, 0.0)
-        if not served:  # in process the lines continue one KV cache; a server's lines are requests
-            total.reused = total.prompt_tokens - total.evaluated
-        total.text = text
-        return total
+        return self.backend_object().generate_lines(tokens, starts, stop, max_tokens, grammar)
 
     def batcher(self, stop: list[str] | None = None, max_tokens: int | None = None):
         """The process-wide :class:`situate.resources.models.batching.SharedPrefixBatcher` for these settings
         (``batch`` sequences, each with this LLM's ``n_ctx``), sharing the loaded weights;
-        ``max_tokens`` bounds each generation (default ``self.max_tokens``)."""
-        from situate.resources.models.batching import SharedPrefixBatcher
+        ``max_tokens`` bounds each generation (default ``self.max_tokens``).
 
-        if self.remote:
-            raise ValueError(
-                "SITUATE_BATCH applies to the in-process model; a model server batches requests "
-                "itself: leave SITUATE_BATCH at 1 with SITUATE_LLM_URL"
-            )
-        bound = max_tokens or self.max_tokens
-        key = self._key(False) + ("batcher", self.batch, bound, self.repeat_penalty, tuple(stop or []))
-        batcher = _CACHE.get(key)
-        if batcher is None:
-            batcher = SharedPrefixBatcher(
-                self.load(),
-                n_seq=self.batch,
-                n_ctx=self.n_ctx,
-                n_batch=self.n_batch,
-                max_tokens=bound,
-                repeat_penalty=self.repeat_penalty,
-                stop=stop,
-            )
-            _CACHE[key] = batcher
-        return batcher
+        Raises
+        ------
+        ValueError
+            A server or an API runs the model (it batches requests itself).
+        """
+        return self.backend_object().batcher(stop, max_tokens)
 
 
 def _grammar(text: str):
