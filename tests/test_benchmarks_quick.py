@@ -97,6 +97,11 @@ def test_every_section_runs_on_a_tiny_input_with_the_default_models(tmp_path):
     assert s["scale_out"]["search"]["rows"] == 500
     assert s["scale_out"]["docs_per_hour"]["one_run_at_a_time"]["llm_calls"] >= 1
     assert s["scale_out"]["docs_per_hour"]["one_run_at_a_time"]["statuses"] == ["SUCCESS"]
+    # the backends: in process and llama-server (built by make llama-server), its reuse from its answers
+    b = s["backends"]["modes"]["chunk"]
+    served = b["llama-server, 1 in flight (--parallel 1)"]
+    assert set(b) == {"in-process", "llama-server, 1 in flight (--parallel 1)"} and served["failed"] == {}
+    assert served["reuse_from"] == "its answers (timings.cache_n)" and served["chunks"] == b["in-process"]["chunks"]
     md = out_json.with_suffix(".md").read_text()
     assert md.startswith("# Performance (tiny (smoke: figures meaningless) run,")
     assert "Does not apply: the embedder" in md and f"## Embeddings ({embed_id}, onnxruntime" in md
