@@ -209,8 +209,16 @@ def _add_eval(sub) -> None:
         help="retrieval quality: ingest an evaluation corpus, score every "
         "configuration (Pass@5/10/20, failure@20, MRR@10)",
     )
-    p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
-    p_eval.add_argument("--queries", help="query lines {query_id, query, golden: [[doc_id, chunk_index]]}")
+    p_eval.add_argument(
+        "--corpus",
+        help="cookbook-form corpus JSON, a BEIR folder, or the name of a labelled corpus of the repository's "
+        "eval/ folder: codebase (the default), docs, cosqa",
+    )
+    p_eval.add_argument(
+        "--queries",
+        help="query lines {query_id, query, golden: [[doc_id, chunk_index]]} (default, for a corpus of eval/: "
+        "its queries_dev.jsonl)",
+    )
     p_eval.add_argument(
         "--configs",
         help="comma-separated (default: all of "
@@ -389,15 +397,17 @@ def _search_cmd(args) -> int:
 
 def _eval_cmd(args) -> int:
     """``situate eval``: exit 2 on a missing file or a bad option."""
+    from situate.evaluation.data import resolve_eval_paths
     from situate.pipelines.evaluate import RERANK_DEPTH, run_eval
 
     sets = None
     if args.cv_rankings:
         sets = [[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
     try:
+        corpus, queries = resolve_eval_paths(args.corpus, args.queries)
         report = run_eval(
-            args.corpus,
-            args.queries,
+            corpus,
+            queries,
             [c.strip() for c in args.configs.split(",")] if args.configs else None,
             args.home,
             [f.strip() for f in args.fusion.split(",")],
