@@ -1,4 +1,4 @@
-"""The ``situate`` command line: models, ingest, search, eval, demo, dev.
+"""The ``situate`` command line: models, ingest, sync, search, eval, demo, dev.
 
 Examples
 --------
@@ -89,6 +89,7 @@ def _parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_models(sub)
     _add_ingest(sub)
+    _add_sync(sub)
     _add_search(sub)
     _add_demo(sub)
     _add_eval(sub)
@@ -134,6 +135,18 @@ def _add_ingest(sub) -> None:
         "chunked and fitted, the local models are timed on a sample, nothing is written",
     )
     _add_verbose(p_ingest)
+
+
+def _add_sync(sub) -> None:
+    """``situate sync NAME [NAME ...]``: collections of the Dagster project in this folder, ingested."""
+    p_sync = sub.add_parser(
+        "sync",
+        help="ingest collection NAME of the Dagster project in this folder (its sensor's work, done once, "
+        "on $DAGSTER_HOME's instance); several names, one after the other, the models loaded once",
+    )
+    p_sync.add_argument("names", nargs="+", metavar="NAME", help="a collection's name (the `name` of its defs.yaml)")
+    p_sync.add_argument("--project", default=".", help="the project's folder (default: this one)")
+    _add_verbose(p_sync)
 
 
 def _add_verbose(parser) -> None:
@@ -310,6 +323,7 @@ def _run(args) -> int:
     commands = {
         "models": _models_cmd,
         "ingest": _ingest_cmd,
+        "sync": _sync_cmd,
         "search": _search_cmd,
         "eval": _eval_cmd,
         "demo": _demo_cmd,
@@ -376,6 +390,19 @@ def _ingest_cmd(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(dataclasses.asdict(summary), indent=2))
     return 2 if summary.removal_held else 1 if summary.failed else 0
+
+
+def _sync_cmd(args) -> int:
+    """``situate sync``: exit 1 when a run failed."""
+    from situate.pipelines.project_sync import sync_collection
+
+    failed = False
+    for name in args.names:
+        result = sync_collection(name, args.project, verbose=args.verbose)
+        for job, docs, ok in result.runs:
+            print(f"situate: {job}{' over ' + docs if docs else ''}: {'done' if ok else 'FAILED'}")
+        failed = failed or bool(result.failed)
+    return 1 if failed else 0
 
 
 def _search_cmd(args) -> int:
