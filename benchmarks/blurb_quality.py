@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CORPUS = ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+CORPUS = ROOT / "eval" / "codebase" / "codebase_chunks.json"
 
 #: name → (prompt name, repeat_penalty (None: the model's), max_tokens); the model is
 #: ``SITUATE_LLM_MODEL`` (default: the default model)

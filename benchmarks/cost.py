@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS_CORPUS = ROOT.parent / "shared" / "eval" / "docs" / "docs_chunks.json"
+DOCS_CORPUS = ROOT / "eval" / "docs" / "docs_chunks.json"
 
 #: (label, context mode, prompt name) measured; today's prompt first, as the reference.
 MODES = (
@@ -48,7 +48,7 @@ def corpus_spans(doc: dict) -> list[tuple[int, int]]:
 def pick_documents(quick: bool) -> list[tuple[str, dict]]:
     """Documents measured: quick, one source file of the codebase set (``doc_11``, 10 chunks) and
     one page of the docs set (the shortest with 4+ chunks); else three of each."""
-    code = json.loads((ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json").read_text())
+    code = json.loads((ROOT / "eval" / "codebase" / "codebase_chunks.json").read_text())
     docs = json.loads(DOCS_CORPUS.read_text()) if DOCS_CORPUS.is_file() else []
     by_id = {d["doc_id"]: d for d in code}
     code_ids = ["doc_11"] if quick else ["doc_11", "doc_2", "doc_22"]

@@ -4,7 +4,7 @@ Two measurements, each a real `situate ingest` of one-function documents with
 ``SITUATE_CONTEXT=structure`` (no LLM: what is left is the cost around the embedder) from an empty
 data folder:
 
-- **CoSQA**: its 6,267 functions (``../shared/eval/cosqa/cosqa_chunks.json``) in one run, as
+- **CoSQA**: its 6,267 functions (``eval/cosqa/cosqa_chunks.json``) in one run, as
   `situate eval` ingests them: wall time, when the first progress line came, seconds per stage,
   and the ``embeddings`` stage against the embedder's own seconds (the sum over documents of the
   time inside ``Embedder.embed``, from the stage's per-document entries).
@@ -34,7 +34,7 @@ from pathlib import Path
 from benchmarks.stdlib import SITUATE, embedder_seconds, run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
-COSQA = ROOT.parent / "shared" / "eval" / "cosqa" / "cosqa_chunks.json"
+COSQA = ROOT / "eval" / "cosqa" / "cosqa_chunks.json"
 
 
 def ten_thousand(corpus: list[dict], n: int = 10_000) -> list[dict]:

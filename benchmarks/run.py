@@ -68,7 +68,7 @@ Nothing here asserts a timing: the figures go to the JSON and a Markdown table. 
 (one document per LLM measurement, fewer texts and queries) finishes in about 10 minutes on 2
 cores.  ``--tiny`` is a smoke run for ``tests/test_benchmarks_quick.py``: every section on a few
 texts (``--only all``: each section; the figures mean nothing), so that a change of default
-model cannot break a section unseen.  The corpus is the cookbook's codebase set (``../shared/eval/codebase``, or
+model cannot break a section unseen.  The corpus is the cookbook's codebase set (``eval/codebase``, or
 ``SITUATE_BENCH_CORPUS``).
 """
 
@@ -88,7 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+DEFAULT_CORPUS = ROOT / "eval" / "codebase" / "codebase_chunks.json"
 
 
 def log(msg: str) -> None:
@@ -101,7 +101,7 @@ def load_corpus() -> list[dict]:
     Raises
     ------
     FileNotFoundError
-        Neither ``SITUATE_BENCH_CORPUS`` nor ``../shared/eval/codebase/codebase_chunks.json`` exists.
+        Neither ``SITUATE_BENCH_CORPUS`` nor ``eval/codebase/codebase_chunks.json`` exists.
     """
     path = Path(os.environ.get("SITUATE_BENCH_CORPUS", DEFAULT_CORPUS))
     if not path.is_file():

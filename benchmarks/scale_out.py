@@ -42,7 +42,7 @@ from benchmarks.s3server import seaweedfs  # noqa: E402
 
 
 def _texts() -> list[str]:
-    corpus = REPO.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json"
+    corpus = REPO / "eval" / "codebase" / "codebase_chunks.json"
     return [d["content"] for d in json.loads(corpus.read_text())]
 
 

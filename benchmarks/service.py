@@ -29,7 +29,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-QUERIES = REPO.parent / "shared" / "eval" / "codebase" / "queries_dev.jsonl"
+QUERIES = REPO / "eval" / "codebase" / "queries_dev.jsonl"
 
 
 def _free_port() -> int:
@@ -138,7 +138,7 @@ def synthetic_home(work: Path, n: int) -> Path:
     root = work / f"synthetic-{n}"
     if (root / "lancedb").exists():
         return root
-    corpus = json.loads((REPO.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json").read_text())
+    corpus = json.loads((REPO / "eval" / "codebase" / "codebase_chunks.json").read_text())
     texts = [c["content"] for d in corpus for c in d["chunks"]]
     vecs, rows = synthetic_rows(n, texts)
     store = build_store(root, vecs, rows)

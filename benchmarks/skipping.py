@@ -92,7 +92,7 @@ def skipping_section(s_per_chunk: float | None = None, log=print, max_bytes: int
     text each; ``run.py --tiny`` reads 200,000), chunks flagged by reason."""
     out: dict = {"s_per_chunk": s_per_chunk, "max_bytes": max_bytes, "folders": {}}
     for name in ("codebase", "docs"):
-        path = ROOT.parent / "shared" / "eval" / name / f"{name}_chunks.json"
+        path = ROOT / "eval" / name / f"{name}_chunks.json"
         if path.is_file():
             out["folders"][f"{name} set (labelled)"] = r = corpus_counts(path)
             log(f"skipping {name}: {r['flagged']} of {r['chunks']} chunks flagged")

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CORPORA = {
-    "codebase": ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json",
-    "docs": ROOT.parent / "shared" / "eval" / "docs" / "docs_chunks.json",
+    "codebase": ROOT / "eval" / "codebase" / "codebase_chunks.json",
+    "docs": ROOT / "eval" / "docs" / "docs_chunks.json",
 }
 #: Modes whose text is a reader's context: the structure mode has no model text, and the questions
 #: prompt's lines are indexed for BM25, never shown.

@@ -44,7 +44,7 @@ def worker(prefill_tokens: int = PREFILL_TOKENS, generate_tokens: int = GENERATE
 
     llm = resources_from_env(plain=True)["llm"]
     L = llm.load()
-    code = json.loads((ROOT.parent / "shared" / "eval" / "codebase" / "codebase_chunks.json").read_text())
+    code = json.loads((ROOT / "eval" / "codebase" / "codebase_chunks.json").read_text())
     text = next(d for d in code if d["doc_id"] == "doc_11")["content"]
     tokens = L.tokenize(text.encode(), add_bos=False)[:prefill_tokens]
     rounds = []

@@ -1,4 +1,4 @@
-"""The ``situate`` command line: models, ingest, search, eval, demo, dev.
+"""The ``situate`` command line: models, ingest, sync, search, eval, demo, dev.
 
 Examples
 --------
@@ -89,6 +89,7 @@ def _parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_models(sub)
     _add_ingest(sub)
+    _add_sync(sub)
     _add_search(sub)
     _add_demo(sub)
     _add_eval(sub)
@@ -134,6 +135,18 @@ def _add_ingest(sub) -> None:
         "chunked and fitted, the local models are timed on a sample, nothing is written",
     )
     _add_verbose(p_ingest)
+
+
+def _add_sync(sub) -> None:
+    """``situate sync NAME [NAME ...]``: collections of the Dagster project in this folder, ingested."""
+    p_sync = sub.add_parser(
+        "sync",
+        help="ingest collection NAME of the Dagster project in this folder (its sensor's work, done once, "
+        "on $DAGSTER_HOME's instance); several names, one after the other, the models loaded once",
+    )
+    p_sync.add_argument("names", nargs="+", metavar="NAME", help="a collection's name (the `name` of its defs.yaml)")
+    p_sync.add_argument("--project", default=".", help="the project's folder (default: this one)")
+    _add_verbose(p_sync)
 
 
 def _add_verbose(parser) -> None:
@@ -209,8 +222,16 @@ def _add_eval(sub) -> None:
         help="retrieval quality: ingest an evaluation corpus, score every "
         "configuration (Pass@5/10/20, failure@20, MRR@10)",
     )
-    p_eval.add_argument("--corpus", required=True, help="cookbook-form corpus JSON, or a BEIR folder")
-    p_eval.add_argument("--queries", help="query lines {query_id, query, golden: [[doc_id, chunk_index]]}")
+    p_eval.add_argument(
+        "--corpus",
+        help="cookbook-form corpus JSON, a BEIR folder, or the name of a labelled corpus of the repository's "
+        "eval/ folder: codebase (the default), docs, cosqa",
+    )
+    p_eval.add_argument(
+        "--queries",
+        help="query lines {query_id, query, golden: [[doc_id, chunk_index]]} (default, for a corpus of eval/: "
+        "its queries_dev.jsonl)",
+    )
     p_eval.add_argument(
         "--configs",
         help="comma-separated (default: all of "
@@ -302,6 +323,7 @@ def _run(args) -> int:
     commands = {
         "models": _models_cmd,
         "ingest": _ingest_cmd,
+        "sync": _sync_cmd,
         "search": _search_cmd,
         "eval": _eval_cmd,
         "demo": _demo_cmd,
@@ -370,6 +392,19 @@ def _ingest_cmd(args) -> int:
     return 2 if summary.removal_held else 1 if summary.failed else 0
 
 
+def _sync_cmd(args) -> int:
+    """``situate sync``: exit 1 when a run failed."""
+    from situate.pipelines.project_sync import sync_collection
+
+    failed = False
+    for name in args.names:
+        result = sync_collection(name, args.project, verbose=args.verbose)
+        for job, docs, ok in result.runs:
+            print(f"situate: {job}{' over ' + docs if docs else ''}: {'done' if ok else 'FAILED'}")
+        failed = failed or bool(result.failed)
+    return 1 if failed else 0
+
+
 def _search_cmd(args) -> int:
     """``situate search``: exit 2 on a refused query."""
     try:
@@ -389,15 +424,17 @@ def _search_cmd(args) -> int:
 
 def _eval_cmd(args) -> int:
     """``situate eval``: exit 2 on a missing file or a bad option."""
+    from situate.evaluation.data import resolve_eval_paths
     from situate.pipelines.evaluate import RERANK_DEPTH, run_eval
 
     sets = None
     if args.cv_rankings:
         sets = [[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
     try:
+        corpus, queries = resolve_eval_paths(args.corpus, args.queries)
         report = run_eval(
-            args.corpus,
-            args.queries,
+            corpus,
+            queries,
             [c.strip() for c in args.configs.split(",")] if args.configs else None,
             args.home,
             [f.strip() for f in args.fusion.split(",")],

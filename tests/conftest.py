@@ -10,7 +10,10 @@ import pytest
 from situate.resources.models import registry as models
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_EVAL = REPO.parent / "shared" / "eval" / "codebase"
+#: The labelled corpora of the repository (eval/README.md); SHARED_EVAL, the codebase set, is the
+#: name the tests have used since the sets lived beside the checkout.
+EVAL_DATA = REPO / "eval"
+SHARED_EVAL = EVAL_DATA / "codebase"
 
 
 class FakeByteTokenizer:

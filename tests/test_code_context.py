@@ -1,11 +1,10 @@
 """Structural context on real source files: installed packages' own Python and C++ files, and the
-cookbook corpus's Rust and Java files (../shared/eval, present in CI)."""
+cookbook corpus's Rust and Java files (eval/codebase)."""
 
 import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 from conftest import SHARED_EVAL
 
 from situate.contextual.code_context import (
@@ -65,8 +64,6 @@ def test_c_header_functions():
 
 
 def _corpus_doc(prefix: str) -> dict:
-    if not SHARED_EVAL.exists():
-        pytest.skip("../shared/eval is not here (it is in CI)")
     docs = json.loads((SHARED_EVAL / "codebase_chunks.json").read_text())
     return next(d for d in docs if d["content"].startswith(prefix))
 

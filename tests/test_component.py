@@ -1,17 +1,21 @@
 """situate as a Dagster component (``situate.pipelines.component.SituateCollection``): several
 collections side by side in one code location, each with its own asset keys, partitions,
-resources, jobs, sensor and schedule; and, end to end, a fresh Dagster project made with
-``create-dagster`` and ``dg`` (PyPI) that installs situate, scaffolds two collections with
-``dg scaffold defs``, checks and lists them, and ingests both with the real default models."""
+resources, jobs, sensor and schedule; ``situate sync`` (a collection ingested from the command
+line); and, end to end, a fresh Dagster project made with ``create-dagster`` that follows
+docs/component.md's command block as written (the commands are read from the page): the project
+and situate installed, a ``dagster.yaml`` limiting runs to one, two collections scaffolded with
+``dg scaffold defs``, checked and listed, one ingested with the real default models."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 import subprocess
 import sys
+import sysconfig
 import textwrap
+import venv
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +24,7 @@ import pytest
 from situate.pipelines.component import SituateCollection
 from situate.resources.errors import SettingError
 from tests.conftest import needs_models
-from tests.test_namespace import _build_wheel, _fresh_env
+from tests.test_namespace import REPO, _build_wheel
 
 BIN = Path(sys.executable).parent
 
@@ -111,39 +115,6 @@ def test_a_bad_attribute_is_refused_naming_the_setting(tmp_path):
         dg.build_defs_for_component(SituateCollection(name="Notes!", docs=str(tmp_path), home=str(tmp_path)))
 
 
-#: Run in the project's environment: each collection's sensor registers its documents and asks for
-#: an ingest run; the runs go in process on one instance; then each data folder is searched.
-MATERIALIZE = textwrap.dedent(
-    """
-    import json, sys
-    from pathlib import Path
-    import dagster as dg
-    import situate
-
-    defs = dg.load_from_defs_folder(path_within_project=Path("src/proj"))
-    instance = dg.DagsterInstance.get()
-    out = {}
-    for c, home, query in json.loads(sys.argv[1]):
-        sensor = defs.get_sensor_def(f"{c}_documents_sensor")
-        tick = sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources))
-        for req in tick.dynamic_partitions_requests:
-            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-        for req in tick.run_requests:
-            ok = defs.resolve_job_def(req.job_name).execute_in_process(
-                instance=instance, partition_key=req.partition_key, tags=req.tags
-            ).success
-            out.setdefault(c, {}).setdefault("runs", []).append([req.job_name, req.partition_key, ok])
-        defs.resolve_job_def(f"{c}_bm25").execute_in_process(instance=instance)
-        hits = situate.search(query, k=3, home=home)
-        out[c]["partitions"] = list(instance.get_dynamic_partitions(f"{c}_documents"))
-        out[c]["sources"] = [h.source for h in hits]
-    from situate.resources.models import llm as loaded
-    out["llm_loads"] = sorted(key[7] for key in loaded._CACHE if key and key[0] == "llm")  # vocab_only
-    print("RESULT " + json.dumps(out))
-    """
-)
-
-
 #: Run in the project's environment: the service, the MCP server and the LangChain retriever over
 #: both collections at once.
 SEARCH_ALL = textwrap.dedent(
@@ -170,110 +141,125 @@ SEARCH_ALL = textwrap.dedent(
 )
 
 
+def page_commands(page: Path = REPO / "docs" / "component.md") -> str:
+    """The command block of ``page``'s "The commands" section, as a bash script, less the lines that
+    start ``dg dev`` (the UI serves until stopped)."""
+    section = page.read_text().split("## The commands", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return "".join(line for line in block.splitlines(keepends=True) if not line.startswith("dg dev"))
+
+
+def _project_env(project: Path, wheel_dir: Path) -> dict[str, str]:
+    """The environment a user of the page has, made offline: ``project/.venv`` active, which reads
+    this checkout's installed packages through a ``.pth`` line (a view of them without situate, so
+    the page's ``pip install situate`` installs the wheel in ``wheel_dir``), with ``pip`` and ``dg``
+    as scripts of its own; pip finds packages only there and in the installed ones (``PIP_NO_INDEX``,
+    ``PIP_FIND_LINKS``) and builds the project with the installed hatchling (no build isolation)."""
+    view = project.parent / "installed-packages"
+    view.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(("situate", "__editable__")) and entry.suffix != ".pth":
+            (view / entry.name).symlink_to(entry)
+    venv.EnvBuilder(with_pip=False).create(project / ".venv")
+    bin_dir = project / ".venv" / "bin"
+    site = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "installed.pth").write_text(f"{view}\n")
+    for script, module in (("pip", "pip"), ("dg", "dagster_dg_cli.cli")):
+        (bin_dir / script).write_text(f'#!/bin/sh\nexec "{bin_dir}/python" -m {module} "$@"\n')
+        (bin_dir / script).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "DAGSTER_HOME", "PYTHON", "PIP_"))}
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != BIN.resolve()]
+    env.update(
+        PATH=os.pathsep.join([str(bin_dir), *path]),
+        VIRTUAL_ENV=str(project / ".venv"),
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(wheel_dir),
+        PIP_NO_BUILD_ISOLATION="0",  # pip reads "0" as: build without isolation
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        COLUMNS="250",  # dg list defs' table, unwrapped
+    )
+    return env
+
+
 @needs_models
 @pytest.mark.models
-def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
-    """``create-dagster project``, situate's wheel installed into the project's environment,
-    ``dg scaffold defs`` twice, ``dg check defs`` and ``dg list defs``; then both collections
-    ingested with the real default models: two tables, each search finding its own document."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SITUATE_", "DAGSTER_HOME", "PYTHON"))}
-    env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
-    (tmp_path / "dagster_home").mkdir()
-    (tmp_path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+def test_a_fresh_dagster_project_follows_the_component_page_word_for_word(tmp_path, monkeypatch):
+    """``create-dagster project``, then docs/component.md's command block run as written (all but
+    ``dg dev``): the project and situate installed, the instance's ``dagster.yaml``, two collections
+    scaffolded, ``dg check defs`` and ``dg list defs``, ``situate sync product`` ingesting the product
+    collection with the real default models, and a search of it; then the second collection synced
+    and both searched by the service, MCP and LangChain."""
     made = subprocess.run(
-        [str(BIN / "create-dagster"), "project", "proj", "--no-uv-sync"],
+        [str(BIN / "create-dagster"), "project", "my_project", "--no-uv-sync"],
         cwd=tmp_path,
-        env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert made.returncode == 0, made.stderr[-2000:]
-    project = tmp_path / "proj"
-    python = _fresh_env(project, _build_wheel(tmp_path / "dist"))
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(site, "proj.pth").write_text(str(project / "src") + "\n")  # the project, importable as `proj`
-    docs = {"product": tmp_path / "product-docs", "code": tmp_path / "code-docs"}
-    docs["product"].mkdir()
-    (docs["product"] / "billing.md").write_text(
+    project = tmp_path / "my_project"
+    env = _project_env(project, _build_wheel(tmp_path / "dist").parent)
+    (project / "docs" / "product").mkdir(parents=True)  # the user's documents
+    (project / "docs" / "product" / "billing.md").write_text(
         "# Billing\n\nInvoices are issued on the first day of every month. A refund reaches the card it was "
         "paid with within five business days. Annual plans are billed once a year, on the day the plan began.\n"
     )
-    docs["code"].mkdir()
-    shutil.copy(Path(textwrap.__file__), docs["code"] / "textwrap.py")  # a real module of the standard library
-
-    def dg_cli(*args: str) -> str:
-        run = subprocess.run(
-            [str(python), "-m", "dagster_dg_cli.cli", *args], cwd=project, env=env, capture_output=True, text=True
-        )
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-        return run.stdout
-
-    listed = dg_cli("list", "components", "--json")
-    assert "situate.pipelines.component.SituateCollection" in listed
-    for name in ("product", "code"):
-        params = {"name": name, "docs": str(docs[name]), "home": str(tmp_path / f"{name}-data")}
-        dg_cli(
-            "scaffold",
-            "defs",
-            "situate.pipelines.component.SituateCollection",
-            name,
-            "--json-params",
-            json.dumps(params),
-        )
-    assert "name: product" in (project / "src" / "proj" / "defs" / "product" / "defs.yaml").read_text()
-    assert "All definitions loaded successfully" in dg_cli("check", "defs")
-    defs = json.loads(dg_cli("list", "defs", "--json"))
-    assets = {a["asset_key"] for a in defs["assets"]}
-    assert {"product/blurbs", "product/bm25_index", "code/raw_documents", "code/embeddings"} <= assets
-    assert len(assets) == 12
-    assert {c["key"] for c in defs["asset_checks"]} >= {
-        "product/raw_documents:documents_readable",
-        "code/bm25_index:fallback_share",
-    }
-    assert {j["name"] for j in defs["jobs"]} == {"product_ingest", "product_bm25", "code_ingest", "code_bm25"}
-    assert {s["name"] for s in defs["schedules"]} == {"product_nightly_reingest", "code_nightly_reingest"}
-
-    plan = [
-        ["product", str(tmp_path / "product-data"), "when are invoices issued and how long does a refund take"],
-        ["code", str(tmp_path / "code-data"), "wrap a paragraph of text to a given width"],
-    ]
     run = subprocess.run(
-        [str(python), "-c", MATERIALIZE, json.dumps(plan)], cwd=project, env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
-    assert result["product"]["partitions"] == ["billing.md"] and result["code"]["partitions"] == ["textwrap.py"]
-    assert all(ok for _, _, ok in result["product"]["runs"] + result["code"]["runs"])
-    assert [j for j, _, _ in result["product"]["runs"]] == ["product_ingest"]
-    # the two collections' runs in one process share the loaded model: its weights once, its vocabulary once
-    assert result["llm_loads"] == [False, True]
-    assert set(result["product"]["sources"]) == {"billing.md"}
-    assert set(result["code"]["sources"]) == {"textwrap.py"}
-    # both collections searched together: hits fused by RRF, each naming its collection
-    both = [f"product={tmp_path / 'product-data'}", f"code={tmp_path / 'code-data'}"]
-    run = subprocess.run(
-        [str(python), "-m", "situate.pipelines.cli", "search", "how long does a refund take", "-k", "4", "--json"]
-        + [a for c in both for a in ("--collection", c)],
+        ["bash", "-euxo", "pipefail", "-c", page_commands()],
         cwd=project,
         env=env,
         capture_output=True,
         text=True,
+        timeout=600,
     )
-    assert run.returncode == 0, run.stderr[-2000:]
-    hits = json.loads(run.stdout)
-    assert (hits[0]["collection"], hits[0]["source"]) == ("product", "billing.md")
-    assert {(h["collection"], h["source"]) for h in hits} == {("product", "billing.md"), ("code", "textwrap.py")}
-    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
-    # the service, MCP and LangChain over both collections
-    cols = {"product": str(tmp_path / "product-data"), "code": str(tmp_path / "code-data")}
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
+    out = run.stdout
+    assert "situate.pipelines.component.SituateCollection" in out  # dg list components
+    assert "All definitions loaded successfully" in out  # dg check defs
+    for name in ("product/bm25_index", "code/raw_documents", "product_ingest", "code_bm25", "product_documents_sensor"):
+        assert name in out, name  # dg list defs
+    assert "situate: product_ingest over billing.md: done" in out and "situate: product_bm25: done" in out
+    assert "situate: code_bm25: done" in out
+    hits = out.split("code_bm25: done", 1)[1]  # situate search over both collections
+    assert "billing.md" in hits and "[product]" in hits
+    monkeypatch.setenv("DAGSTER_HOME", str(project / ".dagster"))  # as the page exports it
+    _assert_the_instance_and_table(project)
+    _assert_both_collections_searched(project, env)
+
+
+def _assert_the_instance_and_table(project: Path) -> None:
+    """The page's dagster.yaml is situate's own and limits runs to one; the sync's partitions and runs
+    are on that instance; each table has its documents' rows (the code collection: the project's
+    own source: key my__project_.definitions.py, its path encoded)."""
+    import yaml
+
+    from situate.pipelines.settings import DAGSTER_YAML
+    from situate.resources.store.store import Store
+
+    home = project / ".dagster"
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == yaml.safe_load(DAGSTER_YAML)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 1
+        assert list(instance.get_dynamic_partitions("product_documents")) == ["billing.md"]
+        runs = instance.get_runs()
+        assert {r.job_name for r in runs} == {"product_ingest", "product_bm25", "code_ingest", "code_bm25"}
+        assert {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+    store = Store(home=str(project / "data" / "product"))
+    assert set(store.document_states()) == {"billing.md"} and store.count_rows() >= 1
+    assert "my__project_.definitions.py" in Store(home=str(project / "data" / "code")).document_states()
+
+
+def _assert_both_collections_searched(project: Path, env: dict[str, str]) -> None:
+    """Both collections (the user's documents and the project's own code) searched at once by the
+    service, the MCP server and the LangChain retriever."""
+    cols = {"product": str(project / "data" / "product"), "code": str(project / "data" / "code")}
     run = subprocess.run(
-        [str(python), "-c", SEARCH_ALL, json.dumps(cols), "how long does a refund take"],
+        ["python", "-c", SEARCH_ALL, json.dumps(cols), "how long does a refund take"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -281,9 +267,9 @@ def test_a_fresh_dagster_project_adds_two_collections_with_dg(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     got = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
-    assert got["service"][0] == ["product", "billing.md"] and ["code", "textwrap.py"] in got["service"]
-    assert got["langchain"][0] == ["product", "billing.md"] and ["code", "textwrap.py"] in got["langchain"]
-    assert "billing.md" in got["mcp"] and "textwrap.py" in got["mcp"] and "'collection': 'product'" in got["mcp"]
+    assert got["service"][0] == ["product", "billing.md"] and "code" in {c for c, _ in got["service"]}
+    assert got["langchain"][0] == ["product", "billing.md"] and "code" in {c for c, _ in got["langchain"]}
+    assert "billing.md" in got["mcp"] and "'collection': 'code'" in got["mcp"]
     health = got["health"]["collections"]
     assert health["product"]["home"] == "product" and health["code"]["table_rows"] > 0  # no path shown
 
@@ -449,3 +435,45 @@ def test_a_collections_data_folder_is_checked_and_marked_as_situate_ingest_does(
     stage.write_text('{"chunks": []}')
     again = _evaluate(inside, instance, "inside")
     assert [list(r.partition_keys) for r in again.dynamic_partitions_requests] == [["guide.md"]]
+
+
+def _tiny_project(root: Path, docs: Path) -> Path:
+    """A Dagster project made by hand (what ``create-dagster project`` writes, less its extras): the
+    ``tinyproj`` package with one collection, ``notes``, in its defs folder."""
+    (root / "src" / "tinyproj" / "defs" / "notes").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "tinyproj"\n\n[tool.dg]\ndirectory_type = "project"\n\n'
+        '[tool.dg.project]\nroot_module = "tinyproj"\n'
+    )
+    (root / "src" / "tinyproj" / "__init__.py").write_text("")
+    (root / "src" / "tinyproj" / "defs" / "__init__.py").write_text("")
+    (root / "src" / "tinyproj" / "defs" / "notes" / "defs.yaml").write_text(
+        "type: situate.pipelines.component.SituateCollection\n"
+        f"attributes:\n  name: notes\n  docs: {docs}\n  home: data/notes\n  cron: null\n"
+    )
+    return root
+
+
+def test_situate_sync_refuses_what_it_cannot_sync(tmp_path, monkeypatch, capsys):
+    """Without DAGSTER_HOME, with the project not installed, with a collection it does not have:
+    one line each, exit 2, nothing registered."""
+    from situate.pipelines import component
+    from situate.pipelines.cli import main
+
+    monkeypatch.setattr(component, "_HOMES", {})
+    (tmp_path / "notes").mkdir()
+    project = _tiny_project(tmp_path / "proj", tmp_path / "notes")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert main(["sync", "notes"]) == 2
+    assert "DAGSTER_HOME is not set" in capsys.readouterr().err
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "instance"))
+    (tmp_path / "instance").mkdir()
+    assert main(["sync", "notes"]) == 2  # tinyproj is not importable: not installed
+    err = capsys.readouterr().err
+    assert "does not load" in err and "install the project in this environment (`pip install -e .`" in err
+    monkeypatch.syspath_prepend(str(project / "src"))  # as an editable install would
+    assert main(["sync", "product"]) == 2
+    assert "the project has no collection 'product' (its collections: notes)" in capsys.readouterr().err
+    with dg.DagsterInstance.from_config(str(tmp_path / "instance")) as instance:
+        assert list(instance.get_dynamic_partitions("notes_documents")) == []

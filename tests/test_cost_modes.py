@@ -165,13 +165,10 @@ def test_no_chunk_of_either_labelled_corpus_is_skipped():
     Pass@k cannot move), and their most repetitive chunk compresses twice above the threshold."""
     import json as _json
 
-    import pytest
     from conftest import SHARED_EVAL
 
     from situate.contextual.skipping import MIN_COMPRESSION, no_model_reason
 
-    if not SHARED_EVAL.exists():
-        pytest.skip("../shared/eval is not here (it is in CI)")
     chunks = [
         c["content"]
         for name in ("codebase/codebase_chunks.json", "docs/docs_chunks.json")

@@ -53,6 +53,49 @@ def test_no_issue_numbers_in_what_users_read():
     assert not found, found
 
 
+#: A list item: a bullet (``-``, ``*``, ``+``) or ``1.``, the only number that starts a list a
+#: reader means (a wrapped line that begins "2026. The" is a sentence).
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|1[.)])\s+\S")
+
+
+def lists_glued_to_a_paragraph(text: str) -> list[tuple[int, str]]:
+    """The lines of a Markdown page (outside fenced code) that start a list directly under a
+    paragraph line, with no blank line between: Python-Markdown, which builds the site, then reads
+    the list as part of the paragraph (one run-on line), and ``mkdocs --strict`` says nothing.
+    Returns (line number from 1, line) pairs."""
+    found, in_list, prev_blank, fence, prev = [], False, True, None, ""
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if fence or stripped.startswith(("```", "~~~")):
+            fence = None if fence and stripped.startswith(fence) else fence or stripped[:3]
+            prev_blank = False
+            continue
+        if not stripped:
+            prev_blank = True
+            continue
+        if LIST_ITEM.match(line):
+            if not prev_blank and not in_list and not prev.lstrip().startswith("#"):
+                found.append((n, line))
+            in_list = True
+        elif prev_blank and not line.startswith((" ", "\t")):
+            in_list = False
+        prev, prev_blank = line, False
+    return found
+
+
+def test_a_list_glued_to_a_paragraph_is_found():
+    page = "Two figures:\n- the first\n- the second\n\nApart:\n\n- fine\n  wrapped\n- fine\n"
+    assert lists_glued_to_a_paragraph(page) == [(2, "- the first")]
+    code = "```bash\necho one\n- not markdown\n```\nIn\n2026. The year.\n## Head\n- under a heading\n"
+    assert lists_glued_to_a_paragraph(code) == []
+
+
+def test_no_page_glues_a_list_to_a_paragraph():
+    """Every list of the pages has a blank line above it (what the strict build does not check)."""
+    found = {str(p.relative_to(ROOT)): lists_glued_to_a_paragraph(p.read_text()) for p in _user_pages()}
+    assert not {k: v for k, v in found.items() if v}, found
+
+
 def test_docs_site_builds_with_no_warning(tmp_path):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     out = subprocess.run(

@@ -10,8 +10,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 from situate.contextual.contextualize import BlurbRecord
 from situate.contextual.document_blurbs import grounded_summary
 from situate.contextual.summary_grounding import ground_summary, summary_language, summary_problems
@@ -71,7 +69,6 @@ def test_a_summary_left_empty_falls_back_to_the_structural_context():
     assert grounded_summary(kept, "# Tool use\n\nHow tool use works.", "prose") is kept
 
 
-@pytest.mark.skipif(not (ROOT.parent / "shared" / "eval").is_dir(), reason="the labelled corpora are not here")
 def test_no_committed_summary_is_flagged_after_grounding_and_few_are_emptied():
     sys.path.insert(0, str(ROOT))
     from benchmarks.summary_grounding import CORPORA, count, load_corpus

@@ -338,7 +338,7 @@ class BlurbLLM(dg.ConfigurableResource):
     n_batch : int
         Prompt tokens per llama.cpp decode call.
     max_tokens : int
-        Bound on a blurb, in generated tokens (80: shared/eval/README.md's measured setting; the
+        Bound on a blurb, in generated tokens (80: eval/README.md's measured setting; the
         blog's contexts are 50-100 tokens).
     repeat_penalty : float
         The model's own (``situate.resources.models.registry.ModelFile.repeat_penalty``: Qwen 1.1, SmolLM2 1.3,

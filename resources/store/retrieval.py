@@ -5,7 +5,7 @@ Constants
 * ``CANDIDATES = 150``: each retriever's depth, as in Anthropic's contextual-embeddings cookbook.
 * ``RRF_K = 60``: reciprocal rank fusion, score = Σ 1 / (k + rank), Cormack, Clarke & Büttcher,
   "Reciprocal Rank Fusion outperforms Condorcet and individual Rank Learning Methods" (SIGIR 2009).
-  On the cookbook's codebase set it beat the cookbook's 0.8/0.2 weighting (shared/eval/README.md:
+  On the cookbook's codebase set it beat the cookbook's 0.8/0.2 weighting (eval/README.md:
   dev Pass@20 92.09 vs 90.19).
 """
 
@@ -68,7 +68,7 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, fl
 #: 0.8 / (dense rank + 1) + 0.2 / (BM25 rank + 1), ranks from 0.
 COOKBOOK_WEIGHTS = (0.8, 0.2)
 #: Fusion methods by name; ``rrf`` is the default (dev Pass@20 92.09 vs 90.19 without context,
-#: shared/eval/README.md; re-measured per configuration by ``situate eval``).
+#: eval/README.md; re-measured per configuration by ``situate eval``).
 FUSIONS = ("rrf", "weighted")
 
 

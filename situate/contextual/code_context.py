@@ -7,7 +7,7 @@ real parser (tree-sitter grammars, installed from PyPI wheels) where one is inst
 line patterns otherwise.  For prose, the context is the title and the heading path.
 
 Why: on the cookbook's codebase set, this context lifted dense + BM25 RRF Pass@20 from 92.09 to
-93.55 on the developers' queries (shared/eval/README.md, "Structural context for code"), where the
+93.55 on the developers' queries (eval/README.md, "Structural context for code"), where the
 blurbs of a 135M-parameter model lowered it; each of the three parts added about 3 points of BM25
 Pass@20 on its own.
 
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 from situate.resources.documents.reading import CODE_EXT
 
-#: Longest leading comment kept, in words (shared/eval/README.md: "≤ 40 words").
+#: Longest leading comment kept, in words (eval/README.md: "≤ 40 words").
 MAX_COMMENT_WORDS = 40
 #: Most names listed as "defines": a long chunk of small functions keeps the first ones.
 MAX_DEFINED = 12

@@ -2,7 +2,7 @@
 
 Plain functions (no Dagster), used by ``situate eval`` and the ``retrieval_eval`` asset.
 
-The metric is the one Anthropic's contextual-embeddings cookbook reports (shared/eval/README.md):
+The metric is the one Anthropic's contextual-embeddings cookbook reports (eval/README.md):
 Pass@k of a query = golden chunks found in the top k / golden chunks, averaged over queries, in
 percent; failure@20 = 100 − Pass@20 (the blog's "retrieval failure rate").  MRR@10 is the mean of
 1 / rank of the first golden chunk within the top 10 (0 when none).  It is a few lines of code and
