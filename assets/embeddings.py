@@ -75,18 +75,18 @@ def materialize_embeddings(
                 key, p["doc"], p["chunks"], b["blurbs"], vectors, b["model_id"], embed_model, fp, b.get("backend", "")
             )
         written = store.replace_documents(rows)
-        cut = sum(e[2] for e in embedded.values())
-        if cut:
-            context.log.warning(
-                f"embeddings: {cut} of {sum(len(p['texts']) for p in group.values())} inputs of {len(group)} "
-                f"document(s) cut to the embedder's {embedder.n_ctx} tokens (BM25 indexes all of each)"
-            )
         entries = {key: embedding_entry(written[key], *embedded[key]) for key in group}
         for key, entry in entries.items():  # replaces the error an earlier run may have left
             store.write_stage(key, "embeddings", entry)
         return entries
 
     report = for_each_group(context, store, "embeddings", prepare, commit, chunks_of=chunks_of)
+    totals = embedding_totals(report.ok)
+    if totals["inputs_cut"]:  # once a run, not once a group of documents
+        context.log.warning(
+            f"embeddings: {totals['inputs_cut']} of {totals['rows_written']} chunks' indexed text cut to the "
+            f"embedder's {embedder.n_ctx} tokens (BM25 indexes all of each)"
+        )
     migration = store.migration()
     if migration:
         context.log.warning(migration_message(migration))

@@ -198,9 +198,11 @@ def migration_message(migration: dict) -> str:
 
 
 def embedding_totals(ok: dict) -> dict:
-    """The run's totals over its documents' entries: rows written, texts embedded, cache hits."""
+    """The run's totals over its documents' entries: rows written, texts embedded, cache hits, and
+    texts cut to the embedder's context (``inputs_cut``; reported once a run)."""
     return {
         "rows_written": sum(v["rows"] for v in ok.values()),
+        "inputs_cut": sum(v.get("inputs_cut", 0) for v in ok.values()),
         "texts_embedded": sum(v["embedded"] for v in ok.values()),
         "embeddings_from_cache": sum(v["from_cache"] for v in ok.values()),
     }
