@@ -60,7 +60,10 @@ def _link_libraries(bin_dir: Path) -> None:
         ok = all(re.fullmatch(r"[A-Za-z0-9._-]+", x) for x in (name, target))
         if ok and not (bin_dir / name).exists():
             (bin_dir / name).unlink(missing_ok=True)
-            (bin_dir / name).symlink_to(target)
+            try:
+                (bin_dir / name).symlink_to(target)
+            except FileExistsError:  # another process (a test worker, a benchmark) made it meanwhile
+                pass
 
 
 def free_port() -> int:

@@ -24,6 +24,7 @@ import pytest
 from conftest import REPO, needs_models
 from conftest import ingest_with as _ingest
 from test_kept_blurbs import guide
+from test_model_server import _rows
 
 sys.path.insert(0, str(REPO))
 from benchmarks.llama_server import INSTALL, LlamaServer, binary  # noqa: E402
@@ -83,13 +84,6 @@ class Recorder:
 
     def close(self) -> None:
         self.http.shutdown()
-
-
-def _rows(home):
-    from situate.resources.store.store import Store
-
-    cols = ["source", "chunk_id", "chunk_index", "text", "blurb", "blurb_status", "llm_model", "llm_backend"]
-    return sorted(Store(home=str(home)).columns(cols).to_pylist(), key=lambda r: (r["source"], r["chunk_index"]))
 
 
 def _two_documents(root: Path) -> Path:
