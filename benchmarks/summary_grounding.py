@@ -3,10 +3,11 @@ does not contain, call it what it is not, or restate the prompt: counted on the 
 files (``benchmarks/blurbs/``) over the labelled corpora's documents, before and after
 :func:`situate.contextual.summary_grounding.ground_summary`.
 
-*Before* is what a reader sees today: the file's raw answer cleaned and grounded as an ingest does
-when it reads the file (:func:`situate.contextual.contextualize.record_from_raw`).  *After* adds the
-summary grounding (document mode: what an ingest does now; per-chunk modes: counted as if it were
-applied, to show what it would take).  The counting is
+*Before* is what a reader saw before this grounding: the file's raw answer cleaned, with the
+sentences naming code the document lacks dropped.  *After* is what an ingest shows now
+(:func:`situate.contextual.contextualize.record_from_raw`: a blurb's sentences naming a library the
+document never uses or restating a prompt dropped too; a document summary's sentences calling the
+document what it is not as well).  The counting is
 :func:`situate.contextual.summary_grounding.summary_problems` on each sentence.  No model is loaded.
 
 Usage::
@@ -47,10 +48,23 @@ def load_corpus(path: Path) -> dict[str, dict]:
     return out
 
 
-def shown_texts(path: Path, docs: dict[str, dict]) -> list[tuple[str, str, str, str]]:
-    """``(doc_id, mode, before, language)`` for each text a reader sees: one a document in
-    document mode (every chunk shows the same summary), one a chunk otherwise."""
+def _before(raw: str, chunk: str, document: str, by_reference: bool) -> str:
+    """What a reader saw before this grounding: the answer cleaned, and its sentences naming code
+    the document lacks dropped (:func:`situate.contextual.cleaning.ground_blurb`) and no more."""
+    from situate.contextual.cleaning import clean_blurb, ground_blurb
+    from situate.contextual.contextualize import MARK_RE
+
+    cleaned = clean_blurb(MARK_RE.sub("", raw) if by_reference else raw, chunk)
+    return ground_blurb(cleaned.text, document)[0] if cleaned.text else ""
+
+
+def shown_texts(path: Path, docs: dict[str, dict]) -> list[tuple[str, str, str, str, str]]:
+    """``(doc_id, mode, before, after, language)`` for each text a reader sees: one a document
+    in document mode (every chunk shows the same summary), one a chunk otherwise.  *After* is what
+    an ingest shows now: :func:`situate.contextual.contextualize.record_from_raw`, and for a
+    summary :func:`situate.contextual.document_blurbs.grounded_summary` too."""
     from situate.contextual.contextualize import record_from_raw
+    from situate.contextual.document_blurbs import grounded_summary
 
     seen, out = set(), []
     for line in gzip.open(path, "rt"):
@@ -65,28 +79,32 @@ def shown_texts(path: Path, docs: dict[str, dict]) -> list[tuple[str, str, str, 
             chunk = ""
         else:
             chunk = doc["chunks"][int(d["chunk_id"].rsplit(":", 2)[-2])]
-        rec = record_from_raw(d["raw"], chunk, doc["text"], by_reference=d["mode"].startswith("chunk:by-reference"))
-        out.append((d["doc_id"], d["mode"], rec.blurb, doc["language"]))
+        by_ref = d["mode"].startswith("chunk:by-reference")
+        rec = record_from_raw(d["raw"], chunk, doc["text"], by_reference=by_ref)
+        if d["mode"] == "document":
+            rec = grounded_summary(rec, doc["text"], doc["language"])
+        before = _before(d["raw"], chunk, doc["text"], by_ref)
+        out.append((d["doc_id"], d["mode"], before, rec.blurb, doc["language"]))
     return out
 
 
 def count(path: Path, docs: dict[str, dict]) -> dict:
     """Before and after counts of one blurb file, with a few dropped sentences as examples."""
     from situate.contextual.cleaning import _sentences
-    from situate.contextual.summary_grounding import ground_summary, summary_problems
+    from situate.contextual.summary_grounding import summary_problems
 
     c = collections.Counter()
     examples, emptied = [], []
-    for doc_id, _mode, before, language in shown_texts(path, docs):
+    for doc_id, mode, before, after, language in shown_texts(path, docs):
         doc = docs[doc_id]["text"]
+        judged = language if mode == "document" else None  # a chunk's blurb: no language judged
         c["texts"] += 1
         c["empty before"] += not before
-        faults = [p for s in _sentences(before) if before for p in summary_problems(s, doc, language)]
+        faults = [p for s in _sentences(before) if before for p in summary_problems(s, doc, judged)]
         c["flagged before"] += bool(faults)
         for tag in {p.split(":", 1)[0] for p in faults}:
             c[f"{tag} before"] += 1
-        after, _ = ground_summary(before, doc, language)
-        left = [p for s in _sentences(after) if after for p in summary_problems(s, doc, language)]
+        left = [p for s in _sentences(after) if after for p in summary_problems(s, doc, judged)]
         c["flagged after"] += bool(left)
         c["emptied"] += bool(before) and not after
         if bool(before) and not after:
@@ -100,7 +118,7 @@ def report(results: dict[str, dict]) -> str:
     per_chunk = collections.Counter()
     for name, r in results.items():
         if not name.endswith("-document"):
-            per_chunk.update({k: r["counts"].get(k, 0) for k in ("texts", "flagged before")})
+            per_chunk.update({k: r["counts"].get(k, 0) for k in ("texts", "flagged before", "flagged after")})
     cols = ["texts", "flagged before", "restated before", "ungrounded before", "wrong-kind before"]
     cols += ["flagged after", "emptied", "empty before"]
     lines = [
@@ -108,12 +126,13 @@ def report(results: dict[str, dict]) -> str:
         "",
         "Generated by `python benchmarks/summary_grounding.py` from the committed blurb files and",
         "the labelled corpora (no model loaded). A text is *flagged* when one of its sentences",
-        "restates the summary prompt, names a library the document never uses as one or code it",
-        "does not contain (*ungrounded*), or calls the document a script or module of another",
-        "language (*wrong-kind*). *Before*: the file's answers cleaned and grounded as an ingest",
-        "reads them today; *after*: with the summary grounding too (applied by an ingest to",
-        "document-mode summaries; for the per-chunk files, what it would do). *Emptied*: texts the",
-        "grounding left empty, whose chunks then fall back to their structural context alone.",
+        "restates a prompt, names a library the document never uses as one or code it does not",
+        "contain (*ungrounded*), or (a document summary) calls the document a script or module of",
+        "another language (*wrong-kind*). *Before*: the file's answers cleaned, with sentences",
+        "naming code the document lacks dropped (an ingest before this grounding); *after*: as an",
+        "ingest reads them now (per-chunk blurbs: library and prompt checks too; summaries: their",
+        "language as well). *Emptied*: texts the grounding left empty, whose chunks then fall back",
+        "to their structural context alone.",
         "",
         "| file | " + " | ".join(cols) + " |",
         "|---" * (len(cols) + 1) + "|",
@@ -129,11 +148,9 @@ def report(results: dict[str, dict]) -> str:
         lines += [f"- {name} {doc_id}: {text!r}" for doc_id, text in r["emptied"]]
     lines += [
         "",
-        "The retrieval-quality tables computed from these blurb files (docs/quality.md) were not",
-        "run again here: an ingest re-cleans a blurb file's answers when it reads them, so the rows",
-        "of the document-mode summaries need re-running. Per-chunk blurbs are not changed (the",
-        "per-chunk rows above count what the summary grounding would drop from them: "
-        f"{per_chunk['flagged before']:,} of {per_chunk['texts']:,}).",
+        "Over the per-chunk files, "
+        f"{per_chunk['flagged before']:,} of {per_chunk['texts']:,} blurbs were flagged before and "
+        f"{per_chunk['flagged after']:,} after.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -78,3 +78,30 @@ def test_no_committed_summary_is_flagged_after_grounding_and_few_are_emptied():
     assert r["texts"] == 45 and r["flagged before"] >= 5  # prompt wording in the summaries shown today
     assert r.get("flagged after", 0) == 0
     assert r.get("emptied", 0) <= 2  # "a concise summary of what the document is" and little else
+
+
+def test_a_chunks_blurb_gets_the_library_and_prompt_checks_too():
+    from situate.contextual.cleaning import clean_blurb
+
+    doc = _httpx_client()
+    chunk = doc[doc.index("class Client(") :][:1500]
+    raw = (
+        "This chunk defines the `Client` class for sending requests using the `requests` library. "
+        "It is the synchronous client, which sends each request through a transport. "
+        "Its purpose is not explicitly stated in the given text."
+    )
+    out = clean_blurb(raw, chunk, document=doc)
+    assert out.text == "It is the synchronous client, which sends each request through a transport."
+    assert "ungrounded" in out.problems and "restated" in out.problems
+    assert clean_blurb(raw, chunk).text.startswith("This chunk defines the `Client` class")  # no document: kept
+
+
+def test_no_committed_per_chunk_blurb_is_flagged_now():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.summary_grounding import CORPORA, count, load_corpus
+
+    docs = load_corpus(CORPORA["codebase"])
+    name = "codebase-qwen2.5-coder-0.5b-anthropic-2024-primed-about.jsonl.gz"
+    r = count(ROOT / "benchmarks" / "blurbs" / name, docs)["counts"]
+    assert r["texts"] == 737 and r["flagged before"] == 1  # doc_61: "the `pty` crate" of a file without one
+    assert r.get("flagged after", 0) == 0

@@ -262,6 +262,17 @@ def ground_blurb(blurb: str, document: str) -> tuple[str, int]:
     return " ".join(kept), len(sentences) - len(kept)
 
 
+def _grounded(blurb: str, document: str) -> tuple[str, list[str]]:
+    """``blurb`` without the sentences that name code absent from ``document``
+    (:func:`ground_blurb`), a library it never uses as one, or restate a prompt
+    (:func:`situate.contextual.summary_grounding.ground_summary`, the check a document summary
+    gets; no language is judged here: a chunk's blurb describes a part, not the file); and the
+    tags of what was dropped (``restated``, ``ungrounded``)."""
+    from situate.contextual.summary_grounding import ground_summary  # it builds on this module
+
+    return ground_summary(blurb, document, None)
+
+
 def _kept_sentences(sentences: list[str], document: str | None) -> tuple[list[str], list[str]]:
     """The sentences of a blurb that say something about the chunk, and why others were dropped
     (``instruction``: an instruction the document does not contain, :func:`is_instruction`;
@@ -322,8 +333,9 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document
     max_chars : int
         Longest blurb kept, in characters.
     document : str, optional
-        The whole document: when given, sentences naming things absent from it are dropped
-        (:func:`ground_blurb`, problem tag ``ungrounded``).
+        The whole document: when given, sentences naming code or a library absent from it are
+        dropped (problem tag ``ungrounded``), and sentences restating a prompt (``restated``)
+        (:func:`_grounded`).
 
     Returns
     -------
@@ -357,9 +369,8 @@ def clean_blurb(raw: str, chunk: str, max_chars: int = MAX_BLURB_CHARS, document
     if cut:
         problems.append("truncated")
     if document is not None and text:
-        text, dropped = ground_blurb(text, document)
-        if dropped:
-            problems.append("ungrounded")
+        text, tags = _grounded(text, document)
+        problems += [t for t in tags if t not in problems]
     unusable = _unusable(text, chunk, problems, how)
     if unusable:
         problems.append(unusable)

@@ -27,7 +27,7 @@ PROMPT_VERSION = "anthropic-2024-09/v1"
 #: Bump when the cleaning, the grounding, the structural context or the composition of the
 #: contextualised text changes: rows carry it in their fingerprint, and a change rebuilds them from
 #: the blurb and embedding caches (no model call for what is unchanged).
-CONTEXT_VERSION = "structural-v2+grounded-v3+clean-v3+skip-v1"
+CONTEXT_VERSION = "structural-v2+grounded-v4+clean-v3+skip-v1"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,7 +97,8 @@ def _used_as_library(name: str, document: str, prose: bool) -> bool:
     (``import``, ``from``, ``use``, ``using``, ``require``, ``#include``, ``extern crate``,
     ``package``, ``namespace``, ``mod``), as a path (``name.x``, ``name::``, ``name/x``), or as
     "name library" (package, module, crate, framework, SDK), or (a name with a capital, 4 characters
-    or more) inside one of its identifiers; a prose document (``prose``) may also name it in
+    or more) inside one of its identifiers, or (a name with ``-``, ``_`` or a digit, which no
+    English word spells: "python-dotenv") anywhere in it; a prose document (``prose``) may also name it in
     quotes or backticks.  A code file that only says the word (httpx's ``_client.py``:
     "sending requests", and a comment naming 'requests' in quotes) does not use it."""
     parts = [re.escape(x) for x in re.split(r"::|\.|/", name.lower().strip("`")) if x]
@@ -109,6 +110,8 @@ def _used_as_library(name: str, document: str, prose: bool) -> bool:
     ):
         return True  # a proper name inside the document's identifiers: FFmpeg of WasmEdgeFFmpeg
     doc = document.lower()
+    if re.search(r"[-_\d]", name) and re.search(rf"(?<![\w-]){re.escape(name.lower().strip('`'))}(?![\w-])", doc):
+        return True  # a name no English word spells, said by the document: python-dotenv of dotenv's main.py
     patterns = [
         rf"^[ \t#]*(?:import|from|use|using|require|include|extern crate|package|namespace|mod)\b[^\n]*\b{n}\b",
         rf"\b{n}(?:\.\w|::|/\w)",
