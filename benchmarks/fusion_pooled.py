@@ -8,7 +8,9 @@ weighing the same in the choice (:mod:`situate.evaluation.pooled_fit`).
         --out benchmarks/reports/fusion-cv-pooled
 
 Writes OUT.json (every fit's figures) and OUT.md (the table).  A ranking named in ``--cv-rankings``
-must be in every file.
+must be in every file.  With ``--kinds codebase=code,cosqa=code,docs=prose`` the sets of each kind
+of chunk are also fitted apart (one fusion for code, one for prose: per-kind fusion), each kind's
+table after the one of every set together.
 """
 
 from __future__ import annotations
@@ -51,6 +53,27 @@ def fit_sets(files: dict[str, dict], sets: list[list[str]], folds: int, repeats:
     return fits
 
 
+def parse_kinds(text: str, labels: list[str]) -> dict[str, list[str]]:
+    """``"codebase=code,docs=prose"`` → ``{"code": ["codebase"], "prose": ["docs"]}``, kinds in
+    their first order.
+
+    Raises
+    ------
+    ValueError
+        An item without ``=``, a label that is not a file's, or a file with no kind.
+    """
+    kinds: dict[str, list[str]] = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        label, sep, kind = item.partition("=")
+        if not sep or label not in labels:
+            raise ValueError(f"--kinds {item!r}: give LABEL=KIND for a file's label ({', '.join(labels)})")
+        kinds.setdefault(kind, []).append(label)
+    missing = [lb for lb in labels if not any(lb in v for v in kinds.values())]
+    if missing:
+        raise ValueError(f"--kinds gives no kind to {', '.join(missing)}")
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", metavar="LABEL=FILE", help="a set's label and its ranking file")
@@ -59,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--kinds", default="", help="each file's kind of chunk, LABEL=KIND joined by ',': fit each kind apart too")
     ap.add_argument("--out", required=True, help="write OUT.json and OUT.md")
     args = ap.parse_args(argv)
     files = {}
@@ -70,8 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     sets = [[x.strip() for x in part.split(",") if x.strip()] for part in args.cv_rankings.split(";")]
     fits = fit_sets(files, sets, args.folds, args.repeats)
     report = {"files": {lb: f["path"] for lb, f in files.items()}, "fits": fits}
-    Path(args.out + ".json").write_text(json.dumps(report, indent=1) + "\n")
     md = pooled_markdown(fits)
+    if args.kinds:
+        try:
+            kinds = parse_kinds(args.kinds, list(files))
+        except ValueError as e:
+            ap.error(str(e))
+        report["kinds"] = {}
+        for kind, labels in kinds.items():
+            report["kinds"][kind] = fit_sets({lb: files[lb] for lb in labels}, sets, args.folds, args.repeats)
+            md += f"\n\n**{kind}** ({', '.join(labels)}), fitted apart:\n\n" + pooled_markdown(report["kinds"][kind])
+    Path(args.out + ".json").write_text(json.dumps(report, indent=1) + "\n")
     Path(args.out + ".md").write_text(md + "\n")
     print(md)
     return 0

@@ -12,7 +12,12 @@ document what it is not as well).  The counting is
 
 Usage::
 
-    python benchmarks/summary_grounding.py [--out benchmarks/reports/summary-grounding.md]
+    python benchmarks/summary_grounding.py [--out benchmarks/reports/summary-grounding.md] \
+        [--home "LABEL=DATA_FOLDER" ...]
+
+The report's httpx row: encode/httpx at ae1b9f66, its ``docs/*.md`` and ``httpx/*.py`` (46 files,
+23 + 23) in a folder, ``situate ingest FOLDER --home H`` with the default settings (2026-12-06, 4
+min 5 s on 2 cores), then ``--home "httpx-docs-and-source (46 files, a default ingest)=H"``.
 """
 
 from __future__ import annotations
@@ -114,10 +119,44 @@ def count(path: Path, docs: dict[str, dict]) -> dict:
     return {"counts": dict(c), "examples": examples, "emptied": emptied}
 
 
+def count_home(home: Path) -> dict:
+    """:func:`count` for the texts an ingest showed, read from a data folder's stage files
+    (``stages/<document>/document.json`` and ``blurbs.json``: each model-written text, its raw
+    answer and its document), one text a document in document mode and one a chunk otherwise."""
+    from situate.contextual.cleaning import _sentences
+    from situate.contextual.summary_grounding import summary_language, summary_problems
+
+    c = collections.Counter()
+    examples, emptied = [], []
+    for folder in sorted(p for p in (home / "stages").iterdir() if (p / "blurbs.json").exists()):
+        doc = json.loads((folder / "document.json").read_text())
+        language, seen = summary_language(doc), set()
+        for b in json.loads((folder / "blurbs.json").read_text())["blurbs"]:
+            if not b.get("raw") or (b["mode"] == "document" and "document" in seen):
+                continue
+            seen.add(b["mode"])
+            judged = language if b["mode"] == "document" else None
+            before, after = _before(b["raw"], "", doc["text"], False), b["blurb"]
+            faults = [p for s in _sentences(before) if before for p in summary_problems(s, doc["text"], judged)]
+            left = [p for s in _sentences(after) if after for p in summary_problems(s, doc["text"], judged)]
+            c["texts"] += 1
+            c["empty before"] += not before
+            c["flagged before"] += bool(faults)
+            for tag in {p.split(":", 1)[0] for p in faults}:
+                c[f"{tag} before"] += 1
+            c["flagged after"] += bool(left)
+            c["emptied"] += bool(before) and not after
+            if bool(before) and not after:
+                emptied.append((doc["source"], before[:200]))
+            if faults and len(examples) < 6:
+                examples.append((doc["source"], faults[0], before[:160]))
+    return {"counts": dict(c), "examples": examples, "emptied": emptied}
+
+
 def report(results: dict[str, dict]) -> str:
     per_chunk = collections.Counter()
     for name, r in results.items():
-        if not name.endswith("-document"):
+        if not name.endswith("-document") and name.startswith(("codebase-", "docs-")):
             per_chunk.update({k: r["counts"].get(k, 0) for k in ("texts", "flagged before", "flagged after")})
     cols = ["texts", "flagged before", "restated before", "ungrounded before", "wrong-kind before"]
     cols += ["flagged after", "emptied", "empty before"]
@@ -158,6 +197,13 @@ def report(results: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "summary-grounding.md"))
+    p.add_argument(
+        "--home",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also count the texts an ingest into data folder DIR showed (its stage files), as row LABEL",
+    )
     args = p.parse_args(argv)
     corpora = {name: load_corpus(path) for name, path in CORPORA.items()}
     results = {}
@@ -166,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         first = json.loads(gzip.open(path, "rt").readline())
         if corpus in corpora and first["mode"] in SHOWN:
             results[path.name.removesuffix(".jsonl.gz")] = count(path, corpora[corpus])
+    for item in args.home:
+        label, _, folder = item.partition("=")
+        results[label] = count_home(Path(folder))
     text = report(results)
     Path(args.out).write_text(text)
     print(text)

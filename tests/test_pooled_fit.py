@@ -93,6 +93,13 @@ def test_a_ranking_file_round_trips_and_feeds_the_benchmark(tmp_path, capsys):
     assert list(fits) == ["none (today's three re-weighted)", "good"]
     assert fits["good"]["wins"] is True and fits["none (today's three re-weighted)"]["space"] == 52
     assert "| good | 160 |" in out.with_suffix(".md").read_text()
+    # each kind of chunk fitted apart too: one fusion for x's kind, one for y's
+    assert fusion_pooled.main([*args, "--repeats", "2", "--kinds", "x=code,y=prose"]) == 0
+    kinds = json.loads(out.with_suffix(".json").read_text())["kinds"]
+    assert list(kinds) == ["code", "prose"] and list(kinds["code"]["good"]["sets"]) == ["x"]
+    assert "**prose** (y), fitted apart" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit):
+        fusion_pooled.main([*args, "--kinds", "x=code"])  # y has no kind
     with pytest.raises(ValueError, match="x: no ranking nothing"):
         fusion_pooled.main([*args[:2], "--cv-rankings", "nothing", "--out", str(out)])
 
