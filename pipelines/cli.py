@@ -213,6 +213,7 @@ def _add_demo(sub) -> None:
     p_demo.add_argument(
         "--replace", action="store_true", help="the data folder holds another docs folder's documents: replace them"
     )
+    _add_verbose(p_demo)
 
 
 def _add_eval(sub) -> None:
@@ -467,7 +468,7 @@ def _demo_cmd(args) -> int:
     """``situate demo``."""
     from situate.pipelines.demo import run_demo
 
-    return run_demo(args.home, args.replace)
+    return run_demo(args.home, args.replace, verbose=args.verbose)
 
 
 def _mcp_cmd(args) -> int:

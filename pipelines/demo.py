@@ -59,8 +59,9 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def run_demo(home: str | None = None, replace: bool = False) -> int:
-    """Build the demo corpus, ingest it, print the summary and the results of a few searches.
+def run_demo(home: str | None = None, replace: bool = False, verbose: bool = False) -> int:
+    """Build the demo corpus, ingest it, print the summary and the results of a few searches;
+    ``verbose``: Dagster's full log of the ingest instead of one short line a progress step.
 
     Raises
     ------
@@ -78,7 +79,7 @@ def run_demo(home: str | None = None, replace: bool = False) -> int:
     files = build_demo_corpus(folder)
     print(f"situate demo: {len(files)} documents in {folder}: {', '.join(f.name for f in files)}")
     t0 = time.perf_counter()
-    summary = ingest(str(folder), str(home_path), replace=replace)
+    summary = ingest(str(folder), str(home_path), replace=replace, verbose=verbose)
     for line in summary.lines():
         print(f"situate: {line}")
     for key, s in summary.per_document.items():

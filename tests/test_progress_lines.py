@@ -96,3 +96,12 @@ def test_short_line_of_a_record_without_dagsters_metadata():
     assert short_line(plain) is None
     marked = logging.makeLogRecord({"levelno": logging.INFO, "msg": "chunks: 1/2 documents", "situate_progress": True})
     assert short_line(marked) == "situate: chunks: 1/2 documents"
+
+
+def test_every_command_that_ingests_takes_verbose():
+    from situate.pipelines.cli import _parser
+
+    parser = _parser()
+    for argv in (["ingest", "d"], ["sync", "docs"], ["eval"], ["demo"]):
+        assert parser.parse_args([*argv, "--verbose"]).verbose is True, argv
+        assert parser.parse_args(argv).verbose is False, argv

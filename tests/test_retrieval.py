@@ -304,3 +304,60 @@ def test_split_identifiers_reads_a_long_word_in_one_pass():
     assert split_identifiers(blob) == blob
     assert split_identifiers(blob + "B") == f"{blob}B {blob} B"
     assert split_identifiers("x_" + blob) == f"x_{blob} x {blob}"
+
+
+def test_each_kind_of_chunk_is_fused_by_its_own_weights():
+    from situate.resources.store.retrieval import FUSION_BY_KIND, rrf_by_kind
+
+    # code: dense×2 + structural BM25×1, k = 10 (the fitted weights); prose: equal weights, k = 60
+    assert FUSION_BY_KIND["code"] == ((2.0, 0.0, 1.0), 10) and FUSION_BY_KIND["prose"] == ((1.0, 1.0, 1.0), 60)
+    dense, bm25, structural = ["c1", "c2", "p1"], ["c2", "p1"], ["c2", "c1"]
+    kinds = {"c1": "code", "c2": "code", "p1": "prose"}
+    got = dict(rrf_by_kind([dense, bm25, structural], kinds))
+    top_code = 3 / 11  # first in dense and structural BM25: the highest a code chunk scores
+    assert got["c1"] == pytest.approx((2 / 11 + 1 / 12) / top_code)  # its BM25 rank counts 0
+    assert got["c2"] == pytest.approx((2 / 12 + 1 / 11) / top_code)
+    assert got["p1"] == pytest.approx((1 / 63 + 1 / 62) / (3 / 61))
+    assert all(0 < v <= 1 for v in got.values())
+    # one kind alone keeps the order its fusion gives; no kind known: prose, i.e. rrf's order
+    assert [i for i, _ in rrf_by_kind([dense, bm25, structural], {})] == [i for i, _ in rrf([dense, bm25, structural])]
+
+
+def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_path):
+    """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
+    from situate.contextual.indexing import build_rows
+    from situate.resources.store.retrieval import STRUCTURAL, bm25_kinds, rebuild_bm25_from_table, rrf_by_kind
+    from situate.resources.store.store import Store
+
+    store = Store(home=str(tmp_path))
+    docs = {
+        "a.py": ({"format": "code", "text": "def rotate_keys():\n    pass\n"}, ["def rotate_keys():\n    pass\n"]),
+        "b.md": (
+            {"format": "markdown", "text": "# Keys\n\nRotate keys yearly."},
+            ["Rotate keys yearly.", "Bake bread."],
+        ),
+    }
+    row = 0
+    for name, (doc, texts) in docs.items():
+        doc |= {"doc_id": name, "source": name, "title": name, "sha256": name}
+        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
+        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+        vecs = np.eye(4, dtype=np.float32)[row : row + len(texts)]
+        row += len(texts)
+        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    assert bm25_kinds(store.bm25_dir) == {"a.py:0:h": "code", "b.md:0:h": "prose", "b.md:1:h": "prose"}
+    qv = np.array([0.2, 0.3, 0.9, 0.1], np.float32)
+    qv /= np.linalg.norm(qv)  # dense order: b.md:1, b.md:0, a.py:0
+    hits, warnings = hybrid_search(store, qv, "rotate keys", k=3)
+    assert warnings == []
+    dense = ["b.md:1:h", "b.md:0:h", "a.py:0:h"]
+    lists = [dense, bm25_search(store.bm25_dir, "rotate keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate keys")]
+    assert [h.chunk_id for h in hits] == [i for i, _ in rrf_by_kind(lists, bm25_kinds(store.bm25_dir))]
+    # an index written before kinds were kept: every chunk fused as before (rrf, equal weights)
+    (store.bm25_dir / "kinds.json").unlink()
+    build_bm25([h.chunk_id for h in hits], [h.text for h in hits], store.bm25_dir, [h.text for h in hits])
+    assert bm25_kinds(store.bm25_dir) is None
+    hits, _ = hybrid_search(store, qv, "rotate keys", k=3)
+    lists = [dense, bm25_search(store.bm25_dir, "rotate keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate keys")]
+    assert [h.chunk_id for h in hits] == [i for i, _ in rrf(lists)]

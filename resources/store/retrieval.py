@@ -1,4 +1,5 @@
-"""BM25 index (bm25s) and hybrid search: dense top-150 + BM25 top-150, fused by RRF.
+"""BM25 index (bm25s) and hybrid search: dense top-150 + BM25 top-150, fused by RRF with each kind of
+chunk's own weights (code or prose, :data:`FUSION_BY_KIND`).
 
 Constants
 ---------
@@ -106,6 +107,55 @@ def fuse(rankings: Sequence[Sequence[str]], method: str = "rrf") -> list[tuple[s
     raise ValueError(f"unknown fusion {method!r}: choose one of {', '.join(FUSIONS)}")
 
 
+#: The fusion of each kind of chunk (:func:`situate.contextual.policy.kind_of`): RRF weights of
+#: (dense, BM25, structural BM25) and the RRF constant k, chosen by 5-fold cross-validation (10
+#: shuffles) pooled over the dev halves of each kind's labelled sets, each set weighing the same
+#: (``python -m benchmarks.fusion_pooled … --kinds``, report benchmarks/reports/fusion-cv-kinds.md;
+#: docs/quality.md, "One fusion for each kind of chunk").  Code (the codebase set's 124 questions
+#: and CoSQA's 500 web searches): dense×2 + structural BM25×1, k = 10, chosen in 96% of the folds;
+#: out of fold CoSQA Pass@5 / Pass@20 +14.74 / +14.16 (fold sd 3.38 / 3.38), the codebase set
+#: +0.75 / −1.09 (sd 4.56 / 2.95).  Prose (the docs set): no re-weighting won, so equal weights,
+#: k = 60 (Cormack et al. 2009).
+FUSION_BY_KIND: dict[str, tuple[tuple[float, ...], int]] = {
+    "prose": ((1.0, 1.0, 1.0), RRF_K),
+    "code": ((2.0, 0.0, 1.0), 10),
+}
+
+
+def rrf_by_kind(
+    rankings: Sequence[Sequence[str]],
+    kinds: dict[str, str],
+    fusion: dict[str, tuple[tuple[float, ...], int]] = FUSION_BY_KIND,
+) -> list[tuple[str, float]]:
+    """Weighted RRF with each chunk's own kind's weights and k (``fusion``; a chunk of no known
+    kind is prose), scores divided by the kind's highest attainable score (``Σ w / (k + 1)``: first
+    in every ranking), so chunks of either kind score from 0 to 1 and a folder of one kind keeps
+    the order its fusion gives.
+
+    Parameters
+    ----------
+    rankings : sequence of sequences of str
+        Ids, best first (dense, BM25, structural BM25: the order of ``fusion``'s weights; fewer
+        rankings use the first weights).
+    kinds : dict of str to str
+        ``chunk id → kind`` (``code``, ``prose``).
+
+    Examples
+    --------
+    >>> rrf_by_kind([["a", "b"], ["b", "a"]], {"a": "code"}, {"code": ((1.0, 0.0), 10), "prose": ((1.0, 1.0), 60)})
+    [('a', 1.0), ('b', 0.9919354838709679)]
+    """
+    scores: dict[str, float] = {}
+    for i, ranking in enumerate(rankings):
+        for rank, item in enumerate(ranking, start=1):
+            w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
+            scores[item] = scores.get(item, 0.0) + w[i] / (k + rank)
+    for item in scores:
+        w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
+        scores[item] /= sum(w[: len(rankings)]) / (k + 1)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
 #: Scripts written without spaces between words (CJK ideographs, kana, hangul syllables): each
 #: character is a token, so a Chinese query finds Chinese text (character unigrams, the usual
 #: baseline for Chinese BM25).  Other text: runs of 2+ word characters, bm25s's default.
@@ -181,12 +231,20 @@ def _save_index(ids: list[str], texts: list[str], folder: Path) -> None:
     (folder / "ids.json").write_text(json.dumps(ids))
 
 
-def build_bm25(ids: list[str], texts: list[str], out_dir: Path, structural_texts: list[str] | None = None) -> int:
+def build_bm25(
+    ids: list[str],
+    texts: list[str],
+    out_dir: Path,
+    structural_texts: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> int:
     """Index ``texts`` with bm25s (English stopwords, Snowball stemmer) and save it to ``out_dir``.
 
     With ``structural_texts`` (one per id: the structural context and the chunk, no blurb), a
     second index of them is saved in the same version, in ``out_dir/structural`` (:data:`STRUCTURAL`),
-    so both are swapped in together.
+    so both are swapped in together.  With ``kinds`` (one per id: ``code`` or ``prose``), they are
+    saved as ``kinds.json`` beside ``ids.json``: search fuses each kind by its own weights
+    (:func:`rrf_by_kind`).
 
     The index and ``ids.json`` (row ``i`` of the index is ``ids[i]``) are written to a new sibling
     folder ``<name>.v-<random>``; ``out_dir`` is a symbolic link that is then pointed at it with one
@@ -205,6 +263,8 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path, structural_texts
     ValueError
         ``ids`` and ``texts`` (or ``structural_texts``) differ in length, or ``ids`` has duplicates.
     """
+    if kinds is not None and len(kinds) != len(ids):
+        raise ValueError(f"{len(ids)} ids for {len(kinds)} kinds")
     if len(ids) != len(texts) or (structural_texts is not None and len(structural_texts) != len(ids)):
         raise ValueError(
             f"{len(ids)} ids for {len(texts)} texts"
@@ -216,6 +276,8 @@ def build_bm25(ids: list[str], texts: list[str], out_dir: Path, structural_texts
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=out_dir.name + ".v-"))
     _save_index(ids, texts, tmp)
+    if kinds is not None:
+        (tmp / "kinds.json").write_text(json.dumps(kinds))
     if structural_texts is not None:
         _save_index(ids, structural_texts, tmp / STRUCTURAL)
     if out_dir.exists() and not out_dir.is_symlink():  # an index saved as a plain folder (<= 0.2)
@@ -238,9 +300,9 @@ _LOADED: dict[str, tuple] = {}
 
 
 def _loaded(index_dir: Path):
-    """``(ids, retriever or None)`` of a saved index, loaded once per version of ``ids.json``
-    (the index is swapped in whole by :func:`build_bm25`, ``ids.json`` with it); None without
-    an index."""
+    """``(ids, retriever or None, kinds or None)`` of a saved index (:func:`_read_kinds`), loaded
+    once per version of ``ids.json`` (the index is swapped in whole by :func:`build_bm25`,
+    ``ids.json`` with it); None without an index."""
     import bm25s
 
     try:
@@ -256,11 +318,29 @@ def _loaded(index_dir: Path):
             ids = json.loads(p.read_text())
             has_terms = (version / "params.index.json").exists()
             retriever = bm25s.BM25.load(str(version)) if ids and has_terms else None
+            kinds = _read_kinds(version / "kinds.json", ids)
         except (OSError, ValueError, KeyError):  # a file of the index deleted or damaged by hand:
             return None  # as if there were none; the next ingest sees the mismatch and rebuilds it
-        hit = (stamp, ids, retriever)
+        hit = (stamp, ids, retriever, kinds)
         _LOADED[str(index_dir)] = hit
-    return hit[1], hit[2]
+    return hit[1], hit[2], hit[3]
+
+
+def _read_kinds(path: Path, ids: list[str]) -> dict[str, str] | None:
+    """``chunk id → kind`` from a version's ``kinds.json`` (None without one: an index written
+    before kinds were kept, or one whose kinds are not a list of strings, one per id)."""
+    if not path.exists():
+        return None
+    kinds = json.loads(path.read_text())
+    if not isinstance(kinds, list) or len(kinds) != len(ids) or not all(isinstance(k, str) for k in kinds):
+        return None
+    return dict(zip(ids, kinds))
+
+
+def bm25_kinds(index_dir: Path) -> dict[str, str] | None:
+    """``chunk id → kind`` (``code``, ``prose``) of a saved index, None when it keeps none."""
+    loaded = _loaded(index_dir)
+    return None if loaded is None else loaded[2]
 
 
 def bm25_version(store) -> str | None:
@@ -282,7 +362,7 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
     loaded = _loaded(index_dir)
     if loaded is None or not loaded[0] or loaded[1] is None:
         return []
-    ids, retriever = loaded
+    ids, retriever, _ = loaded
     tokens = tokenize([query])
     if not tokens.vocab or not any(tokens.ids):
         return []
@@ -290,9 +370,11 @@ def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
     return [ids[int(i)] for i, s in zip(docs[0], scores[0]) if s > 0]
 
 
-def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list[str] | None = None) -> int:
-    """Build the BM25 index of ``texts`` (and of ``structural_texts``, :func:`build_bm25`) and make
-    it the store's current one.
+def publish_bm25(
+    store, ids: list[str], texts: list[str], structural_texts: list[str] | None = None, kinds: list[str] | None = None
+) -> int:
+    """Build the BM25 index of ``texts`` (and of ``structural_texts``, with ``kinds``,
+    :func:`build_bm25`) and make it the store's current one.
 
     A local data folder: :func:`build_bm25` into ``bm25/`` (a symbolic link swapped atomically).
     An object store: built in a local temporary folder, uploaded to ``bm25/v-<id>/``, then
@@ -315,13 +397,13 @@ def publish_bm25(store, ids: list[str], texts: list[str], structural_texts: list
     """
     folder = store.remote
     if folder is None:
-        return build_bm25(ids, texts, store.bm25_dir, structural_texts)
+        return build_bm25(ids, texts, store.bm25_dir, structural_texts, kinds)
 
     from situate.resources.store.leases import check_held
     from situate.resources.store.store import BM25_POINTER, bm25_version_of, forget_bm25_pointer
 
     with tempfile.TemporaryDirectory(prefix="situate-bm25-") as tmp:
-        n = build_bm25(ids, texts, Path(tmp) / "bm25", structural_texts)
+        n = build_bm25(ids, texts, Path(tmp) / "bm25", structural_texts, kinds)
         built = (Path(tmp) / "bm25").resolve()
         version = f"v-{uuid.uuid4().hex[:16]}"
         folder.upload_dir(built, f"bm25/{version}")
@@ -389,15 +471,14 @@ def rebuild_bm25_from_table(store) -> dict:
             publish_bm25(store, [], [], [])
             return {"rows": 0, "table_version": None}
         version = table.version
-        names = ["chunk_id", "context", "blurb", "text"]
-        if "context" not in table.schema.names:  # a table written before structural context
-            names.remove("context")
+        names = [n for n in ("chunk_id", "context", "blurb", "text", "kind") if n in table.schema.names]
         data = table.search().select(names).limit(None).to_arrow().to_pylist()
         data.sort(key=lambda r: r["chunk_id"])
         ids = [r["chunk_id"] for r in data]
         texts = [contextualized_text(r["blurb"] or "", r["text"], r.get("context") or "") for r in data]
         structural = [contextualized_text("", r["text"], r.get("context") or "") for r in data]
-        publish_bm25(store, ids, texts, structural)
+        kinds = [r.get("kind") or "prose" for r in data] if "kind" in names else None
+        publish_bm25(store, ids, texts, structural, kinds)
         return {"rows": len(ids), "table_version": version}
 
 
@@ -463,7 +544,9 @@ def hybrid_search(
     """Dense top-``candidates`` over the contextualised text, BM25 top-``candidates`` over the
     same and, when the index has one, BM25 top-``candidates`` over the structural context and
     chunk without the blurb (:data:`STRUCTURAL`), fused (``rrf`` or ``weighted``, :func:`fuse`);
-    top ``k`` out.
+    top ``k`` out.  ``rrf`` over an index that keeps each chunk's kind (code or prose) fuses each
+    chunk by its kind's weights (:func:`rrf_by_kind`, :data:`FUSION_BY_KIND`): code leans on the
+    dense ranking, prose weighs the three the same.
 
     The third ranking keeps a chunk whose blurb misleads BM25 in one list; measured with
     ``situate eval`` on both labelled corpora (docs/quality.md: ``contextual+structural-bm25``).
@@ -512,7 +595,8 @@ def hybrid_search(
                 "the BM25 index predates its structural part (BM25 without the blurb): two rankings "
                 "only; run `situate ingest` again to rebuild it"
             )
-    fused = fuse(lists, fusion)[: 2 * k]  # spare ids in case the index is ahead of the table
+    kinds = bm25_kinds(store.bm25_dir) if ids is not None and fusion == "rrf" else None
+    fused = (rrf_by_kind(lists, kinds) if kinds is not None else fuse(lists, fusion))[: 2 * k]  # spare ids
     if not fused:
         return [], warnings
     if "context" not in table.schema.names:  # a table written before structural context

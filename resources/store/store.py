@@ -88,6 +88,9 @@ def table_schema(dim: int) -> pa.Schema:
             pa.field("fingerprint", pa.string()),
             # what made the row's context: chunk:<prompt>, document or structure (no LLM call)
             pa.field("context_mode", pa.string()),
+            # the kind of document the chunk is from: code or prose (situate.contextual.policy.kind_of);
+            # search fuses each kind's rankings by its own weights (empty in rows written before it)
+            pa.field("kind", pa.string()),
             # sha256 of the document version the blurb was written against (an edit keeps the
             # blurbs of unchanged chunks: then it is an earlier version's)
             pa.field("blurb_doc_sha256", pa.string()),

@@ -12,7 +12,7 @@ import stat
 import numpy as np
 import pyarrow as pa
 
-from situate.contextual.policy import uses_llm
+from situate.contextual.policy import kind_of, uses_llm
 from situate.contextual.prompts import CONTEXT_VERSION, PROMPT_VERSION
 from situate.resources.documents.docs import Chunking
 from situate.resources.errors import UpstreamError
@@ -144,6 +144,7 @@ def build_rows(
         "prompt_version": [PROMPT_VERSION] * n,
         "fingerprint": [fp] * n,
         "context_mode": [b.get("mode", "") for b in blurb_list],
+        "kind": [kind_of(doc)] * n,
         "blurb_doc_sha256": [b.get("doc_sha256", "") for b in blurb_list],
     }
     schema = table_schema(vectors.shape[1])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -270,3 +271,24 @@ def bar_chart(results: dict, ks: Sequence[int] = KS, width: int = 40) -> str:
             bar = "█" * max(1, round(width * (v - lo) / max(1e-9, hi - lo)))
             rows.append(f"{n if k == ks[0] else '':<28} @{k:<3} {bar} {v:.2f}")
     return f"```\nPass@k (axis from {lo:.0f})\n" + "\n".join(rows) + "\n```"
+
+
+#: A query written as a question: a question word or auxiliary first, or a question mark last
+#: (the cookbook sets' queries all are; CoSQA's are mostly web keyword searches, "python check file
+#: is readonly"); written for situate.
+_QUESTION = re.compile(
+    r"^\s*(?:how|what|why|when|where|which|who|whom|whose|is|are|can|does|do|did|should|could|would|will|explain|describe)\b"
+    r"|\?\s*$",
+    re.I,
+)
+
+
+def query_shape(query: str) -> str:
+    """``"question"`` or ``"keywords"``: the shape of a query, for figures per shape.
+
+    Examples
+    --------
+    >>> query_shape("How does the hasher reset its state?"), query_shape("python check file is readonly")
+    ('question', 'keywords')
+    """
+    return "question" if _QUESTION.search(query) else "keywords"

@@ -82,7 +82,9 @@ def cross_validate_pooled(
         ``{"sets": {g: {"queries", "pass@k" (out of fold, percent), "gain@k", "gain_std@k"
         (mean and spread of the per-fold gain over the baseline, points), "baseline@k"}},
         "macro": the same figures as the mean over the sets, "chosen": {fusion index: times},
-        "in_sample": {"fusion": index, g: {"pass@k"}}, "folds", "repeats"}``.
+        "in_sample": {"fusion": index, g: {"pass@k"}}, "folds", "repeats", "per_query": {"oof",
+        "baseline"}}`` (``per_query``: each query's out-of-fold Pass@k, the mean over the shuffles,
+        and the baseline's: float64[n_queries, len(ks)], for figures on a subset of the queries).
 
     Raises
     ------
@@ -108,6 +110,7 @@ def cross_validate_pooled(
                 t = test[groups[test] == g]
                 gains[g].append(100 * (per_query[best, t] - per_query[0, t]).mean(0))
     out = {"folds": folds, "repeats": repeats, "chosen": dict(sorted(chosen.items(), key=lambda kv: -kv[1]))}
+    out["per_query"] = {"oof": oof.mean(0), "baseline": per_query[0]}  # float64[n_queries, len(ks)] each
     out["sets"] = {g: _set_figures(per_query, oof, groups == g, np.array(gains[g]), ks) for g in gains}
     out["macro"] = _macro(out["sets"], np.mean([gains[g] for g in gains], axis=0), ks)
     in_best = int(np.argmax(obj.sum(1)))
@@ -147,9 +150,7 @@ def _macro(sets: dict, gains: np.ndarray, ks) -> dict:
 def pooled_wins(cv: dict, ks: Sequence[int] = (5, 20)) -> bool:
     """:func:`situate.evaluation.fusion_fit.wins` on the mean over the sets, and no set's gain
     below minus its spread (``gain_std``) at any ``k`` of ``ks``."""
-    return wins(cv["macro"], ks) and all(
-        s[f"gain@{k}"] >= -s[f"gain_std@{k}"] for s in cv["sets"].values() for k in ks
-    )
+    return wins(cv["macro"], ks) and all(s[f"gain@{k}"] >= -s[f"gain_std@{k}"] for s in cv["sets"].values() for k in ks)
 
 
 def pooled_fit_report(
@@ -174,8 +175,9 @@ def pooled_fit_report(
     Returns
     -------
     dict
-        :func:`cross_validate_pooled`'s figures with the sets by label and the fusions described,
-        plus ``"rankings"``, ``"space"``, ``"baseline"``, ``"wins"`` (:func:`pooled_wins`).
+        :func:`cross_validate_pooled`'s figures with the sets by label and the fusions described
+        (``per_query`` by set label, as lists), plus ``"rankings"``, ``"space"``, ``"baseline"``,
+        ``"wins"`` (:func:`pooled_wins`).
 
     Raises
     ------
@@ -196,6 +198,10 @@ def pooled_fit_report(
     groups = np.concatenate([np.full(b.shape[1], i) for i, b in enumerate(blocks)])
     cv = cross_validate_pooled(np.concatenate(blocks, axis=1), groups, folds, repeats, seed)
     cv["sets"] = {labels[g]: v for g, v in cv["sets"].items()}
+    pq = cv.pop("per_query")
+    cv["per_query"] = {
+        labels[g]: {k: np.round(v[groups == g], 4).tolist() for k, v in pq.items()} for g in range(len(labels))
+    }
     best = cv["in_sample"].pop("fusion")
     cv["in_sample"] = {"fusion": space[best].describe(names), **{labels[g]: v for g, v in cv["in_sample"].items()}}
     cv["chosen"] = {space[i].describe(names): n for i, n in cv["chosen"].items()}
