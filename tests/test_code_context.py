@@ -168,3 +168,14 @@ def test_a_corpus_entrys_language_is_told_once_and_the_memory_is_bounded(monkeyp
     assert len(calls) == 3 and len(cc._detected_cache) == 2  # the third text again: remembered
     assert cc.detect_language(texts[0]) == "python" and len(calls) == 4  # the oldest was let go
     assert cc.detect_language("x = 1\n", "setup.py") == "python" and len(calls) == 4  # by its name
+
+
+def test_a_page_of_prose_with_code_in_it_is_not_told_as_code():
+    """The labelled sets' entries have no file name: their language is the grammar that parses
+    them best.  Every docs-set page is prose (13 had parsed as Java or C with a stray definition and
+    hundreds of errors); the codebase set's entries stay code."""
+    root = Path(__file__).resolve().parent.parent / "eval"
+    docs = json.loads((root / "docs" / "docs_chunks.json").read_text())
+    assert [d["doc_id"] for d in docs if detect_language(d["content"]) is not None] == []
+    code = json.loads((root / "codebase" / "codebase_chunks.json").read_text())
+    assert sum(detect_language(d["content"]) is not None for d in code) == 89

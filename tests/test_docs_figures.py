@@ -62,6 +62,13 @@ def _run_attempts() -> str:
     return str(MAX_RUN_ATTEMPTS)
 
 
+def _code_fusion():
+    from situate.resources.store.retrieval import FUSION_BY_KIND
+
+    (dense, _, structural), k = FUSION_BY_KIND["code"]
+    return f"dense×{dense:g} + structural BM25{'' if structural == 1 else f'×{structural:g}'}, k = {k}"
+
+
 #: (page, a pattern whose groups are the figure as the page writes it, the code's figure in the
 #: same form).  Every match on the page must equal the code's, and the page must still state it.
 FIGURES = [
@@ -93,6 +100,7 @@ FIGURES = [
     ("docs/using.md", r"A search takes the top (\d+) of dense search", _candidates),
     ("docs/scaling.md", r"at most (\d+) runs in all", _run_attempts),
     ("docs/scaling.md", r"has its (\d+) attempts again", _run_attempts),
+    ("README.md", r"code leans on the dense\s+ranking \((dense×[^)]*?k = \d+)\)", _code_fusion),
 ]
 
 
