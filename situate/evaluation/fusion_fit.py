@@ -5,9 +5,10 @@ A fusion is a weight per ranking and the RRF constant ``k``::
 
     score(chunk) = Σ_i w_i / (k + rank_i(chunk))      ranks from 1; absent from ranking i: 0
 
-Equal weights 1 over the pipeline's three rankings with ``k = 60`` is today's search
-(:func:`situate.resources.store.retrieval.rrf`; Cormack, Clarke & Büttcher, SIGIR 2009).  A weight of 0
-drops a ranking.
+Equal weights 1 over the pipeline's three rankings with ``k = 60`` is today's search of prose
+(:func:`situate.resources.store.retrieval.rrf`; Cormack, Clarke & Büttcher, SIGIR 2009; code
+leans on dense: :data:`situate.resources.store.retrieval.FUSION_BY_KIND`).  A weight of 0 drops a
+ranking.
 
 Choosing weights on the queries they are scored on flatters them: on the labelled corpora a
 choice made on the dev half by a point or less did not carry over to the held-back half.  So
@@ -297,7 +298,7 @@ def fit_report(
     golden : list of lists of keys
     baseline : mapping of str to float
         The baseline's weights by ranking name (names it leaves out weigh 0), RRF ``k = 60``:
-        ``{"dense": 1, "bm25": 1, "structure-bm25": 1}`` is today's search.
+        ``{"dense": 1, "bm25": 1, "structure-bm25": 1}`` is today's search of prose.
 
     Returns
     -------
@@ -424,7 +425,8 @@ def sets_markdown(sets: dict) -> str:
         )
     first = next(iter(sets.values()))
     lines.append(
-        f"\nBaseline (today's search): Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
+        "\nBaseline (equal weights, k = 60: today's search of prose): "
+        f"Pass@5 {first['baseline@5']:.2f}, Pass@20 {first['baseline@20']:.2f}; "
         f"{first['folds']} folds × {first['repeats']} shuffles, {first['queries']} queries."
     )
     return "\n".join(lines)
