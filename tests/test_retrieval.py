@@ -314,11 +314,20 @@ def test_each_kind_of_chunk_is_fused_by_its_own_weights():
     dense, bm25, structural = ["c1", "c2", "p1"], ["c2", "p1"], ["c2", "c1"]
     kinds = {"c1": "code", "c2": "code", "p1": "prose"}
     got = dict(rrf_by_kind([dense, bm25, structural], kinds))
-    top_code = 3 / 11  # first in dense and structural BM25: the highest a code chunk scores
-    assert got["c1"] == pytest.approx((2 / 11 + 1 / 12) / top_code)  # its BM25 rank counts 0
-    assert got["c2"] == pytest.approx((2 / 12 + 1 / 11) / top_code)
-    assert got["p1"] == pytest.approx((1 / 63 + 1 / 62) / (3 / 61))
+
+    def on_one_scale(score, weights, k):  # the rank in every ranking that scores the same, as RRF k=60 scores it
+        return 61 / (60 + weights / score - k)
+
+    assert got["c1"] == pytest.approx(on_one_scale(2 / 11 + 1 / 12, 3, 10))  # its BM25 rank counts 0
+    assert got["c2"] == pytest.approx(on_one_scale(2 / 12 + 1 / 11, 3, 10))
+    assert got["p1"] == pytest.approx(on_one_scale(1 / 63 + 1 / 62, 3, 60))
     assert all(0 < v <= 1 for v in got.values())
+    # a code chunk and a prose chunk each 10th in all their rankings score the same (dividing by
+    # each kind's best score instead gave the prose chunk 0.87 and the code chunk 0.55)
+    above = [f"x{i}" for i in range(9)]
+    code = dict(rrf_by_kind([[*above, "c"], [], [*above, "c"]], {"c": "code"}))["c"]
+    prose = dict(rrf_by_kind([[*above, "p"]] * 3, {"p": "prose"}))["p"]
+    assert code == pytest.approx(prose) == pytest.approx(61 / 70)
     # one kind alone keeps the order its fusion gives; no kind known: prose, i.e. rrf's order
     assert [i for i, _ in rrf_by_kind([dense, bm25, structural], {})] == [i for i, _ in rrf([dense, bm25, structural])]
 

@@ -128,9 +128,13 @@ def rrf_by_kind(
     fusion: dict[str, tuple[tuple[float, ...], int]] = FUSION_BY_KIND,
 ) -> list[tuple[str, float]]:
     """Weighted RRF with each chunk's own kind's weights and k (``fusion``; a chunk of no known
-    kind is prose), scores divided by the kind's highest attainable score (``Σ w / (k + 1)``: first
-    in every ranking), so chunks of either kind score from 0 to 1 and a folder of one kind keeps
-    the order its fusion gives.
+    kind is prose), put on one scale for every kind: a chunk's fused score ``s`` (weights ``w``,
+    constant ``k``) is read as the rank ``r`` it would have had in every one of its kind's rankings
+    (``s = Σw / (k + r)``), and chunks are ordered by that rank, scored ``(RRF_K + 1) / (RRF_K + r)``
+    (1 for a chunk first everywhere).  So a code chunk ranked 10th in its rankings and a prose chunk
+    ranked 10th in its own score the same, whatever their kinds' k (dividing by each kind's best
+    score instead favoured the larger k: prose, at k = 60, pushed code, at k = 10, down a mixed
+    folder), and a folder of one kind keeps the order its fusion gives.
 
     Parameters
     ----------
@@ -150,9 +154,10 @@ def rrf_by_kind(
         for rank, item in enumerate(ranking, start=1):
             w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
             scores[item] = scores.get(item, 0.0) + w[i] / (k + rank)
-    for item in scores:
+    for item, score in scores.items():
         w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
-        scores[item] /= sum(w[: len(rankings)]) / (k + 1)
+        as_rank = sum(w[: len(rankings)]) / score - k  # the rank in every ranking that scores the same
+        scores[item] = (RRF_K + 1) / (RRF_K + as_rank)
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
