@@ -93,41 +93,49 @@ def shown_texts(path: Path, docs: dict[str, dict]) -> list[tuple[str, str, str, 
     return out
 
 
-def count(path: Path, docs: dict[str, dict]) -> dict:
-    """Before and after counts of one blurb file, with a few dropped sentences as examples."""
+def _tally(out: dict, name: str, before: str, after: str, document: str, judged: str | None) -> None:
+    """Add one shown text (``before`` and ``after`` the grounding, of ``document``; ``judged``:
+    the language its kind is judged by, None for a chunk's blurb) to ``out``'s counts, with the
+    text as an example or as emptied."""
     from situate.contextual.cleaning import _sentences
     from situate.contextual.summary_grounding import summary_problems
 
-    c = collections.Counter()
-    examples, emptied = [], []
+    c = out["counts"]
+    faults = [p for s in _sentences(before) if before for p in summary_problems(s, document, judged)]
+    left = [p for s in _sentences(after) if after for p in summary_problems(s, document, judged)]
+    c["texts"] += 1
+    c["empty before"] += not before
+    c["flagged before"] += bool(faults)
+    for tag in {p.split(":", 1)[0] for p in faults}:
+        c[f"{tag} before"] += 1
+    c["flagged after"] += bool(left)
+    c["emptied"] += bool(before) and not after
+    if bool(before) and not after:
+        out["emptied"].append((name, before[:200]))
+    if faults and len(out["examples"]) < 6:
+        out["examples"].append((name, faults[0], before[:160]))
+
+
+def _counted() -> dict:
+    return {"counts": collections.Counter(), "examples": [], "emptied": []}
+
+
+def count(path: Path, docs: dict[str, dict]) -> dict:
+    """Before and after counts of one blurb file, with a few dropped sentences as examples."""
+    out = _counted()
     for doc_id, mode, before, after, language in shown_texts(path, docs):
-        doc = docs[doc_id]["text"]
         judged = language if mode == "document" else None  # a chunk's blurb: no language judged
-        c["texts"] += 1
-        c["empty before"] += not before
-        faults = [p for s in _sentences(before) if before for p in summary_problems(s, doc, judged)]
-        c["flagged before"] += bool(faults)
-        for tag in {p.split(":", 1)[0] for p in faults}:
-            c[f"{tag} before"] += 1
-        left = [p for s in _sentences(after) if after for p in summary_problems(s, doc, judged)]
-        c["flagged after"] += bool(left)
-        c["emptied"] += bool(before) and not after
-        if bool(before) and not after:
-            emptied.append((doc_id, before[:200]))
-        if faults and len(examples) < 6:
-            examples.append((doc_id, faults[0], before[:160]))
-    return {"counts": dict(c), "examples": examples, "emptied": emptied}
+        _tally(out, doc_id, before, after, docs[doc_id]["text"], judged)
+    return out | {"counts": dict(out["counts"])}
 
 
 def count_home(home: Path) -> dict:
     """:func:`count` for the texts an ingest showed, read from a data folder's stage files
     (``stages/<document>/document.json`` and ``blurbs.json``: each model-written text, its raw
     answer and its document), one text a document in document mode and one a chunk otherwise."""
-    from situate.contextual.cleaning import _sentences
-    from situate.contextual.summary_grounding import summary_language, summary_problems
+    from situate.contextual.summary_grounding import summary_language
 
-    c = collections.Counter()
-    examples, emptied = [], []
+    out = _counted()
     for folder in sorted(p for p in (home / "stages").iterdir() if (p / "blurbs.json").exists()):
         doc = json.loads((folder / "document.json").read_text())
         language, seen = summary_language(doc), set()
@@ -135,22 +143,10 @@ def count_home(home: Path) -> dict:
             if not b.get("raw") or (b["mode"] == "document" and "document" in seen):
                 continue
             seen.add(b["mode"])
+            before = _before(b["raw"], "", doc["text"], False)
             judged = language if b["mode"] == "document" else None
-            before, after = _before(b["raw"], "", doc["text"], False), b["blurb"]
-            faults = [p for s in _sentences(before) if before for p in summary_problems(s, doc["text"], judged)]
-            left = [p for s in _sentences(after) if after for p in summary_problems(s, doc["text"], judged)]
-            c["texts"] += 1
-            c["empty before"] += not before
-            c["flagged before"] += bool(faults)
-            for tag in {p.split(":", 1)[0] for p in faults}:
-                c[f"{tag} before"] += 1
-            c["flagged after"] += bool(left)
-            c["emptied"] += bool(before) and not after
-            if bool(before) and not after:
-                emptied.append((doc["source"], before[:200]))
-            if faults and len(examples) < 6:
-                examples.append((doc["source"], faults[0], before[:160]))
-    return {"counts": dict(c), "examples": examples, "emptied": emptied}
+            _tally(out, doc["source"], before, b["blurb"], doc["text"], judged)
+    return out | {"counts": dict(out["counts"])}
 
 
 def report(results: dict[str, dict]) -> str:
