@@ -63,10 +63,9 @@ def _run_attempts() -> str:
 
 
 def _code_fusion():
-    from situate.resources.store.retrieval import FUSION_BY_KIND
+    from situate.resources.store.fusion import FUSION_BY_KIND
 
-    (dense, _, structural), k = FUSION_BY_KIND["code"]
-    return f"dense×{dense:g} + structural BM25{'' if structural == 1 else f'×{structural:g}'}, k = {k}"
+    return FUSION_BY_KIND["code"].describe()
 
 
 #: (page, a pattern whose groups are the figure as the page writes it, the code's figure in the
@@ -100,7 +99,7 @@ FIGURES = [
     ("docs/using.md", r"A search takes the top (\d+) of dense search", _candidates),
     ("docs/scaling.md", r"at most (\d+) runs in all", _run_attempts),
     ("docs/scaling.md", r"has its (\d+) attempts again", _run_attempts),
-    ("README.md", r"code leans on the dense\s+ranking \((dense×[^)]*?k = \d+)\)", _code_fusion),
+    ("README.md", r"code adds to its\s+cosine a share of BM25 \((cosine[^)]*?its best)\)", _code_fusion),
 ]
 
 

@@ -306,36 +306,49 @@ def test_split_identifiers_reads_a_long_word_in_one_pass():
     assert split_identifiers("x_" + blob) == f"x_{blob} x {blob}"
 
 
-def test_each_kind_of_chunk_is_fused_by_its_own_weights():
-    from situate.resources.store.retrieval import FUSION_BY_KIND, rrf_by_kind
+def test_each_kind_of_chunk_is_fused_by_its_own_fusion():
+    from situate.resources.store.fusion import FUSION_BY_KIND, Candidates, KindFusion, fuse_by_kind, kind_scores
 
-    # code: dense×2 + structural BM25×1, k = 10 (the fitted weights); prose: equal weights, k = 60
-    assert FUSION_BY_KIND["code"] == ((2.0, 0.0, 1.0), 10) and FUSION_BY_KIND["prose"] == ((1.0, 1.0, 1.0), 60)
-    dense, bm25, structural = ["c1", "c2", "p1"], ["c2", "p1"], ["c2", "c1"]
-    kinds = {"c1": "code", "c2": "code", "p1": "prose"}
-    got = dict(rrf_by_kind([dense, bm25, structural], kinds))
-
-    def on_one_scale(score, weights, k):  # the rank in every ranking that scores the same, as RRF k=60 scores it
-        return 61 / (60 + weights / score - k)
-
-    assert got["c1"] == pytest.approx(on_one_scale(2 / 11 + 1 / 12, 3, 10))  # its BM25 rank counts 0
-    assert got["c2"] == pytest.approx(on_one_scale(2 / 12 + 1 / 11, 3, 10))
-    assert got["p1"] == pytest.approx(on_one_scale(1 / 63 + 1 / 62, 3, 60))
-    assert all(0 < v <= 1 for v in got.values())
-    # a code chunk and a prose chunk each 10th in all their rankings score the same (dividing by
-    # each kind's best score instead gave the prose chunk 0.87 and the code chunk 0.55)
-    above = [f"x{i}" for i in range(9)]
-    code = dict(rrf_by_kind([[*above, "c"], [], [*above, "c"]], {"c": "code"}))["c"]
-    prose = dict(rrf_by_kind([[*above, "p"]] * 3, {"p": "prose"}))["p"]
-    assert code == pytest.approx(prose) == pytest.approx(61 / 70)
-    # one kind alone keeps the order its fusion gives; no kind known: prose, i.e. rrf's order
-    assert [i for i, _ in rrf_by_kind([dense, bm25, structural], {})] == [i for i, _ in rrf([dense, bm25, structural])]
+    # code: cosine + 0.05 × structural BM25 / its best (the fitted score fusion); prose: RRF, equal weights, k = 60
+    assert FUSION_BY_KIND["code"] == KindFusion("score", (1.0, 0.0, 0.05))
+    assert FUSION_BY_KIND["prose"] == KindFusion("rrf", (1.0, 1.0, 1.0), 60)
+    inf = np.inf
+    ids = ["c1", "c2", "p1", "p2"]
+    ranks = np.array([[1, 2, 3, inf], [inf, 1, 2, 3], [inf, 1, 2, 3]])  # dense, BM25, structural BM25
+    scores = np.array([[0.80, 0.78, 0.60, 0.10], [0, 6.0, 3.0, 1.5], [0, 4.0, 2.0, 1.0]])
+    code = kind_scores(FUSION_BY_KIND["code"], ranks, scores)
+    assert code == pytest.approx([0.80, 0.78 + 0.05, 0.60 + 0.025, 0.10 + 0.0125])  # BM25 over its best, 4.0
+    prose = kind_scores(FUSION_BY_KIND["prose"], ranks, scores)
+    assert prose == pytest.approx([1 / 61, 1 / 62 + 2 / 61, 1 / 63 + 2 / 62, 2 / 63])
+    # each chunk at the position its own kind's fusion gives it among all four: c2 1st and c1 2nd
+    # by code's; p1 2nd and p2 3rd by prose's (c2 1st there too); scored 61 / (60 + position); c1 and
+    # p1 both 2nd: the candidate order
+    got = fuse_by_kind(Candidates(ids, ranks, scores), {"c1": "code", "c2": "code", "p1": "prose", "p2": "prose"})
+    assert [i for i, _ in got] == ["c2", "c1", "p1", "p2"]
+    assert [s for _, s in got] == pytest.approx([1, 61 / 62, 61 / 62, 61 / 63])
+    # a code chunk the embedder is sure of keeps its place against a BM25 match: 0.05 of BM25 cannot
+    # close a cosine gap of 0.2, where k = 10 rank fusion put the BM25 match first
+    sure = Candidates(["a", "b"], np.array([[1, 2], [inf, 1], [inf, 1]]), np.array([[0.9, 0.7], [0, 9.0], [0, 9.0]]))
+    assert [i for i, _ in fuse_by_kind(sure, {"a": "code", "b": "code"})] == ["a", "b"]
+    rrf10 = KindFusion("rrf", (2.0, 0.0, 1.0), 10)
+    assert [i for i, _ in fuse_by_kind(sure, {"a": "code", "b": "code"}, {"code": rrf10, "prose": rrf10})] == ["b", "a"]
+    # no kind known: prose, i.e. rrf's order
+    lists = [["c1", "c2", "p1"], ["c2", "p1", "p2"], ["c2", "p1", "p2"]]
+    assert [i for i, _ in fuse_by_kind(Candidates(ids, ranks, scores), {})] == [i for i, _ in rrf(lists)]
 
 
 def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_path):
     """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
     from situate.contextual.indexing import build_rows
-    from situate.resources.store.retrieval import STRUCTURAL, bm25_kinds, rebuild_bm25_from_table, rrf_by_kind
+    from situate.resources.store.fusion import FUSION_BY_KIND, fuse_by_kind, kind_scores
+    from situate.resources.store.retrieval import (
+        STRUCTURAL,
+        bm25_kinds,
+        bm25_lists,
+        candidates_of,
+        dense_scored,
+        rebuild_bm25_from_table,
+    )
     from situate.resources.store.store import Store
 
     store = Store(home=str(tmp_path))
@@ -361,8 +374,14 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
     hits, warnings = hybrid_search(store, qv, "rotate keys", k=3)
     assert warnings == []
     dense = ["b.md:1:h", "b.md:0:h", "a.py:0:h"]
-    lists = [dense, bm25_search(store.bm25_dir, "rotate keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate keys")]
-    assert [h.chunk_id for h in hits] == [i for i, _ in rrf_by_kind(lists, bm25_kinds(store.bm25_dir))]
+    table = store.table()
+    scored = dense_scored(table, qv, 150)
+    assert [c for c, _ in scored] == dense and scored[0][1] == pytest.approx(float(qv[2]))  # cosine with e_2
+    cands = candidates_of(table, qv, scored, bm25_lists(store, table, "rotate keys", 150, "rrf", []))
+    assert [h.chunk_id for h in hits] == [i for i, _ in fuse_by_kind(cands, bm25_kinds(store.bm25_dir))]
+    # the code chunk's place is the one code's fusion gives it among all three
+    code_order = [cands.ids[i] for i in np.argsort(-kind_scores(FUSION_BY_KIND["code"], cands.ranks, cands.scores))]
+    assert [h.chunk_id for h in hits].index("a.py:0:h") == code_order.index("a.py:0:h")
     # an index written before kinds were kept: every chunk fused as before (rrf, equal weights)
     (store.bm25_dir / "kinds.json").unlink()
     build_bm25([h.chunk_id for h in hits], [h.text for h in hits], store.bm25_dir, [h.text for h in hits])

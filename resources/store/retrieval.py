@@ -1,5 +1,5 @@
-"""BM25 index (bm25s) and hybrid search: dense top-150 + BM25 top-150, fused by RRF with each kind of
-chunk's own weights (code or prose, :data:`FUSION_BY_KIND`).
+"""BM25 index (bm25s) and hybrid search: dense top-150 + BM25 top-150, fused by each kind of chunk's
+own fusion (code or prose, :data:`situate.resources.store.fusion.FUSION_BY_KIND`).
 
 Constants
 ---------
@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
+from situate.resources.store.fusion import RRF_K, Candidates, fuse_by_kind
+
 CANDIDATES = 150
-RRF_K = 60
 
 
 def contextualized_text(blurb: str, chunk: str, context: str = "") -> str:
@@ -105,60 +106,6 @@ def fuse(rankings: Sequence[Sequence[str]], method: str = "rrf") -> list[tuple[s
     if method == "weighted":
         return weighted_fusion(rankings)
     raise ValueError(f"unknown fusion {method!r}: choose one of {', '.join(FUSIONS)}")
-
-
-#: The fusion of each kind of chunk (:func:`situate.contextual.policy.kind_of`): RRF weights of
-#: (dense, BM25, structural BM25) and the RRF constant k, chosen by 5-fold cross-validation (10
-#: shuffles) pooled over the dev halves of each kind's labelled sets, each set weighing the same
-#: (``python -m benchmarks.fusion_pooled … --kinds``, report benchmarks/reports/fusion-cv-kinds.md;
-#: docs/quality.md, "One fusion for each kind of chunk").  Code (the codebase set's 124 questions
-#: and CoSQA's 500 web searches): dense×2 + structural BM25×1, k = 10, chosen in 96% of the folds;
-#: out of fold CoSQA Pass@5 / Pass@20 +14.74 / +14.16 (fold sd 3.38 / 3.38), the codebase set
-#: +0.75 / −1.09 (sd 4.56 / 2.95).  Prose (the docs set): no re-weighting won, so equal weights,
-#: k = 60 (Cormack et al. 2009).
-FUSION_BY_KIND: dict[str, tuple[tuple[float, ...], int]] = {
-    "prose": ((1.0, 1.0, 1.0), RRF_K),
-    "code": ((2.0, 0.0, 1.0), 10),
-}
-
-
-def rrf_by_kind(
-    rankings: Sequence[Sequence[str]],
-    kinds: dict[str, str],
-    fusion: dict[str, tuple[tuple[float, ...], int]] = FUSION_BY_KIND,
-) -> list[tuple[str, float]]:
-    """Weighted RRF with each chunk's own kind's weights and k (``fusion``; a chunk of no known
-    kind is prose), put on one scale for every kind: a chunk's fused score ``s`` (weights ``w``,
-    constant ``k``) is read as the rank ``r`` it would have had in every one of its kind's rankings
-    (``s = Σw / (k + r)``), and chunks are ordered by that rank, scored ``(RRF_K + 1) / (RRF_K + r)``
-    (1 for a chunk first everywhere).  So a code chunk ranked 10th in its rankings and a prose chunk
-    ranked 10th in its own score the same, whatever their kinds' k (dividing by each kind's best
-    score instead favoured the larger k: prose, at k = 60, pushed code, at k = 10, down a mixed
-    folder), and a folder of one kind keeps the order its fusion gives.
-
-    Parameters
-    ----------
-    rankings : sequence of sequences of str
-        Ids, best first (dense, BM25, structural BM25: the order of ``fusion``'s weights; fewer
-        rankings use the first weights).
-    kinds : dict of str to str
-        ``chunk id → kind`` (``code``, ``prose``).
-
-    Examples
-    --------
-    >>> rrf_by_kind([["a", "b"], ["b", "a"]], {"a": "code"}, {"code": ((1.0, 0.0), 10), "prose": ((1.0, 1.0), 60)})
-    [('a', 1.0), ('b', 0.9919354838709679)]
-    """
-    scores: dict[str, float] = {}
-    for i, ranking in enumerate(rankings):
-        for rank, item in enumerate(ranking, start=1):
-            w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
-            scores[item] = scores.get(item, 0.0) + w[i] / (k + rank)
-    for item, score in scores.items():
-        w, k = fusion.get(kinds.get(item, "prose"), fusion["prose"])
-        as_rank = sum(w[: len(rankings)]) / score - k  # the rank in every ranking that scores the same
-        scores[item] = (RRF_K + 1) / (RRF_K + as_rank)
-    return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
 #: Scripts written without spaces between words (CJK ideographs, kana, hangul syllables): each
@@ -249,7 +196,7 @@ def build_bm25(
     second index of them is saved in the same version, in ``out_dir/structural`` (:data:`STRUCTURAL`),
     so both are swapped in together.  With ``kinds`` (one per id: ``code`` or ``prose``), they are
     saved as ``kinds.json`` beside ``ids.json``: search fuses each kind by its own weights
-    (:func:`rrf_by_kind`).
+    (:func:`situate.resources.store.fusion.fuse_by_kind`).
 
     The index and ``ids.json`` (row ``i`` of the index is ``ids[i]``) are written to a new sibling
     folder ``<name>.v-<random>``; ``out_dir`` is a symbolic link that is then pointed at it with one
@@ -360,19 +307,38 @@ def bm25_ids(index_dir: Path) -> list[str] | None:
     return None if loaded is None else loaded[0]
 
 
-def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
-    """Ids of the top ``k`` rows for ``query`` by BM25, best first ([] without an index).
+def bm25_scores(index_dir: Path, query: str) -> tuple[list[str], np.ndarray] | None:
+    """The index's chunk ids and every chunk's BM25 score for ``query`` (float32[n_rows], bm25s's
+    Lucene BM25; 0 for a chunk with none of the query's terms, and everywhere for a query with no
+    term in the index); None without an index.
 
     The index is loaded once per process and version (a search service pays the load once)."""
     loaded = _loaded(index_dir)
     if loaded is None or not loaded[0] or loaded[1] is None:
-        return []
+        return None
     ids, retriever, _ = loaded
     tokens = tokenize([query])
-    if not tokens.vocab or not any(tokens.ids):
+    words = {i: w for w, i in tokens.vocab.items()}
+    terms = [words[i] for i in (tokens.ids[0] if tokens.ids else []) if words[i] in retriever.vocab_dict]
+    if not terms:
+        return ids, np.zeros(len(ids), dtype=np.float32)
+    return ids, np.asarray(retriever.get_scores(terms), dtype=np.float32)
+
+
+def top_ids(ids: list[str], scores: np.ndarray, k: int) -> list[str]:
+    """The ids of the ``k`` highest ``scores`` above 0, best first (ties: the index's order)."""
+    k = min(k, len(ids))
+    if k <= 0:
         return []
-    docs, scores = retriever.retrieve(tokens, k=min(k, len(ids)), show_progress=False)
-    return [ids[int(i)] for i, s in zip(docs[0], scores[0]) if s > 0]
+    best = np.argpartition(-scores, k - 1)[:k]
+    best = best[np.lexsort((best, -scores[best]))]
+    return [ids[int(i)] for i in best if scores[i] > 0]
+
+
+def bm25_search(index_dir: Path, query: str, k: int = CANDIDATES) -> list[str]:
+    """Ids of the top ``k`` rows for ``query`` by BM25, best first ([] without an index)."""
+    scored = bm25_scores(index_dir, query)
+    return [] if scored is None else top_ids(*scored, k)
 
 
 def publish_bm25(
@@ -515,10 +481,10 @@ class Hit:
         return out
 
 
-def dense_search(table, query_vector, candidates: int) -> list[str]:
-    """The ids of the ``candidates`` rows of the LanceDB ``table`` nearest ``query_vector`` (shape
-    ``(dim,)``) by cosine distance, nearest first; through the vector index when the table has one
-    (probing :data:`situate.resources.store.store.NPROBES` partitions)."""
+def dense_scored(table, query_vector, candidates: int) -> list[tuple[str, float]]:
+    """``(chunk id, cosine similarity)`` of the ``candidates`` rows of the LanceDB ``table``
+    nearest ``query_vector`` (shape ``(dim,)``), nearest first; through the vector index when the
+    table has one (probing :data:`situate.resources.store.store.NPROBES` partitions)."""
     from situate.resources.store.store import NPROBES, vector_index_name
 
     q = (
@@ -529,7 +495,71 @@ def dense_search(table, query_vector, candidates: int) -> list[str]:
     )
     if vector_index_name(table) is not None:  # approximate: probe enough partitions for recall
         q = q.nprobes(NPROBES)
-    return [r["chunk_id"] for r in q.to_list()]
+    return [(r["chunk_id"], 1.0 - float(r["_distance"])) for r in q.to_list()]
+
+
+def dense_search(table, query_vector, candidates: int) -> list[str]:
+    """The ids of :func:`dense_scored`, nearest first."""
+    return [cid for cid, _ in dense_scored(table, query_vector, candidates)]
+
+
+def cosines_of(table, query_vector, chunk_ids: list[str]) -> dict[str, float]:
+    """The cosine similarity of ``query_vector`` and each row of ``chunk_ids`` still in ``table``
+    (read from the rows' vectors: for a BM25 candidate outside the dense top list)."""
+    if not chunk_ids:
+        return {}
+    in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in chunk_ids)
+    rows = table.search().where(f"chunk_id IN ({in_list})").select(["chunk_id", "vector"]).limit(len(chunk_ids))
+    q = np.asarray(query_vector, dtype=np.float64)
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    out = {}
+    for r in rows.to_list():
+        v = np.asarray(r["vector"], dtype=np.float64)
+        out[r["chunk_id"]] = float(q @ v) / max(float(np.linalg.norm(v)), 1e-12)
+    return out
+
+
+def candidates_of(table, query_vector, dense: list[tuple[str, float]], sparse: list) -> Candidates:
+    """Every chunk in the dense or a BM25 top list, with its rank and score in each
+    (:class:`situate.resources.store.fusion.Candidates`).
+
+    Parameters
+    ----------
+    dense : list of (str, float)
+        :func:`dense_scored`'s list.
+    sparse : list of (list of str, (ids, float32[n_rows]) or None)
+        Each BM25 index's top list and :func:`bm25_scores`' whole answer.
+    """
+    ids = list(dict.fromkeys([c for c, _ in dense] + [c for top, _ in sparse for c in top]))
+    at = {c: i for i, c in enumerate(ids)}
+    ranks = np.full((1 + len(sparse), len(ids)), np.inf)
+    scores = np.zeros((1 + len(sparse), len(ids)))
+    cos = dict(dense)
+    cos |= cosines_of(table, query_vector, [c for c in ids if c not in cos])
+    scores[0] = [cos.get(c, -1.0) for c in ids]  # -1: a BM25 row no longer in the table
+    for r, (c, _) in enumerate(dense, start=1):
+        ranks[0, at[c]] = r
+    for j, (top, scored) in enumerate(sparse, start=1):
+        for r, c in enumerate(top, start=1):
+            ranks[j, at[c]] = r
+        if scored is not None:
+            rows = _rows_by_id(scored[0])
+            scores[j] = [scored[1][rows[c]] if c in rows else 0.0 for c in ids]
+    return Candidates(ids, ranks, scores)
+
+
+_ROWS: dict[int, tuple[list[str], dict[str, int]]] = {}
+
+
+def _rows_by_id(ids: list[str]) -> dict[str, int]:
+    """``{chunk id: row}`` of a loaded index's ids (kept with the loaded list)."""
+    hit = _ROWS.get(id(ids))
+    if hit is None or hit[0] is not ids:
+        hit = (ids, {c: i for i, c in enumerate(ids)})
+        if len(_ROWS) >= 8:  # a few index versions at a time (each folder's two indexes)
+            _ROWS.clear()
+        _ROWS[id(ids)] = hit
+    return hit[1]
 
 
 def rows_of(table, chunk_ids: list[str]) -> dict[str, dict]:
@@ -543,6 +573,35 @@ def rows_of(table, chunk_ids: list[str]) -> dict[str, dict]:
     return {r["chunk_id"]: r for r in rows}
 
 
+def bm25_lists(store, table, query: str, candidates: int, fusion: str, warnings: list[str]) -> list:
+    """Each BM25 index's ``(top ids, bm25_scores answer)`` for :func:`hybrid_search` (the
+    structural one only for ``rrf``); one empty list without a readable index.  Problems go to
+    ``warnings``."""
+    ids = bm25_ids(store.bm25_dir)
+    if ids is None:
+        warnings.append(
+            "no readable BM25 index: dense results only (run `situate ingest` again, or "
+            "materialise bm25_index, to rebuild it)"
+        )
+        return [([], None)]
+    if len(ids) != table.count_rows():
+        warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: materialise bm25_index")
+    scored = bm25_scores(store.bm25_dir, query)
+    if not any(tokenize([query]).ids):
+        warnings.append("the query has no BM25 terms (only stopwords or punctuation): dense results only")
+    out = [([] if scored is None else top_ids(*scored, candidates), scored)]
+    if fusion != "rrf":
+        return out
+    if not (store.bm25_dir / STRUCTURAL).exists():
+        warnings.append(
+            "the BM25 index predates its structural part (BM25 without the blurb): two rankings "
+            "only; run `situate ingest` again to rebuild it"
+        )
+        return out
+    structural = bm25_scores(store.bm25_dir / STRUCTURAL, query)
+    return out + [([] if structural is None else top_ids(*structural, candidates), structural)]
+
+
 def hybrid_search(
     store, query_vector: np.ndarray, query: str, k: int = 10, candidates: int = CANDIDATES, fusion: str = "rrf"
 ) -> tuple[list[Hit], list[str]]:
@@ -550,8 +609,9 @@ def hybrid_search(
     same and, when the index has one, BM25 top-``candidates`` over the structural context and
     chunk without the blurb (:data:`STRUCTURAL`), fused (``rrf`` or ``weighted``, :func:`fuse`);
     top ``k`` out.  ``rrf`` over an index that keeps each chunk's kind (code or prose) fuses each
-    chunk by its kind's weights (:func:`rrf_by_kind`, :data:`FUSION_BY_KIND`): code leans on the
-    dense ranking, prose weighs the three the same.
+    chunk by its kind's own fusion (:func:`situate.resources.store.fusion.fuse_by_kind`, over
+    :func:`candidates_of`: every candidate's cosine and BM25 scores): code adds a small share of
+    structural BM25 to the cosine, prose weighs the three rankings the same by RRF.
 
     The third ranking keeps a chunk whose blurb misleads BM25 in one list; measured with
     ``situate eval`` on both labelled corpora (docs/quality.md: ``contextual+structural-bm25``).
@@ -577,31 +637,13 @@ def hybrid_search(
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
-    dense_ids = dense_search(table, query_vector, candidates)
-    ids = bm25_ids(store.bm25_dir)
-    if ids is None:
-        warnings.append(
-            "no readable BM25 index: dense results only (run `situate ingest` again, or "
-            "materialise bm25_index, to rebuild it)"
-        )
-        sparse_ids = []
+    dense = dense_scored(table, query_vector, candidates)
+    sparse = bm25_lists(store, table, query, candidates, fusion, warnings)
+    kinds = bm25_kinds(store.bm25_dir) if fusion == "rrf" else None
+    if kinds is not None:
+        fused = fuse_by_kind(candidates_of(table, query_vector, dense, sparse), kinds)[: 2 * k]  # spare ids
     else:
-        if len(ids) != table.count_rows():
-            warnings.append(f"BM25 index has {len(ids)} rows, the table {table.count_rows()}: materialise bm25_index")
-        sparse_ids = bm25_search(store.bm25_dir, query, candidates)
-        if not any(tokenize([query]).ids):
-            warnings.append("the query has no BM25 terms (only stopwords or punctuation): dense results only")
-    lists = [dense_ids, sparse_ids]
-    if ids is not None and fusion == "rrf":
-        if (store.bm25_dir / STRUCTURAL).exists():
-            lists.append(bm25_search(store.bm25_dir / STRUCTURAL, query, candidates))
-        else:
-            warnings.append(
-                "the BM25 index predates its structural part (BM25 without the blurb): two rankings "
-                "only; run `situate ingest` again to rebuild it"
-            )
-    kinds = bm25_kinds(store.bm25_dir) if ids is not None and fusion == "rrf" else None
-    fused = (rrf_by_kind(lists, kinds) if kinds is not None else fuse(lists, fusion))[: 2 * k]  # spare ids
+        fused = fuse([[c for c, _ in dense]] + [top for top, _ in sparse], fusion)[: 2 * k]
     if not fused:
         return [], warnings
     if "context" not in table.schema.names:  # a table written before structural context

@@ -7,7 +7,7 @@ A fusion is a weight per ranking and the RRF constant ``k``::
 
 Equal weights 1 over the pipeline's three rankings with ``k = 60`` is today's search of prose
 (:func:`situate.resources.store.retrieval.rrf`; Cormack, Clarke & Büttcher, SIGIR 2009; code
-leans on dense: :data:`situate.resources.store.retrieval.FUSION_BY_KIND`).  A weight of 0 drops a
+fuses scores: :data:`situate.resources.store.fusion.FUSION_BY_KIND`).  A weight of 0 drops a
 ranking.
 
 Choosing weights on the queries they are scored on flatters them: on the labelled corpora a

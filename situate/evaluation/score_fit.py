@@ -1,0 +1,142 @@
+"""Fusions of scores fitted as rank fusions are: each query's candidates saved with their ranks
+and scores in the three retrievers search uses, then every fusion of a fixed grid (RRF weights and
+score fusions, :class:`situate.resources.store.fusion.KindFusion`) scored on them and chosen by
+the pooled cross-validation of :mod:`situate.evaluation.pooled_fit`.
+
+A candidate file holds, per query, exactly what :func:`situate.resources.store.retrieval.
+hybrid_search` fuses (:func:`situate.resources.store.retrieval.candidates_of`): every chunk in the
+dense, BM25 or structural BM25 top 150, its rank in each (0 where absent) and its cosine and BM25
+scores.  It is a NumPy ``.npz`` (no pickles), read from outside and so bounded and checked
+(:func:`read_candidates`).
+
+Examples
+--------
+>>> import tempfile, os, numpy as np
+>>> from situate.resources.store.fusion import Candidates, KindFusion
+>>> c = Candidates(["x", "y"], np.array([[1, 2], [np.inf, 1], [np.inf, 1]]), np.array([[0.9, 0.8], [0, 3.0], [0, 3.0]]))
+>>> path = os.path.join(tempfile.mkdtemp(), "c.npz")
+>>> write_candidates(path, ["q1"], [[("d", 0)]], [c], {"x": ("d", 0), "y": ("d", 1)})
+>>> got = read_candidates(path)
+>>> per_query_pass([KindFusion("rrf", (1, 0, 0)), KindFusion("score", (1, 0, 1))], got, ks=(1,))[:, 0, 0].tolist()
+[1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from situate.evaluation.fusion_fit import KS, Key
+from situate.resources.store.fusion import Candidates, KindFusion, kind_scores
+
+#: Largest candidate file read: 256 MiB (CoSQA's 500 queries × about 350 candidates: about 3 MiB).
+MAX_FILE_BYTES = 256 * 2**20
+#: Most queries and candidates in all (the arrays are read whole).
+MAX_QUERIES, MAX_CANDIDATES = 100_000, 50_000_000
+
+#: The score fusions tried beside the RRF grid: cosine + α × a BM25 score over its best, α of
+#: :data:`ALPHAS`, the BM25 share given to the index over the blurb (the rest to the structural
+#: one) of :data:`BM25_SHARES`.  Fixed before the fit (2026-12-06), written for situate: α from
+#: 0.02 (a tie-break between near-equal cosines; bge-small's top-20 cosines span about 0.05–0.1
+#: on the labelled sets) to 0.4 (BM25 worth more than that span).
+ALPHAS = (0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4)
+BM25_SHARES = (0.0, 0.5, 1.0)
+
+
+def score_space() -> list[KindFusion]:
+    """The score fusions of :data:`ALPHAS` × :data:`BM25_SHARES` (27)."""
+    return [KindFusion("score", (1.0, a * s, a * (1 - s))) for a in ALPHAS for s in BM25_SHARES]
+
+
+def write_candidates(
+    path: str | os.PathLike,
+    query_ids: Sequence[str],
+    golden: Sequence[Sequence[Key]],
+    candidates: Sequence[Candidates],
+    keys: dict[str, Key],
+) -> None:
+    """Write each query's :class:`Candidates` (chunk ids turned into their ``(doc_id,
+    chunk_index)`` by ``keys``) with its id and golden keys to ``path`` (``.npz``).
+
+    Raises
+    ------
+    ValueError
+        ``candidates`` or ``golden`` of another length than ``query_ids``.
+    """
+    if not len(query_ids) == len(golden) == len(candidates):
+        raise ValueError(f"{len(query_ids)} query ids, {len(golden)} golden lists, {len(candidates)} candidate lists")
+    names = sorted({keys[i] for c in candidates for i in c.ids} | {tuple(g) for gs in golden for g in gs})
+    at = {k: n for n, k in enumerate(names)}
+    ranks = np.concatenate([np.where(np.isinf(c.ranks), 0, c.ranks) for c in candidates], axis=1)
+    np.savez_compressed(
+        path,
+        query_ids=np.array(query_ids, dtype=str),
+        doc_ids=np.array([d for d, _ in names], dtype=str),
+        chunk_index=np.array([i for _, i in names], dtype=np.int64),
+        offsets=np.cumsum([0] + [len(c.ids) for c in candidates]),
+        candidate=np.array([at[keys[i]] for c in candidates for i in c.ids], dtype=np.int64),
+        ranks=ranks.astype(np.int32),
+        scores=np.concatenate([c.scores for c in candidates], axis=1).astype(np.float32),
+        golden_offsets=np.cumsum([0] + [len(g) for g in golden]),
+        golden=np.array([at[tuple(g)] for gs in golden for g in gs], dtype=np.int64),
+    )
+
+
+def read_candidates(path: str | os.PathLike) -> list[tuple[Candidates, set[int]]]:
+    """Each query's :class:`Candidates` (ids: indices into the file's keys, as str) and its golden
+    key indices, from a file :func:`write_candidates` wrote.
+
+    Raises
+    ------
+    ValueError
+        The file is too large, not a candidate file, or inconsistent (the message names it).
+    """
+    p = Path(path)
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{p}: {p.stat().st_size} bytes, more than {MAX_FILE_BYTES} for a candidate file")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            a = {k: z[k] for k in ("offsets", "candidate", "ranks", "scores", "golden_offsets", "golden")}
+    except (OSError, KeyError, ValueError) as e:
+        raise ValueError(f"{p}: not a candidate file ({e})") from e
+    off, n = a["offsets"], len(a["candidate"])
+    ok = (
+        len(off) - 1 <= MAX_QUERIES
+        and n <= MAX_CANDIDATES
+        and a["ranks"].shape == a["scores"].shape == (3, n)
+        and off[0] == 0
+        and off[-1] == n
+        and np.all(np.diff(off) >= 0)
+        and len(a["golden_offsets"]) == len(off)
+        and a["golden_offsets"][-1] == len(a["golden"])
+    )
+    if not ok:
+        raise ValueError(f"{p}: inconsistent candidate file (offsets, ranks and scores do not agree)")
+    out = []
+    for q in range(len(off) - 1):
+        s, e = int(off[q]), int(off[q + 1])
+        ranks = np.where(a["ranks"][:, s:e] > 0, a["ranks"][:, s:e], np.inf).astype(np.float64)
+        ids = [str(int(i)) for i in a["candidate"][s:e]]
+        gold = {int(g) for g in a["golden"][a["golden_offsets"][q] : a["golden_offsets"][q + 1]]}
+        out.append((Candidates(ids, ranks, a["scores"][:, s:e].astype(np.float64)), gold))
+    return out
+
+
+def per_query_pass(
+    space: Sequence[KindFusion], queries: Sequence[tuple[Candidates, set[int]]], ks: Sequence[int] = KS
+) -> np.ndarray:
+    """Pass@k (a fraction) of every query under every fusion: float64[len(space), n_queries,
+    len(ks)], the candidates ordered by :func:`situate.resources.store.fusion.kind_scores` (ties:
+    the candidate order, as search breaks them)."""
+    out = np.zeros((len(space), len(queries), len(ks)))
+    for q, (c, gold) in enumerate(queries):
+        is_gold = np.array([int(i) in gold for i in c.ids])
+        n_gold = max(len(gold), 1)
+        for f, fusion in enumerate(space):
+            order = np.argsort(-kind_scores(fusion, c.ranks, c.scores), kind="stable")
+            hits = np.cumsum(is_gold[order])
+            out[f, q] = [hits[min(k, len(hits)) - 1] / n_gold if len(hits) else 0.0 for k in ks]
+    return out
