@@ -28,8 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.fusion_pooled import query_shapes, shapes_markdown
 from situate.evaluation.pooled_fit import cross_validate_pooled, pooled_wins
-from situate.evaluation.score_fit import per_query_pass, read_candidates, score_space, write_candidates
+from situate.evaluation.score_fit import (
+    candidate_query_ids,
+    per_query_pass,
+    read_candidates,
+    score_space,
+    write_candidates,
+)
 from situate.resources.store.fusion import KindFusion
 
 #: The search before per-kind fusion (every kind), and code's fusion before this fit.
@@ -89,7 +96,10 @@ def fit_kind(sets: dict[str, list], baseline: KindFusion) -> dict:
     groups = np.concatenate([np.full(b.shape[1], i) for i, b in enumerate(blocks.values())])
     cv = cross_validate_pooled(np.concatenate(list(blocks.values()), axis=1), groups)
     labels = list(sets)
-    cv.pop("per_query")
+    pq = cv.pop("per_query")
+    cv["per_query"] = {
+        labels[g]: {k: np.round(v[groups == g], 4).tolist() for k, v in pq.items()} for g in range(len(labels))
+    }
     cv["sets"] = {labels[g]: v for g, v in cv["sets"].items()}
     top = next(iter(cv["chosen"]))
     cv["chosen"] = {fusions[i].describe(): n for i, n in cv["chosen"].items()}
@@ -150,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("files", nargs="+", metavar="LABEL=FILE")
     f.add_argument("--kinds", required=True, help="LABEL=KIND joined by ',' (code or prose)")
     f.add_argument("--out", required=True, help="write OUT.json and OUT.md")
+    f.add_argument("--shapes", default="", help="LABEL=QUERIES joined by ',': figures per query shape too")
     args = ap.parse_args(argv)
     if args.step == "save":
         save(args.home, args.queries, args.out)
@@ -162,9 +173,14 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--kinds {item!r}: {label!r} is not a file's label ({', '.join(files)})")
         kinds.setdefault(kind, []).append(label)
     fits = fit(files, kinds)
+    md = markdown(fits)
+    if args.shapes:
+        ids = {lb: {"query_ids": candidate_query_ids(p)} for lb, p in files.items()}
+        shapes = query_shapes(ids, args.shapes)
+        md += "\nBy query shape (out of fold; the baseline in brackets):\n\n" + shapes_markdown(fits, shapes)
     Path(args.out + ".json").write_text(json.dumps(fits, indent=1) + "\n")
-    Path(args.out + ".md").write_text(markdown(fits) + "\n")
-    print(markdown(fits))
+    Path(args.out + ".md").write_text(md + "\n")
+    print(md)
     return 0
 
 

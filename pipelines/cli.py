@@ -183,7 +183,8 @@ def _add_search(sub) -> None:
     """``situate search QUERY``."""
     p_search = sub.add_parser(
         "search",
-        help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb, RRF), optionally reranked by "  # noqa: E501
+        help="hybrid search (dense + BM25 over the contextualised text, BM25 without the blurb; each kind of "
+        "chunk fused its own way: prose by RRF, code by score), optionally reranked by "
         "the local cross-encoder",
     )
     p_search.add_argument("query")

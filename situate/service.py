@@ -342,7 +342,8 @@ def create_app(
     app = FastAPI(
         title="situate",
         version=_version(),
-        description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, reciprocal rank fusion, optional rerank) over "  # noqa: E501
+        description="Hybrid search (dense + BM25 over the contextualised text and BM25 without the blurb, each kind of "
+        "chunk fused its own way, optional rerank) over "
         "contextualised chunks.",
         docs_url=None,
         redoc_url=None,

@@ -347,6 +347,7 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
         bm25_lists,
         candidates_of,
         dense_scored,
+        read_cosines_where_needed,
         rebuild_bm25_from_table,
     )
     from situate.resources.store.store import Store
@@ -382,6 +383,13 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
     # the code chunk's place is the one code's fusion gives it among all three
     code_order = [cands.ids[i] for i in np.argsort(-kind_scores(FUSION_BY_KIND["code"], cands.ranks, cands.scores))]
     assert [h.chunk_id for h in hits].index("a.py:0:h") == code_order.index("a.py:0:h")
+    # a code chunk dense did not return (top 1 only) gets its own cosine once a score fusion needs it
+    sparse = bm25_lists(store, table, "rotate_keys", 150, "rrf", [])
+    few = candidates_of(table, qv, dense_scored(table, qv, 1), sparse, cosines=False)
+    a = few.ids.index("a.py:0:h")
+    assert few.scores[0][a] == -1.0 and np.isinf(few.ranks[0][a])
+    assert read_cosines_where_needed(table, qv, few, bm25_kinds(store.bm25_dir), keep=3) == 1
+    assert few.scores[0][a] == pytest.approx(float(qv[0]))  # its vector is e_0
     # an index written before kinds were kept: every chunk fused as before (rrf, equal weights)
     (store.bm25_dir / "kinds.json").unlink()
     build_bm25([h.chunk_id for h in hits], [h.text for h in hits], store.bm25_dir, [h.text for h in hits])

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
-from situate.resources.store.fusion import FUSION_BY_KIND, RRF_K, Candidates, fuse_by_kind
+from situate.resources.store.fusion import FUSION_BY_KIND, RRF_K, Candidates, fuse_by_kind, kind_scores
 
 CANDIDATES = 150
 
@@ -534,7 +534,7 @@ def candidates_of(
     cosines : bool
         Read the cosine of the candidates outside the dense top list from their vectors (a
         filtered read of the table: about 40 ms at 6,267 rows without a ``chunk_id`` index, here);
-        without, they get -1, for rank fusions that do not read it.
+        without, they get -1 (:func:`read_cosines_where_needed` reads only those a fusion needs).
     """
     ids = list(dict.fromkeys([c for c, _ in dense] + [c for top, _ in sparse for c in top]))
     at = {c: i for i, c in enumerate(ids)}
@@ -553,6 +553,38 @@ def candidates_of(
             rows = _rows_by_id(scored[0])
             scores[j] = [scored[1][rows[c]] if c in rows else 0.0 for c in ids]
     return Candidates(ids, ranks, scores)
+
+
+def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dict[str, str], keep: int) -> int:
+    """Give the candidates outside the dense top list their cosine where a score fusion needs it:
+    each first gets the lowest cosine dense returned (an upper bound: dense did not return it),
+    then the ones a score fusion of their folder's kinds (:data:`FUSION_BY_KIND`) puts in its
+    first ``keep`` are read from their vectors (:func:`cosines_of`), until no bound is left there.
+    So the first ``keep`` of every fusion are exact, at no read of the table in most searches
+    (15 of CoSQA's 500 with ``keep = 20``) and one or two in the others.  Changes
+    ``cands.scores[0]`` in place; returns the cosines read.
+    """
+    missing = np.isinf(cands.ranks[0])
+    if not missing.any():
+        return 0
+    exact = ~missing
+    cands.scores[0][missing] = float(cands.scores[0][exact].min()) if exact.any() else 1.0
+    present = {kinds.get(i, "prose") for i in cands.ids}
+    by_score = {FUSION_BY_KIND.get(k, FUSION_BY_KIND["prose"]) for k in present} - {FUSION_BY_KIND["prose"]}
+    by_score = [f for f in by_score if f.method == "score"]
+    read = 0
+    while by_score:
+        need = set()
+        for f in by_score:
+            top = np.argsort(-kind_scores(f, cands.ranks, cands.scores), kind="stable")[:keep]
+            need |= {int(i) for i in top if not exact[i]}
+        if not need:
+            break
+        cos = cosines_of(table, query_vector, [cands.ids[i] for i in need])
+        for i in need:
+            cands.scores[0][i], exact[i] = cos.get(cands.ids[i], -1.0), True
+        read += len(need)
+    return read
 
 
 _ROWS: dict[int, tuple[list[str], dict[str, int]]] = {}
@@ -648,10 +680,9 @@ def hybrid_search(
     sparse = bm25_lists(store, table, query, candidates, fusion, warnings)
     kinds = bm25_kinds(store.bm25_dir) if fusion == "rrf" else None
     if kinds is not None:
-        by_score = any(
-            FUSION_BY_KIND.get(kind, FUSION_BY_KIND["prose"]).method == "score" for kind in set(kinds.values())
-        )
-        fused = fuse_by_kind(candidates_of(table, query_vector, dense, sparse, by_score), kinds)[: 2 * k]  # spare ids
+        cands = candidates_of(table, query_vector, dense, sparse, cosines=False)
+        read_cosines_where_needed(table, query_vector, cands, kinds, keep=2 * k)
+        fused = fuse_by_kind(cands, kinds)[: 2 * k]  # spare ids
     else:
         fused = fuse([[c for c, _ in dense]] + [top for top, _ in sparse], fusion)[: 2 * k]
     if not fused:

@@ -40,8 +40,9 @@ MAX_QUERIES, MAX_CANDIDATES = 100_000, 50_000_000
 #: The score fusions tried beside the RRF grid: cosine + α × a BM25 score over its best, α of
 #: :data:`ALPHAS`, the BM25 share given to the index over the blurb (the rest to the structural
 #: one) of :data:`BM25_SHARES`.  Fixed before the fit (2026-12-06), written for situate: α from
-#: 0.02 (a tie-break between near-equal cosines; bge-small's top-20 cosines span about 0.05–0.1
-#: on the labelled sets) to 0.4 (BM25 worth more than that span).
+#: 0.02 (a tie-break between near-equal cosines; bge-small's first and twentieth cosines lie
+#: 0.07–0.17 apart on the middle half of the labelled sets' queries) to 0.4 (BM25 worth more than
+#: that span).
 ALPHAS = (0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4)
 BM25_SHARES = (0.0, 0.5, 1.0)
 
@@ -123,6 +124,24 @@ def read_candidates(path: str | os.PathLike) -> list[tuple[Candidates, set[int]]
         gold = {int(g) for g in a["golden"][a["golden_offsets"][q] : a["golden_offsets"][q + 1]]}
         out.append((Candidates(ids, ranks, a["scores"][:, s:e].astype(np.float64)), gold))
     return out
+
+
+def candidate_query_ids(path: str | os.PathLike) -> list[str]:
+    """The query ids of a candidate file, in its order (:func:`read_candidates` checks the rest).
+
+    Raises
+    ------
+    ValueError
+        The file is too large or holds no query ids (the message names it).
+    """
+    p = Path(path)
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{p}: {p.stat().st_size} bytes, more than {MAX_FILE_BYTES} for a candidate file")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            return [str(q) for q in z["query_ids"][:MAX_QUERIES]]
+    except (OSError, KeyError, ValueError) as e:
+        raise ValueError(f"{p}: not a candidate file ({e})") from e
 
 
 def per_query_pass(
