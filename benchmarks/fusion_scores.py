@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.fusion_pooled import query_shapes, shapes_markdown
+from benchmarks.fusion_pooled import parse_kinds, query_shapes, shapes_markdown
 from situate.evaluation.pooled_fit import cross_validate_pooled, pooled_wins
 from situate.evaluation.score_fit import (
     candidate_query_ids,
@@ -166,12 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         save(args.home, args.queries, args.out)
         return 0
     files = dict(item.split("=", 1) for item in args.files)
-    kinds: dict[str, list[str]] = {}
-    for item in args.kinds.split(","):
-        label, _, kind = item.partition("=")
-        if label not in files:
-            ap.error(f"--kinds {item!r}: {label!r} is not a file's label ({', '.join(files)})")
-        kinds.setdefault(kind, []).append(label)
+    try:
+        kinds = parse_kinds(args.kinds, list(files))
+    except ValueError as e:
+        ap.error(str(e))
     fits = fit(files, kinds)
     md = markdown(fits)
     if args.shapes:
