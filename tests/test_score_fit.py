@@ -11,14 +11,14 @@ import pytest
 
 from benchmarks import fusion_scores
 from situate.evaluation import score_fit
-from situate.resources.store import fusion
+from situate.resources.store import fusion, retrieval
 from situate.resources.store.fusion import FUSION_BY_KIND, KindFusion
 
 RANKINGS = Path(__file__).resolve().parents[1] / "benchmarks" / "rankings"
 
 
 def test_the_modules_examples_hold():
-    for m in (score_fit, fusion):
+    for m in (score_fit, fusion, retrieval):
         assert doctest.testmod(m).failed == 0, m.__name__
 
 

@@ -326,11 +326,20 @@ def bm25_scores(index_dir: Path, query: str) -> tuple[list[str], np.ndarray] | N
 
 
 def top_ids(ids: list[str], scores: np.ndarray, k: int) -> list[str]:
-    """The ids of the ``k`` highest ``scores`` above 0, best first (ties: the index's order)."""
+    """The ids of the ``k`` highest ``scores`` above 0, best first (ties: the index's order, also
+    at the cut).
+
+    Examples
+    --------
+    >>> top_ids(list("abcdef"), np.array([1, 2, 2, 2, 0, 3.0]), 3)
+    ['f', 'b', 'c']
+    """
     k = min(k, len(ids))
     if k <= 0:
         return []
-    best = np.argpartition(-scores, k - 1)[:k]
+    kth = -np.partition(-scores, k - 1)[k - 1]  # the k-th highest score
+    above = np.flatnonzero(scores > kth)
+    best = np.concatenate([above, np.flatnonzero(scores == kth)[: k - len(above)]])  # ties at the cut: first rows
     best = best[np.lexsort((best, -scores[best]))]
     return [ids[int(i)] for i in best if scores[i] > 0]
 
