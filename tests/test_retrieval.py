@@ -397,3 +397,57 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
     hits, _ = hybrid_search(store, qv, "rotate keys", k=3)
     lists = [dense, bm25_search(store.bm25_dir, "rotate keys"), bm25_search(store.bm25_dir / STRUCTURAL, "rotate keys")]
     assert [h.chunk_id for h in hits] == [i for i, _ in rrf(lists)]
+
+
+def test_a_mixed_folders_first_hits_use_every_code_chunks_own_cosine(tmp_path):
+    """Real LanceDB and bm25s; FAKE 8-d vectors with chosen cosines stand in for the embedder.  Prose
+    chunks near the query, code chunks that match its words but lie far from it: a code chunk outside
+    the dense top list starts with a bound on its cosine, and the merged first hit must not rest on it
+    (found by a break-it review: the code chunk of cosine -0.5 came first)."""
+    from situate.contextual.indexing import build_rows
+    from situate.resources.store.fusion import fuse_by_kind
+    from situate.resources.store.retrieval import (
+        bm25_kinds,
+        bm25_lists,
+        candidates_of,
+        dense_scored,
+        rebuild_bm25_from_table,
+    )
+    from situate.resources.store.store import Store
+
+    def vec(cos, j):
+        v = np.zeros(8, np.float32)
+        v[0], v[j] = cos, np.sqrt(1 - cos * cos)
+        return v
+
+    store = Store(home=str(tmp_path))
+    docs = {
+        "p.md": ("markdown", ["Bake bread daily.", "Walk dogs often.", "Paint walls white."], [0.9, 0.8, 0.3]),
+        "c.py": (
+            "code",
+            [
+                "def rotate_keys():\n    rotate keys rotate keys rotate keys\n",
+                "def a():\n    rotate keys\n",
+                "def b():\n    keys of the rotation table here and more words\n",
+            ],
+            [-0.5, 0.2, 0.0],
+        ),
+    }
+    j = 1
+    for name, (fmt, texts, cosines) in docs.items():
+        doc = {"format": fmt, "text": "\n".join(texts), "doc_id": name, "source": name, "title": name, "sha256": name}
+        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
+        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+        vecs = np.stack([vec(c, j + i) for i, c in enumerate(cosines)])
+        j += len(texts)
+        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    q = np.zeros(8, np.float32)
+    q[0] = 1
+    table = store.table()
+    sparse = bm25_lists(store, table, "rotate keys", 3, "rrf", [])
+    exact = fuse_by_kind(candidates_of(table, q, dense_scored(table, q, 3), sparse), bm25_kinds(store.bm25_dir))
+    for k in (1, 2, 3):
+        hits, _ = hybrid_search(store, q, "rotate keys", k=k, candidates=3)
+        assert [h.chunk_id for h in hits] == [i for i, _ in exact[:k]]
+    assert exact[0][0] == "p.md:0:h"

@@ -117,28 +117,36 @@ def kind_scores(fusion: KindFusion, ranks: np.ndarray, scores: np.ndarray) -> np
     raise ValueError(f"unknown fusion method {fusion.method!r}: rrf or score")
 
 
+def kind_positions(
+    candidates: Candidates, kinds: dict[str, str], fusion: dict[str, KindFusion] = FUSION_BY_KIND
+) -> np.ndarray:
+    """Each candidate's position (from 1, float64[n]) under its own kind's fusion among all the
+    candidates; a chunk of no known kind, or of a kind ``fusion`` lacks, is prose."""
+    n = len(candidates.ids)
+    prose = fusion.get("prose", FUSION_BY_KIND["prose"])
+    own = [fusion.get(kinds.get(i, "prose"), prose) for i in candidates.ids]
+    position = np.zeros(n)
+    for f in set(own):
+        order = np.argsort(-kind_scores(f, candidates.ranks, candidates.scores), kind="stable")
+        at = np.empty(n)
+        at[order] = np.arange(1, n + 1)
+        mine = np.array([g == f for g in own])
+        position[mine] = at[mine]
+    return position
+
+
 def fuse_by_kind(
     candidates: Candidates, kinds: dict[str, str], fusion: dict[str, KindFusion] = FUSION_BY_KIND
 ) -> list[tuple[str, float]]:
     """The candidates, each placed at the position (from 1) its own kind's fusion gives it among
-    them all, scored ``(RRF_K + 1) / (RRF_K + position)`` (1 for the first); a chunk of no known
-    kind is prose.  Equal positions (a code and a prose chunk): the candidate order (dense's first).
+    them all (:func:`kind_positions`), scored ``(RRF_K + 1) / (RRF_K + position)`` (1 for the
+    first).  Equal positions (a code and a prose chunk): the candidate order (dense's first).
 
     Returns
     -------
     list of (id, score)
         Best first.
     """
-    n = len(candidates.ids)
-    own = [kinds.get(i, "prose") for i in candidates.ids]
-    own = [k if k in fusion else "prose" for k in own]
-    position = np.zeros(n)
-    for kind in sorted(set(own)):
-        s = kind_scores(fusion[kind], candidates.ranks, candidates.scores)
-        order = np.argsort(-s, kind="stable")
-        at = np.empty(n)
-        at[order] = np.arange(1, n + 1)
-        mine = np.array([k == kind for k in own])
-        position[mine] = at[mine]
-    order = sorted(range(n), key=lambda i: (position[i], i))
+    position = kind_positions(candidates, kinds, fusion)
+    order = sorted(range(len(position)), key=lambda i: (position[i], i))
     return [(candidates.ids[i], (RRF_K + 1) / (RRF_K + float(position[i]))) for i in order]

@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
-from situate.resources.store.fusion import FUSION_BY_KIND, RRF_K, Candidates, fuse_by_kind, kind_scores
+from situate.resources.store.fusion import (
+    FUSION_BY_KIND,
+    RRF_K,
+    Candidates,
+    fuse_by_kind,
+    kind_positions,
+    kind_scores,
+)
 
 CANDIDATES = 150
 
@@ -566,26 +573,29 @@ def candidates_of(
 
 def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dict[str, str], keep: int) -> int:
     """Give the candidates outside the dense top list their cosine where a score fusion needs it:
-    each first gets the lowest cosine dense returned (an upper bound: dense did not return it),
-    then the ones a score fusion of their folder's kinds (:data:`FUSION_BY_KIND`) puts in its
-    first ``keep`` are read from their vectors (:func:`cosines_of`), until no bound is left there.
-    So the first ``keep`` of every fusion are exact, at no read of the table in most searches
-    (15 of CoSQA's 500 with ``keep = 20``) and one or two in the others.  Changes
-    ``cands.scores[0]`` in place; returns the cosines read.
+    each first gets the lowest cosine dense returned (an upper bound: dense did not return it);
+    then, until no bound is left there, the ones a score fusion of the folder's kinds
+    (:data:`FUSION_BY_KIND`) puts at or above the deepest position the merged first ``keep``
+    reach (:func:`situate.resources.store.fusion.kind_positions`) are read from their vectors
+    (:func:`cosines_of`).  So the first ``keep`` of :func:`situate.resources.store.fusion.fuse_by_kind`
+    are exact, at no read of the table in most searches (15 of CoSQA's 500 with ``keep = 20``)
+    and one or two in the others.  Changes ``cands.scores[0]`` in place; returns the cosines read.
     """
     missing = np.isinf(cands.ranks[0])
     if not missing.any():
         return 0
     exact = ~missing
     cands.scores[0][missing] = float(cands.scores[0][exact].min()) if exact.any() else 1.0
-    present = {kinds.get(i, "prose") for i in cands.ids}
-    by_score = {FUSION_BY_KIND.get(k, FUSION_BY_KIND["prose"]) for k in present} - {FUSION_BY_KIND["prose"]}
+    prose = FUSION_BY_KIND["prose"]
+    by_score = {FUSION_BY_KIND.get(kinds.get(i, "prose"), prose) for i in cands.ids}
     by_score = [f for f in by_score if f.method == "score"]
     read = 0
     while by_score:
+        position = np.sort(kind_positions(cands, kinds))
+        depth = int(max(keep, position[min(keep, len(position)) - 1] + 1))  # +1: a tie at the cut
         need = set()
         for f in by_score:
-            top = np.argsort(-kind_scores(f, cands.ranks, cands.scores), kind="stable")[:keep]
+            top = np.argsort(-kind_scores(f, cands.ranks, cands.scores), kind="stable")[:depth]
             need |= {int(i) for i in top if not exact[i]}
         if not need:
             break
