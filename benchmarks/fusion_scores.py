@@ -165,11 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "save":
         save(args.home, args.queries, args.out)
         return 0
+    if any("=" not in item or item.startswith("=") for item in args.files):
+        ap.error("give each candidate file as LABEL=FILE")
     files = dict(item.split("=", 1) for item in args.files)
     try:
         kinds = parse_kinds(args.kinds, list(files))
     except ValueError as e:
         ap.error(str(e))
+    if set(kinds) - {"code", "prose"}:
+        ap.error(f"--kinds: a kind is code or prose, not {', '.join(sorted(set(kinds) - {'code', 'prose'}))}")
     fits = fit(files, kinds)
     md = markdown(fits)
     if args.shapes:

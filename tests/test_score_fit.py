@@ -32,6 +32,16 @@ def test_a_bad_candidate_file_is_refused_by_name(tmp_path):
     np.savez(bent, **{**good, "scores": good["scores"][:, :-1]})  # one score short
     with pytest.raises(ValueError, match="bent.npz: inconsistent candidate file"):
         score_fit.read_candidates(bent)
+    for name, change in {
+        "far.npz": {"golden": good["golden"] + 10**9},  # a golden key past the file's keys
+        "float.npz": {"offsets": good["offsets"].astype(float)},  # offsets must be integers
+        "objects.npz": {"scores": np.array([None] * 3, dtype=object)},  # a pickle: never loaded
+    }.items():
+        np.savez(tmp_path / name, **{**good, **change})
+        with pytest.raises(ValueError, match=f"{name}: (inconsistent|not a) candidate file"):
+            score_fit.read_candidates(tmp_path / name)
+    with pytest.raises(ValueError, match="nowhere.npz: not a candidate file"):
+        score_fit.candidate_query_ids(tmp_path / "nowhere.npz")
 
 
 @pytest.fixture(scope="module")

@@ -660,6 +660,26 @@ def bm25_lists(store, table, query: str, candidates: int, fusion: str, warnings:
     return out + [([] if structural is None else top_ids(*structural, candidates), structural)]
 
 
+def hits_of(table, fused: list[tuple[str, float]], k: int) -> list[Hit]:
+    """The first ``k`` of ``fused`` (``(chunk id, score)``, best first) still in ``table``, as
+    :class:`Hit`; rows are read ``2 k`` ids at a time, so ids a stale BM25 index still holds are
+    passed over instead of leaving the list short."""
+    hits: list[Hit] = []
+    for start in range(0, len(fused) if k > 0 else 0, 2 * k):
+        window = fused[start : start + 2 * k]
+        rows = rows_of(table, [cid for cid, _ in window])
+        for cid, score in window:
+            r = rows.get(cid)
+            if r is None:  # in the BM25 index but no longer in the table
+                continue
+            hit = Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"], int(r["chunk_index"]),
+                      r["blurb"] or "", r["text"], r.get("context") or "")  # fmt: skip
+            hits.append(hit)
+            if len(hits) == k:
+                return hits
+    return hits
+
+
 def hybrid_search(
     store, query_vector: np.ndarray, query: str, k: int = 10, candidates: int = CANDIDATES, fusion: str = "rrf"
 ) -> tuple[list[Hit], list[str]]:
@@ -701,32 +721,11 @@ def hybrid_search(
     if kinds is not None:
         cands = candidates_of(table, query_vector, dense, sparse, cosines=False)
         read_cosines_where_needed(table, query_vector, cands, kinds, keep=2 * k)
-        fused = fuse_by_kind(cands, kinds)[: 2 * k]  # spare ids
+        fused = fuse_by_kind(cands, kinds)
     else:
-        fused = fuse([[c for c, _ in dense]] + [top for top, _ in sparse], fusion)[: 2 * k]
+        fused = fuse([[c for c, _ in dense]] + [top for top, _ in sparse], fusion)
     if not fused:
         return [], warnings
     if "context" not in table.schema.names:  # a table written before structural context
         warnings.append("the table predates structural context: run `situate ingest` again")
-    rows = rows_of(table, [cid for cid, _ in fused])
-    hits = []
-    for cid, score in fused:
-        r = rows.get(cid)
-        if r is None:  # in the BM25 index but no longer in the table
-            continue
-        hits.append(
-            Hit(
-                len(hits) + 1,
-                round(score, 6),
-                cid,
-                r["doc_id"],
-                r["source"],
-                int(r["chunk_index"]),
-                r["blurb"] or "",
-                r["text"],
-                r.get("context") or "",
-            )
-        )
-        if len(hits) == k:
-            break
-    return hits, warnings
+    return hits_of(table, fused, k), warnings

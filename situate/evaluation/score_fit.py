@@ -24,6 +24,8 @@ Examples
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +36,8 @@ from situate.resources.store.fusion import Candidates, KindFusion, kind_scores
 
 #: Largest candidate file read: 256 MiB (CoSQA's 500 queries × about 350 candidates: about 3 MiB).
 MAX_FILE_BYTES = 256 * 2**20
+#: Most bytes a candidate file's arrays may declare in all (they are read whole): 1 GiB.
+MAX_DECOMPRESSED_BYTES = 2**30
 #: Most queries and candidates in all (the arrays are read whole).
 MAX_QUERIES, MAX_CANDIDATES = 100_000, 50_000_000
 
@@ -86,6 +90,75 @@ def write_candidates(
     )
 
 
+#: The arrays of a candidate file, with the kind of number each holds and its dimensions.
+_MEMBERS = {
+    "query_ids": ("U", 1),
+    "doc_ids": ("U", 1),
+    "chunk_index": ("iu", 1),
+    "offsets": ("iu", 1),
+    "candidate": ("iu", 1),
+    "ranks": ("iu", 2),
+    "scores": ("f", 2),
+    "golden_offsets": ("iu", 1),
+    "golden": ("iu", 1),
+}
+
+
+def _load(path: str | os.PathLike, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of a candidate file, each member's header checked (kind, dimensions,
+    declared size: at most :data:`MAX_DECOMPRESSED_BYTES` in all) before it is read.
+
+    Raises
+    ------
+    ValueError
+        Not a regular file, too large, not an ``.npz`` of those arrays (the message names it).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: not a candidate file (no such regular file)")
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{p}: {p.stat().st_size} bytes, more than {MAX_FILE_BYTES} for a candidate file")
+    try:
+        with zipfile.ZipFile(p) as zf:
+            declared = 0
+            for name in names:
+                with zf.open(f"{name}.npy") as f:
+                    fmt = np.lib.format
+                    version = fmt.read_magic(f)
+                    header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                    shape, _, dtype = header(f)
+                kinds, ndim = _MEMBERS[name]
+                if dtype.kind not in kinds or len(shape) != ndim:
+                    raise ValueError(f"array {name} is {dtype} of {len(shape)} dimensions")
+                declared += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if declared > MAX_DECOMPRESSED_BYTES:
+                    raise ValueError(f"its arrays declare more than {MAX_DECOMPRESSED_BYTES} bytes")
+        with np.load(p, allow_pickle=False) as z:
+            return {name: z[name] for name in names}
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, TypeError) as e:
+        raise ValueError(f"{p}: not a candidate file ({e})") from e
+
+
+def _consistent(a: dict[str, np.ndarray]) -> bool:
+    """Whether a candidate file's offsets, ranks, scores and key indices agree."""
+    off, goff, n, keys = a["offsets"], a["golden_offsets"], len(a["candidate"]), len(a["doc_ids"])
+
+    def runs(o: np.ndarray, total: int) -> bool:
+        return len(o) >= 1 and o[0] == 0 and o[-1] == total and bool(np.all(np.diff(o) >= 0))
+
+    return (
+        len(off) - 1 <= MAX_QUERIES
+        and n <= MAX_CANDIDATES
+        and a["ranks"].shape == a["scores"].shape == (3, n)
+        and runs(off, n)
+        and len(goff) == len(off)
+        and runs(goff, len(a["golden"]))
+        and all(len(x) == 0 or (x.min() >= 0 and x.max() < keys) for x in (a["candidate"], a["golden"]))
+        and bool(np.all(a["ranks"] >= 0))
+        and bool(np.all(np.isfinite(a["scores"])))
+    )
+
+
 def read_candidates(path: str | os.PathLike) -> list[tuple[Candidates, set[int]]]:
     """Each query's :class:`Candidates` (ids: indices into the file's keys, as str) and its golden
     key indices, from a file :func:`write_candidates` wrote.
@@ -93,35 +166,19 @@ def read_candidates(path: str | os.PathLike) -> list[tuple[Candidates, set[int]]
     Raises
     ------
     ValueError
-        The file is too large, not a candidate file, or inconsistent (the message names it).
+        The file is not a regular file, too large, not a candidate file, or inconsistent (the
+        message names it).
     """
-    p = Path(path)
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{p}: {p.stat().st_size} bytes, more than {MAX_FILE_BYTES} for a candidate file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            a = {k: z[k] for k in ("offsets", "candidate", "ranks", "scores", "golden_offsets", "golden")}
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{p}: not a candidate file ({e})") from e
-    off, n = a["offsets"], len(a["candidate"])
-    ok = (
-        len(off) - 1 <= MAX_QUERIES
-        and n <= MAX_CANDIDATES
-        and a["ranks"].shape == a["scores"].shape == (3, n)
-        and off[0] == 0
-        and off[-1] == n
-        and np.all(np.diff(off) >= 0)
-        and len(a["golden_offsets"]) == len(off)
-        and a["golden_offsets"][-1] == len(a["golden"])
-    )
-    if not ok:
-        raise ValueError(f"{p}: inconsistent candidate file (offsets, ranks and scores do not agree)")
+    a = _load(path, ["doc_ids", "offsets", "candidate", "ranks", "scores", "golden_offsets", "golden"])
+    if not _consistent(a):
+        raise ValueError(f"{path}: inconsistent candidate file (offsets, ranks, scores and keys do not agree)")
+    off, goff = a["offsets"], a["golden_offsets"]
     out = []
     for q in range(len(off) - 1):
         s, e = int(off[q]), int(off[q + 1])
         ranks = np.where(a["ranks"][:, s:e] > 0, a["ranks"][:, s:e], np.inf).astype(np.float64)
         ids = [str(int(i)) for i in a["candidate"][s:e]]
-        gold = {int(g) for g in a["golden"][a["golden_offsets"][q] : a["golden_offsets"][q + 1]]}
+        gold = {int(g) for g in a["golden"][int(goff[q]) : int(goff[q + 1])]}
         out.append((Candidates(ids, ranks, a["scores"][:, s:e].astype(np.float64)), gold))
     return out
 
@@ -132,16 +189,9 @@ def candidate_query_ids(path: str | os.PathLike) -> list[str]:
     Raises
     ------
     ValueError
-        The file is too large or holds no query ids (the message names it).
+        The file is not a regular file, too large, or holds no query ids (the message names it).
     """
-    p = Path(path)
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{p}: {p.stat().st_size} bytes, more than {MAX_FILE_BYTES} for a candidate file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            return [str(q) for q in z["query_ids"][:MAX_QUERIES]]
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{p}: not a candidate file ({e})") from e
+    return [str(q) for q in _load(path, ["query_ids"])["query_ids"][:MAX_QUERIES]]
 
 
 def per_query_pass(
