@@ -578,7 +578,7 @@ def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dic
     (:data:`FUSION_BY_KIND`) puts at or above the deepest position the merged first ``keep``
     reach (:func:`situate.resources.store.fusion.kind_positions`) are read from their vectors
     (:func:`cosines_of`).  So the first ``keep`` of :func:`situate.resources.store.fusion.fuse_by_kind`
-    are exact, at no read of the table in most searches (15 of CoSQA's 500 with ``keep = 20``)
+    are exact, at no read of the table in most searches (19 of CoSQA's 500 with ``keep = 20``)
     and one or two in the others.  Changes ``cands.scores[0]`` in place; returns the cosines read.
     """
     missing = np.isinf(cands.ranks[0])
