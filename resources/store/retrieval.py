@@ -519,13 +519,19 @@ def dense_search(table, query_vector, candidates: int) -> list[str]:
     return [cid for cid, _ in dense_scored(table, query_vector, candidates)]
 
 
+def _chunk_ids_in(chunk_ids: list[str]) -> str:
+    """The LanceDB filter ``chunk_id IN (...)`` of ``chunk_ids`` (each quoted)."""
+    from situate.resources.store.store import sql_quote
+
+    return f"chunk_id IN ({', '.join(sql_quote(c) for c in chunk_ids)})"
+
+
 def cosines_of(table, query_vector, chunk_ids: list[str]) -> dict[str, float]:
     """The cosine similarity of ``query_vector`` and each row of ``chunk_ids`` still in ``table``
     (read from the rows' vectors: for a BM25 candidate outside the dense top list)."""
     if not chunk_ids:
         return {}
-    in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in chunk_ids)
-    rows = table.search().where(f"chunk_id IN ({in_list})").select(["chunk_id", "vector"]).limit(len(chunk_ids))
+    rows = table.search().where(_chunk_ids_in(chunk_ids)).select(["chunk_id", "vector"]).limit(len(chunk_ids))
     q = np.asarray(query_vector, dtype=np.float64)
     q = q / max(float(np.linalg.norm(q)), 1e-12)
     out = {}
@@ -623,11 +629,10 @@ def _rows_by_id(ids: list[str]) -> dict[str, int]:
 def rows_of(table, chunk_ids: list[str]) -> dict[str, dict]:
     """The rows of ``chunk_ids`` in ``table`` by id (a hit's columns; ``context`` where the table
     has it): the ids that are no longer there are missing."""
-    in_list = ", ".join("'" + c.replace("'", "''") + "'" for c in chunk_ids)
     cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"]
     if "context" not in table.schema.names:  # a table written before structural context
         cols.remove("context")
-    rows = table.search().where(f"chunk_id IN ({in_list})").select(cols).limit(len(chunk_ids)).to_list()
+    rows = table.search().where(_chunk_ids_in(chunk_ids)).select(cols).limit(len(chunk_ids)).to_list()
     return {r["chunk_id"]: r for r in rows}
 
 
@@ -647,7 +652,7 @@ def bm25_lists(store, table, query: str, candidates: int, fusion: str, warnings:
     scored = bm25_scores(store.bm25_dir, query)
     if not any(tokenize([query]).ids):
         warnings.append("the query has no BM25 terms (only stopwords or punctuation): dense results only")
-    out = [([] if scored is None else top_ids(*scored, candidates), scored)]
+    out = [_top(scored, candidates)]
     if fusion != "rrf":
         return out
     if not (store.bm25_dir / STRUCTURAL).exists():
@@ -657,7 +662,12 @@ def bm25_lists(store, table, query: str, candidates: int, fusion: str, warnings:
         )
         return out
     structural = bm25_scores(store.bm25_dir / STRUCTURAL, query)
-    return out + [([] if structural is None else top_ids(*structural, candidates), structural)]
+    return out + [_top(structural, candidates)]
+
+
+def _top(scored: tuple[list[str], np.ndarray] | None, k: int) -> tuple[list[str], tuple | None]:
+    """``(top k ids, scored)`` of one index's :func:`bm25_scores` answer ([] for None)."""
+    return ([] if scored is None else top_ids(*scored, k)), scored
 
 
 def hits_of(table, fused: list[tuple[str, float]], k: int) -> list[Hit]:

@@ -228,7 +228,8 @@ def _migrate_columns(table, schema: pa.Schema) -> bool:
     return True
 
 
-def _quote(value: str) -> str:
+def sql_quote(value: str) -> str:
+    """``value`` as an SQL string literal for a LanceDB filter (each ``'`` doubled)."""
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -616,7 +617,7 @@ class Store(dg.ConfigurableResource):
         same = table is not None and all(_fields(t.schema) == _fields(table.schema) for t in filled)
         if len(rows_of) == 1 or not filled or not same or self._open(NEXT_TABLE) is not None:
             return {key: self._replace_document(key, rows) for key, rows in rows_of.items()}
-        keys = "document_key IN (" + ", ".join(_quote(k) for k in rows_of) + ")"
+        keys = "document_key IN (" + ", ".join(sql_quote(k) for k in rows_of) + ")"
         (
             table.merge_insert("chunk_id")
             .when_matched_update_all()
@@ -648,7 +649,7 @@ class Store(dg.ConfigurableResource):
                 self._promote_if_complete()
                 return rows.num_rows
         if nxt is not None and not rows.num_rows:
-            nxt.delete(f"document_key = {_quote(key)}")
+            nxt.delete(f"document_key = {sql_quote(key)}")
         n = self._merge_document(TABLE, table, key, rows)
         if nxt is not None:
             self._promote_if_complete()
@@ -662,13 +663,13 @@ class Store(dg.ConfigurableResource):
             if table is None:
                 return rows.num_rows  # created with these rows
         if not rows.num_rows:
-            table.delete(f"document_key = {_quote(key)}")
+            table.delete(f"document_key = {sql_quote(key)}")
             return 0
         (
             table.merge_insert("chunk_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(f"document_key = {_quote(key)}")
+            .when_not_matched_by_source_delete(f"document_key = {sql_quote(key)}")
             .execute(rows)
         )
         return rows.num_rows
@@ -733,7 +734,7 @@ class Store(dg.ConfigurableResource):
         """Remove document ``key``'s rows (its stage files stay), from ``chunks-next`` too."""
         for table in (self.table(), self._open(NEXT_TABLE)):
             if table is not None:
-                retry_commit(lambda: table.delete(f"document_key = {_quote(key)}"))  # noqa: B023 (called here)
+                retry_commit(lambda: table.delete(f"document_key = {sql_quote(key)}"))  # noqa: B023 (called here)
 
     def delete_documents(self, keys: list[str]) -> None:
         """Remove every row of the documents ``keys`` and their stage files."""
@@ -741,7 +742,7 @@ class Store(dg.ConfigurableResource):
             for i in range(0, len(keys), 200):
                 batch = keys[i : i + 200]
                 if table is not None and batch:
-                    where = f"document_key IN ({', '.join(_quote(k) for k in batch)})"
+                    where = f"document_key IN ({', '.join(sql_quote(k) for k in batch)})"
                     retry_commit(lambda: table.delete(where))  # noqa: B023 (called here)
         if keys:
             retry_commit(self._promote_if_complete)  # the deleted documents may be the last waited for
