@@ -52,7 +52,8 @@ def plan_for(
     fp = fingerprint(llm, embedder, chunking)
     registered = instance.get_dynamic_partitions(partitions)
     skipped: list[str] = []
-    refs = docs.discover(skipped)
+    passed_over: dict[str, str] = {}
+    refs = docs.discover(skipped, passed_over)
     plan = plan_sync(
         refs,
         registered,
@@ -62,6 +63,7 @@ def plan_for(
         allow_mass_removal=allow_removal or read_settings().allow_mass_removal,
     )
     plan.skipped = skipped
+    plan.passed_over = passed_over
     record_removal_hold(store, plan.held, plan.held_keys)
     return plan, fp
 

@@ -70,13 +70,14 @@ def _main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from situate.pipelines.preflight import StartupError
     from situate.resources.models.registry import ModelFileError
+    from situate.resources.errors import ListingError
     from situate.resources.store.objects import DataFolderURIError
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
     try:
         return _run(args)
-    except (StartupError, ModelFileError, DataFolderURIError) as e:
+    except (StartupError, ModelFileError, DataFolderURIError, ListingError) as e:
         print(f"situate: error: {e}", file=sys.stderr)
         return 2
     finally:
@@ -112,8 +113,29 @@ def _add_models(sub) -> None:
 
 def _add_ingest(sub) -> None:
     """``situate ingest PATH``."""
-    p_ingest = sub.add_parser("ingest", help="ingest a folder or a corpus file")
-    p_ingest.add_argument("path")
+    p_ingest = sub.add_parser(
+        "ingest",
+        help="ingest a folder or a corpus file",
+        description="Ingest a folder (in a git working tree: what git tracks or does not ignore, "
+        "less .situateignore and --exclude, plus --include) or a corpus file into the data folder.",
+        epilog=INGEST_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p_ingest.add_argument("path", help="the docs folder, or a corpus file")
+    p_ingest.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="also read files matching this gitignore-style glob although git ignores them or they "
+        "are hidden (repeat for several; adds to $SITUATE_INCLUDE)",
+    )
+    p_ingest.add_argument(
+        "--exclude",
+        action="append",
+        metavar="GLOB",
+        help="do not read files matching this gitignore-style glob (repeat for several; adds to "
+        "$SITUATE_EXCLUDE; wins over --include)",
+    )
     p_ingest.add_argument("--home", help="data folder (default $SITUATE_HOME or ./.situate)")
     p_ingest.add_argument(
         "--json", metavar="OUT", help="write the summary as JSON to OUT (exit status 1 when any document failed)"
@@ -134,7 +156,33 @@ def _add_ingest(sub) -> None:
         "PATH would take, and (local models) predict its wall time: every document is read, "
         "chunked and fitted, the local models are timed on a sample, nothing is written",
     )
+    p_ingest.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what an ingest of PATH would read, by top folder and kind (prose, code, other), "
+        "with the LLM calls each folder would make, and every file it would skip with the reason: "
+        "no model loaded, nothing written, seconds (--estimate adds the LLM seconds)",
+    )
     _add_verbose(p_ingest)
+
+
+#: What ``situate ingest``'s exit status means (its ``--help`` epilog; docs/using.md says the same).
+INGEST_EXIT_CODES = """exit status:
+  0    every document was ingested or is unchanged; files that are not documents (ignored,
+       hidden, empty, of no known format) are skipped and counted, not failures
+  1    some documents failed (each named by its path with the reason); the others are ingested
+  2    nothing could run: a bad argument or setting, the docs or data folder, a model file, or a
+       mass removal held (an unmounted share?)
+  130  interrupted (Ctrl-C or SIGTERM): what was finished is kept; the same command resumes"""
+
+
+def globs_override(name: str, given: list[str] | None) -> None:
+    """Add the globs ``given`` on the command line to setting ``name`` (``SITUATE_INCLUDE`` or
+    ``SITUATE_EXCLUDE``) for this process."""
+    from situate.resources.settings import override
+
+    if given:
+        override(name, ",".join([g for g in (env(name),) if g] + given))
 
 
 def _add_sync(sub) -> None:
@@ -320,8 +368,13 @@ def _add_servers(sub) -> None:
 
 def _run(args) -> int:
     """Carry out a parsed ``situate`` command; returns the exit status."""
+    if args.command == "ingest":
+        globs_override("SITUATE_INCLUDE", args.include)
+        globs_override("SITUATE_EXCLUDE", args.exclude)
     if args.command == "ingest" and args.estimate:
         return _estimate_cmd(args)
+    if args.command == "ingest" and args.dry_run:
+        return _dry_run_cmd(args)
     commands = {
         "models": _models_cmd,
         "ingest": _ingest_cmd,
@@ -384,8 +437,29 @@ def _estimate_cmd(args) -> int:
     return 0
 
 
+def _dry_run_cmd(args) -> int:
+    """``situate ingest --dry-run``: what an ingest would read and skip, no model, nothing written."""
+    from situate.pipelines.dry_run import dry_run
+    from situate.pipelines.preflight import check_docs
+    from situate.pipelines.settings import resources_from_env
+    from situate.resources.documents.listing import ListingError
+
+    try:
+        result = dry_run(resources_from_env(docs_path=str(check_docs(args.path)), plain=True))
+    except ListingError as e:
+        print(f"situate: error: {e}", file=sys.stderr)
+        return 2
+    print(f"situate: dry run of {result.docs}: nothing read by a model, nothing written")
+    for line in result.lines():
+        print(f"situate: dry run: {line}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dataclasses.asdict(result), indent=2))
+    return 0
+
+
 def _ingest_cmd(args) -> int:
-    """``situate ingest``: exit 2 when a mass removal was held, 1 when a document failed."""
+    """``situate ingest``: exit 2 when a mass removal was held, 1 when a document failed
+    (:data:`INGEST_EXIT_CODES`)."""
     summary = ingest(args.path, args.home, replace=args.replace, allow_removal=args.allow_removal, verbose=args.verbose)
     for line in summary.lines():
         print(f"situate: {line}")

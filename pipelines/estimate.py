@@ -15,12 +15,21 @@ Counts are in the blurb model's own tokens for a local GGUF (exact).  Through An
 windows are fitted in UTF-8 bytes (:mod:`situate.resources.models.anthropic_api`); the estimate then gives
 the bytes (a bound on Claude's tokens) and an estimate in ``cl100k_base`` tokens, scaled per
 document by its cl100k tokens a byte (Claude's tokenizer is not published).
+
+The requests, prompt tokens and (local models) the LLM's seconds are also given by top folder
+(:attr:`Estimate.by_folder`), with every file the ingest would skip and why
+(:mod:`situate.pipelines.dry_run`, which gives the same counts with no model and no reading).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+
+from situate.pipelines.dry_run import folder_sizes, skipped_lines, top_folder
+
+#: The counts of :attr:`Estimate.by_folder` added up a document at a time.
+FOLDER_COUNTS = ("requests", "prompt_written", "generated_bound")
 
 
 @dataclasses.dataclass
@@ -41,7 +50,18 @@ class Estimate:
     approx_tokens : dict
         Through a chat API: the same three counts estimated in cl100k_base tokens.
     failed : dict
-        Document key to why it could not be read or fitted.
+        Document path to why it could not be read or fitted.
+    by_folder : dict
+        Top folder (``docs/``, ``./`` for the files at the top:
+        :func:`situate.pipelines.dry_run.top_folder`) → ``documents``, ``requests``,
+        ``prompt_written`` and ``generated_bound`` (as above) and ``llm_seconds``: the LLM's share of
+        the predicted wall time spent on the folder's requests (None where the wall time is not
+        predicted).
+    skipped : dict
+        Path (a folder ends with ``/``) → why it is not read (ignored, hidden, empty, unknown
+        format ...: :meth:`situate.resources.documents.docs.DocsFolder.discover`).
+    skipped_folders : dict
+        A skipped folder → ``[files, bytes]`` under it (:func:`situate.pipelines.dry_run.folder_sizes`).
     """
 
     documents: int = 0
@@ -69,6 +89,9 @@ class Estimate:
     #: the predicted wall time of a cold ingest, seconds; None where it cannot be measured here
     #: (the LLM behind a server or an API)
     wall_seconds: float | None = None
+    by_folder: dict = dataclasses.field(default_factory=dict)
+    skipped: dict = dataclasses.field(default_factory=dict)
+    skipped_folders: dict = dataclasses.field(default_factory=dict)
     #: chunk texts kept for the embedder's calibration (not in the JSON's meaning; at most 32)
     samples: list = dataclasses.field(default_factory=list, repr=False)
 
@@ -106,8 +129,27 @@ class Estimate:
                 )
                 + f", {r['document_seconds']} s a document around the models)"
             )
-        for key, why in self.failed.items():
-            out.append(f"not counted {key}: {why}")
+        out += self.folder_lines()
+        out += skipped_lines(self.skipped, self.skipped_folders)
+        for path, why in self.failed.items():
+            out.append(f"not counted {path}: {why}")
+        return out
+
+    def folder_lines(self) -> list[str]:
+        """One line a top folder, the most LLM requests first: its documents, requests, and the
+        LLM time predicted for them (else their prompt tokens)."""
+        out = []
+        for folder, f in sorted(self.by_folder.items(), key=lambda kv: (-kv[1]["requests"], kv[0])):
+            cost = (
+                f"LLM time about {_minutes(f['llm_seconds'])}"
+                if f["llm_seconds"] is not None
+                else f"prompt {self.unit} {f['prompt_written']:,}"
+            )
+            docs, requests = f["documents"], f["requests"]
+            out.append(
+                f"by folder: {folder} {docs:,} document{'' if docs == 1 else 's'}, {requests:,} LLM "
+                f"request{'' if requests == 1 else 's'}, {cost}"
+            )
         return out
 
 
@@ -157,19 +199,26 @@ def estimate(res: dict, echo=print) -> Estimate:
     est = Estimate(unit="bytes" if api else "tokens")
     approx = {"evaluated": 0.0, "written": 0.0, "read": 0.0}
     builders: dict = {}
-    refs = docs.discover()
+    refs = docs.discover(passed_over=est.skipped)
+    est.skipped = dict(sorted(est.skipped.items()))
+    est.skipped_folders = {} if docs.remote else folder_sizes(docs.base, est.skipped)
     est.documents = len(refs)
     counts = embed_token_counter(res["embedder"])
     for n, ref in enumerate(refs, 1):
         if n % 100 == 0:
             echo(f"situate: estimate: {n}/{len(refs)} documents read")
+        folder = _folder_of(est, ref.source)
         try:
             doc = load(ref)
         except DocumentError as e:
-            est.failed[ref.key] = str(e)
+            est.failed[ref.source] = str(e)
             continue
         est.readable += 1
+        before = (est.requests, est.prompt_written, est.generated_bound)
         _count_document(est, approx, ref.key, doc, llm, res["chunking"], builders, api, counts, res["embedder"].n_ctx)
+        after = (est.requests, est.prompt_written, est.generated_bound)
+        for name, b, now in zip(FOLDER_COUNTS, before, after, strict=True):
+            folder[name] += now - b
     if api:
         est.approx_tokens = {k: round(v) for k, v in approx.items()}
         _add_cost(est, llm)
@@ -177,6 +226,15 @@ def estimate(res: dict, echo=print) -> Estimate:
         predict_wall(est, res)
     est.samples = []
     return est
+
+
+def _folder_of(est: Estimate, source: str) -> dict:
+    """The counts of the top folder of ``source`` in ``est.by_folder``, its document counted."""
+    folder = est.by_folder.setdefault(
+        top_folder(source), {"documents": 0, **dict.fromkeys(FOLDER_COUNTS, 0), "llm_seconds": None}
+    )
+    folder["documents"] += 1
+    return folder
 
 
 def _count_document(
@@ -220,7 +278,7 @@ def _count_document(
     else:
         plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))
     if plan.reason:
-        est.failed[key] = f"no prompt fits: {plan.reason}"
+        est.failed[doc.source] = f"no prompt fits: {plan.reason}"
         return
     bound = generation_bound(llm, builder)
     ratio = count_cl100k(text) / max(len(text.encode("utf-8")), 1) if api else 1.0
@@ -316,11 +374,21 @@ def predict_wall(est: Estimate, res: dict) -> None:
         "start_seconds": START_SECONDS,
     }
     wall = START_SECONDS + est.readable * DOCUMENT_SECONDS + est.embed_tokens / rate
+    for f in est.by_folder.values():
+        f["llm_seconds"] = 0.0
     if est.requests:
         prefill, generate = _llm_rates(llm, max(16, min(2048, est.prompt_written // est.requests)))
         est.rates.update(prefill_tokens_per_s=round(prefill), generate_tokens_per_s=round(generate, 1))
-        wall += est.prompt_written / prefill + est.generated_bound * GENERATED_SHARE / generate
+        wall += _llm_seconds(est.prompt_written, est.generated_bound, prefill, generate)
+        for f in est.by_folder.values():
+            f["llm_seconds"] = round(_llm_seconds(f["prompt_written"], f["generated_bound"], prefill, generate), 1)
     est.wall_seconds = round(wall, 1)
+
+
+def _llm_seconds(prompt: int, generated_bound: int, prefill: float, generate: float) -> float:
+    """Seconds the LLM takes to evaluate ``prompt`` tokens and generate :data:`GENERATED_SHARE`
+    of ``generated_bound``, at ``prefill`` and ``generate`` tokens/s."""
+    return prompt / prefill + generated_bound * GENERATED_SHARE / generate
 
 
 def _llm_rates(llm, n: int) -> tuple[float, float]:

@@ -315,7 +315,12 @@ def resources_from_env(
     settings = settings or check_environment()
     val = _reader(settings, plain)
     return {
-        "docs": DocsFolder(path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs")),
+        "docs": DocsFolder(
+            path=docs_path or val("SITUATE_DOCS", recorded_docs_root(home) or "docs"),
+            include=val("SITUATE_INCLUDE"),
+            exclude=val("SITUATE_EXCLUDE"),
+            generated=val("SITUATE_GENERATED"),
+        ),
         "store": Store(
             home=home or val("SITUATE_HOME"),
             vector_index_min_rows=val("SITUATE_VECTOR_INDEX_MIN_ROWS"),

@@ -59,6 +59,9 @@ class SyncPlan:
     skipped : list of str
         Objects of a docs source on object storage left out because their keys cannot be read
         (:func:`situate.resources.documents.remote.discover_objects`), one line each.
+    passed_over : dict of str to str
+        Files of a docs folder that are not documents, path (a folder ends with ``/``) → why
+        (ignored, hidden, empty, unknown format: :func:`situate.resources.documents.reading.discover`).
     """
 
     refs: dict[str, SourceRef]
@@ -71,6 +74,7 @@ class SyncPlan:
     held: str = ""
     held_keys: list[str] = dataclasses.field(default_factory=list)
     skipped: list[str] = dataclasses.field(default_factory=list)
+    passed_over: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def removal_held(n_removed: int, n_registered: int, n_present: int) -> str:

@@ -43,6 +43,11 @@ class DocumentError(SituateError, ValueError):
         self.reason = reason
 
 
+class ListingError(SituateError, RuntimeError):
+    """``git`` could not list a docs folder it should have (it failed or timed out): the message
+    names the folder and git's own words (``situate.resources.documents.listing``)."""
+
+
 class PartitionKeyError(SituateError, ValueError):
     """A string is not a key produced by ``situate.resources.documents.keys.encode_key`` of a relative
     path inside a folder."""

@@ -357,6 +357,28 @@ class Settings:
         "none",
         "a blurb file (`situate eval --save-blurbs`): its chunks take their blurbs with no LLM call",
     )
+    include: str = _setting(
+        "SITUATE_INCLUDE",
+        "data",
+        "",
+        "none",
+        "gitignore-style globs (comma-separated) of files read although git ignores them or they are hidden",
+    )
+    exclude: str = _setting(
+        "SITUATE_EXCLUDE",
+        "data",
+        "",
+        "none",
+        "gitignore-style globs (comma-separated) of files not read (beside `.gitignore` and `.situateignore`)",
+    )
+    generated: str = _setting(
+        "SITUATE_GENERATED",
+        "data",
+        "index",
+        "`index`",
+        "files `.gitattributes` marks `linguist-generated` or `-vendored`: indexed with no LLM call, or skipped",
+        choices="`index`, `skip`",
+    )
     # models
     llm_model: str = _setting(
         "SITUATE_LLM_MODEL",
@@ -567,6 +589,8 @@ class Settings:
                 check_setting(var, value)
             elif f.metadata["choices"] == SWITCH and not isinstance(value, bool):
                 raise SettingError(f"{var}={value!r}: set 1 (on) or 0 (off)")
+        if self.generated not in ("index", "skip"):
+            raise SettingError(f"SITUATE_GENERATED={self.generated!r}: set index or skip")
         for var, bound in SETTING_BOUNDS.items():
             if bound.below:
                 value, limit = getattr(self, field_name(var)), getattr(self, field_name(bound.below))

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from situate.assets.partitions import decode_key
-from situate.resources.documents.reading import DocumentError, discover, load, rst_headings
+from situate.resources.documents.keys import encode_key
+from situate.resources.documents.reading import DocumentError, SourceRef, discover, load, rst_headings
 
 
 def make_pdf(text_lines: list[str]) -> bytes:
@@ -99,7 +100,12 @@ def test_bad_inputs_get_named_errors(tmp_path, name, data, reason):
         w.write(buf)
         data = buf.getvalue()
     (tmp_path / name).write_bytes(data)
-    (ref,) = discover(tmp_path)
+    passed_over: dict[str, str] = {}
+    refs = discover(tmp_path, passed_over)
+    if reason.startswith("empty"):  # not a document: skipped and named; emptied after listing, it fails
+        assert refs == [] and passed_over == {name: reason}
+        refs = [SourceRef(encode_key(name), name, str(tmp_path / name), "listed-before")]
+    (ref,) = refs
     with pytest.raises(DocumentError) as err:
         load(ref)
     assert err.value.source == name

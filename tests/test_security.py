@@ -28,8 +28,8 @@ HOSTILE = [
 def test_only_canonical_keys_of_relative_paths_pass():
     for source in ("a.md", "docs/getting_started.md", "corpus.json#doc_1", "ünï/côde.py", "notes.", "c.json#.doc"):
         assert check_key(encode_key(source)) == source
-    for hidden in (".hidden", "dir/.f"):  # discovery never lists them: never acted on (issue 24)
-        with pytest.raises(PartitionKeyError, match="hidden"):
+    for hidden in (".env", "dir/.git/config"):  # discovery never lists them: never acted on (issue 24)
+        with pytest.raises(PartitionKeyError, match="inside .git or a file that may hold secrets"):
             check_key(encode_key(hidden))
     for key in HOSTILE:
         with pytest.raises(PartitionKeyError):
@@ -422,13 +422,21 @@ def test_a_link_swapped_in_after_listing_is_not_followed(tmp_path):
 # -- issue 24, smaller points -----------------------------------------------------------------------
 
 
-def test_hand_registered_keys_of_hidden_files_are_refused():
+def test_hand_registered_keys_of_hidden_files_are_refused(tmp_path):
+    """A key of ``.git`` or a secrets file never passes; another hidden file's key passes the key
+    check but is read only where the folder's listing holds it (a tracked ``.github/`` file)."""
+    from situate.resources.documents.docs import DocsFolder
     from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
+    from situate.resources.errors import DocumentError
 
     assert check_key(encode_key("docs/a.md")) == "docs/a.md"
-    for hidden in (".env", ".git/config", "docs/.secret/key.md"):
-        with pytest.raises(PartitionKeyError, match="hidden file or folder"):
+    for hidden in (".env", ".git/config", "docs/.env.production", ".pypirc"):
+        with pytest.raises(PartitionKeyError, match="may hold secrets"):
             check_key(encode_key(hidden))
+    (tmp_path / "docs" / ".secret").mkdir(parents=True)
+    (tmp_path / "docs" / ".secret" / "key.md").write_text("# not listed")
+    with pytest.raises(DocumentError, match="hidden file the docs folder's listing does not hold"):
+        DocsFolder(path=str(tmp_path)).resolve(encode_key("docs/.secret/key.md"))
 
 
 def test_data_folder_uris_with_fragment_or_query_characters_are_refused(capsys):

@@ -9,6 +9,7 @@ import dagster as dg
 
 from situate.resources.documents.files import TooLarge, read_under
 from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
+from situate.resources.documents.listing import ListingRules, cached_listing, git_program, linguist_marks
 from situate.resources.documents.reading import (
     DUPLICATE_MARK,
     MAX_FILE_BYTES,
@@ -36,9 +37,30 @@ class DocsFolder(dg.ConfigurableResource):
     ----------
     path : str
         Folder, file or object-store URI (``SITUATE_DOCS``).
+    include, exclude : str
+        gitignore-syntax globs, separated by commas or new lines, that widen or narrow what git
+        lists (``SITUATE_INCLUDE``, ``SITUATE_EXCLUDE``;
+        :class:`situate.resources.documents.listing.ListingRules`).
+    generated : str
+        ``index`` or ``skip``: files ``.gitattributes`` marks generated or vendored
+        (``SITUATE_GENERATED``).
     """
 
     path: str
+    include: str = ""
+    exclude: str = ""
+    generated: str = "index"
+
+    @property
+    def rules(self) -> ListingRules:
+        """The listing rules of these settings.
+
+        Raises
+        ------
+        ValueError
+            ``generated`` is not ``index`` or ``skip``.
+        """
+        return ListingRules(globs_of(self.include), globs_of(self.exclude), self.generated)
 
     @property
     def remote(self) -> bool:
@@ -64,13 +86,14 @@ class DocsFolder(dg.ConfigurableResource):
         """The folder sources are relative to."""
         return self.root.parent if self.root.is_file() else self.root
 
-    def discover(self, skipped: list[str] | None = None) -> list[SourceRef]:
+    def discover(self, skipped: list[str] | None = None, passed_over: dict[str, str] | None = None) -> list[SourceRef]:
         """Every document now present (see :func:`situate.resources.documents.reading.discover`,
         :func:`situate.resources.documents.remote.discover_objects`); an object of a docs source on
-        object storage that cannot be read by its key is named in ``skipped`` when given."""
+        object storage that cannot be read by its key is named in ``skipped`` when given, and a
+        file of a folder that is not read is named in ``passed_over`` (path → why)."""
         if self.remote:
             return discover_objects(self.path, skipped)
-        return discover(self.root)
+        return discover(self.root, passed_over, self.rules)
 
     def resolve(self, key: str) -> SourceRef:
         """The document behind a partition key, read from disk now.
@@ -107,6 +130,10 @@ class DocsFolder(dg.ConfigurableResource):
         if doc_id and DUPLICATE_MARK in "#" + doc_id:  # named by discovery; it fails when loaded
             return SourceRef(encode_key(source), source, str(path), "duplicate", doc_id)
         parts = PurePosixPath(file_part).parts
+        if any(p.startswith(".") for p in parts) and file_part not in cached_listing(self.base, self.rules).files:
+            raise DocumentError(
+                source, "a hidden file the docs folder's listing does not hold (ignored or not tracked)"
+            )
         if doc_id:
             st = path.stat()
             try:
@@ -123,7 +150,20 @@ class DocsFolder(dg.ConfigurableResource):
             raise DocumentError(source, str(e)) from None
         except OSError as e:
             raise DocumentError(source, f"cannot read ({e.strerror or e})") from None
-        return SourceRef(encode_key(source), source, str(path), hashlib.sha256(data).hexdigest())
+        marks = linguist_marks(self.base, [source]) if git_program() else {}
+        return SourceRef(
+            encode_key(source), source, str(path), hashlib.sha256(data).hexdigest(), generated=marks.get(source)
+        )
+
+
+def globs_of(text: str) -> tuple[str, ...]:
+    """The globs of an include or exclude setting: separated by commas or new lines, blanks
+    stripped, empty ones dropped.
+
+    >>> globs_of("htmlcov/, *.min.js\\n docs/_build/")
+    ('htmlcov/', '*.min.js', 'docs/_build/')
+    """
+    return tuple(g.strip() for g in text.replace("\n", ",").split(",") if g.strip())
 
 
 class Chunking(dg.ConfigurableResource):

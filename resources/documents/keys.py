@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from situate.resources.documents.listing import is_secret_name
 from situate.resources.errors import PartitionKeyError  # noqa: F401  (importable from here as before)
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
@@ -123,8 +124,10 @@ def check_key(key: str) -> str:
     PartitionKeyError
         Not exactly :func:`encode_key` of its decoding (another spelling of the same path), or the
         path is absolute, has a ``..``, ``.`` or empty part, a backslash, or a control character,
-        or names a hidden file or folder (a part starting with ``.``: ``.env``, ``.git/config``),
-        which discovery never lists either.
+        or names a file inside ``.git`` or one that may hold secrets (``.env``:
+        :func:`situate.resources.documents.listing.is_secret_name`), which discovery never lists
+        either.  (A hidden path such as ``.github/workflows/ci.yml`` passes here; the docs folder
+        admits it only where its listing does: :meth:`situate.resources.documents.docs.DocsFolder.resolve`.)
     """
     if not isinstance(key, str) or not key:
         raise PartitionKeyError("empty partition key")
@@ -140,9 +143,10 @@ def check_key(key: str) -> str:
         or any(ord(c) < 32 or ord(c) == 127 for c in source)
     ):
         raise PartitionKeyError(f"partition key {key!r} names {source!r}, not a relative path inside the docs folder")
-    if any(p.startswith(".") for p in file_part.split("/")):
+    names = file_part.split("/")
+    if ".git" in names or any(is_secret_name(p) for p in names):
         raise PartitionKeyError(
-            f"partition key {key!r} names a hidden file or folder ({file_part!r}), which "
-            "discovery skips: it is never read"
+            f"partition key {key!r} names {file_part!r}, inside .git or a file that may hold secrets, "
+            "which discovery never lists: it is never read"
         )
     return source

@@ -23,9 +23,9 @@ from charset_normalizer import from_bytes
 
 from situate.resources.documents.files import TooLarge, read_under, split_under
 from situate.resources.documents.keys import encode_key
+from situate.resources.documents.listing import TOOL_DIRS, ListingRules, list_project
 from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
 from situate.resources.store.objects import is_uri
-from situate.resources.store.store import DATA_MARKER
 
 #: Largest file read, in bytes.  Bigger files get a named error instead of exhausting memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -83,20 +83,30 @@ CODE_EXT = {
     ".scss",
     ".proto",
 }
-CODE_NAMES = {"Makefile", "Dockerfile", "CMakeLists.txt", "Justfile"}
-SKIP_DIRS = {
-    ".git",
-    ".hg",
-    ".svn",
-    "__pycache__",
-    "node_modules",
-    ".venv",
-    "venv",
-    ".situate",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".tox",
+#: Code files known by their whole name (no extension, or not a code extension).
+CODE_NAMES = {
+    "Makefile",
+    "GNUmakefile",
+    "Dockerfile",
+    "Containerfile",
+    "CMakeLists.txt",
+    "Justfile",
+    "Vagrantfile",
+    "Gemfile",
+    "Rakefile",
+    "Procfile",
+    "Brewfile",
+    "Jenkinsfile",
+    "Snakefile",
+    "Earthfile",
+    "Tiltfile",
 }
+#: Tool folders never read (:data:`situate.resources.documents.listing.TOOL_DIRS`; a docs prefix on
+#: object storage skips them too).
+SKIP_DIRS = TOOL_DIRS
+#: Bytes of a file without an extension read to tell text from binary (git's own heuristic: a NUL
+#: byte in the first 8,000 bytes; 8 KiB here).
+SNIFF_BYTES = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +125,9 @@ class SourceRef:
         Hex sha256 of the file's bytes (for a corpus document: of its JSON entry).
     corpus_doc_id : str or None
         The document's ``doc_id`` inside a corpus file.
+    generated : str or None
+        ``linguist-generated`` or ``linguist-vendored`` where ``.gitattributes`` marks the file so
+        (:func:`situate.resources.documents.listing.linguist_marks`): indexed with no LLM call.
     """
 
     key: str
@@ -122,6 +135,7 @@ class SourceRef:
     path: str
     sha256: str
     corpus_doc_id: str | None = None
+    generated: str | None = None
 
 
 @dataclasses.dataclass
@@ -149,6 +163,8 @@ class Document:
     notes : list of str
         What reading had to do (an encoding detected, invalid bytes replaced); logged as
         warnings and shown in the run's metadata.
+    generated : str or None
+        As :attr:`SourceRef.generated`: its chunks get their structural context, no LLM call.
     """
 
     doc_id: str
@@ -162,6 +178,7 @@ class Document:
     headings: list = dataclasses.field(default_factory=list)
     given_chunks: list | None = None
     notes: list = dataclasses.field(default_factory=list)
+    generated: str | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -171,10 +188,12 @@ class Document:
         return cls(**d)
 
 
-def format_of(path: Path) -> str | None:
-    """The format for a file name, or ``None`` when it is not a document this project reads."""
+def format_of(path: Path | PurePosixPath) -> str | None:
+    """The format for a file name, or ``None`` when the name alone does not tell (no extension) or
+    it is not a document this project reads (:func:`format_of_content` reads a file without an
+    extension)."""
     ext = path.suffix.lower()
-    if path.name in CODE_NAMES:
+    if path.name in CODE_NAMES or path.name.startswith("Dockerfile.") or ext == ".dockerfile":
         return "code"
     for fmt, exts in (
         ("text", TEXT_EXT),
@@ -187,6 +206,34 @@ def format_of(path: Path) -> str | None:
         if ext in exts:
             return fmt
     return None
+
+
+def format_of_content(path: Path | PurePosixPath, head: bytes) -> str | None:
+    """The format of a file from its name, or, for a name with no extension that is not hidden
+    (``README``, ``LICENSE``, ``CHANGELOG``, a script), from its first bytes ``head``: ``code``
+    after a ``#!`` line, ``text`` otherwise, None when binary (a NUL byte in the first
+    :data:`SNIFF_BYTES`, as git decides).
+
+    >>> format_of_content(PurePosixPath("examples/README"), b"An example.")
+    'text'
+    >>> format_of_content(PurePosixPath("bin/tool"), b"#!/usr/bin/env python3")
+    'code'
+    >>> format_of_content(PurePosixPath("bin/a.out"), b"\\x7fELF\\x00") is None
+    True
+    """
+    known = format_of(path)
+    if known is not None or path.suffix or path.name.startswith("."):
+        return known
+    if b"\0" in head[:SNIFF_BYTES]:
+        return None
+    return "code" if head.startswith(b"#!") else "text"
+
+
+def unread_reason(path: Path | PurePosixPath, head: bytes | None) -> str:
+    """Why a listed file is not read as a document: ``binary`` or ``unknown format (.ext)``."""
+    if head is not None and not path.suffix and not path.name.startswith("."):
+        return "binary"
+    return f"unknown format ({path.suffix.lower() or path.name})"
 
 
 def _sha256(data: bytes) -> str:
@@ -232,75 +279,87 @@ def corpus_entry_sha(entry: dict) -> str:
     return _sha256(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode())
 
 
-def discover(root: str | Path) -> list[SourceRef]:
+def discover(
+    root: str | Path, passed_over: dict[str, str] | None = None, rules: ListingRules | None = None
+) -> list[SourceRef]:
     """Every document under ``root`` (a folder, or a single file such as a corpus file).
 
-    Hidden files and folders and tool folders (``.git``, ``node_modules``, ``.situate`` ...) are
-    skipped, as are situate data folders of any name (their ``.situate-data`` marker) and files of
-    unknown format.  A JSON file in the cookbook's corpus form stands for
-    its documents.  Sorted by source.
+    A folder's files are those :func:`situate.resources.documents.listing.list_project` gives (what
+    git tracks or does not ignore, narrowed or widened by ``rules``); of those, a file of no known
+    format, a binary file without an extension and an empty or whitespace-only file are not
+    documents.  A JSON file in the cookbook's corpus form stands for its documents.  Sorted by
+    source.
+
+    Parameters
+    ----------
+    root : str or Path
+        The docs folder or file.
+    passed_over : dict, optional
+        Filled with path (a folder ends with ``/``) → why it is not read (ignored, hidden, empty,
+        unknown format ...), when given.
+    rules : ListingRules, optional
+        Include and exclude globs, generated files (default: none).
 
     Raises
     ------
     FileNotFoundError
         ``root`` does not exist.
+    situate.resources.documents.listing.ListingError
+        ``git`` failed on the folder.
     """
     root = Path(root).expanduser().resolve()
     if not root.exists():
         raise FileNotFoundError(f"docs path {root} does not exist")
+    passed_over = passed_over if passed_over is not None else {}
     if root.is_file():
-        files, base = [root], root.parent
+        files, base, marks = [root], root.parent, {}
     else:
-        base = root
-        files = []
-        listed = sorted(root.rglob("*"))
-        # situate data folders inside the docs folder (their marker file): never documents
-        data_dirs = {p.parent for p in listed if p.name == DATA_MARKER}
-        for p in listed:
-            rel = p.relative_to(root).parts
-            if any(part.startswith(".") or part in SKIP_DIRS for part in rel[:-1]):
-                continue
-            if data_dirs and any(parent in data_dirs for parent in p.parents):
-                continue
-            if p.name.startswith(".") or not p.is_file() or p.is_symlink():
-                continue
-            if format_of(p) is not None:
-                files.append(p)
+        listing = list_project(root, rules)
+        passed_over.update(listing.skipped)
+        base, marks = root, listing.generated
+        files = [root / f for f in listing.files]
     refs: list[SourceRef] = []
     for p in files:
-        source = str(PurePosixPath(*p.relative_to(base).parts))
-        try:
-            source.encode("utf-8")
-        except UnicodeEncodeError:  # a file name that is not UTF-8: listed (named) under a readable name
-            source = source.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            refs.append(SourceRef(encode_key(source), source, str(p), "bad-name"))
-            continue
-        try:
-            size = p.stat().st_size
-            data = read_under(base, p.relative_to(base).parts, MAX_FILE_BYTES) if size <= MAX_FILE_BYTES else None
-        except TooLarge as e:
-            size, data = e.size, None
-        except FileNotFoundError:
-            continue  # gone since the folder was listed: the next sync sees it removed
-        except OSError as e:  # unreadable: listed, so that loading it names the reason
-            refs.append(SourceRef(encode_key(source), source, str(p), f"unreadable:{e.errno}"))
-            continue
-        corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
-        if corpus is not None:
-            seen: dict[str, int] = {}
-            for entry in corpus:
-                doc_id = str(entry["doc_id"])
-                seen[doc_id] = seen.get(doc_id, 0) + 1
-                if seen[doc_id] > 1:  # named, so that the run says so; the first one is indexed
-                    src = f"{source}#{doc_id}{DUPLICATE_MARK}{seen[doc_id]}"
-                    refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry), src.split("#", 1)[1]))
-                    continue
-                src = f"{source}#{doc_id}"
-                refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry), doc_id))
-        else:
-            sha = _sha256(data) if data is not None else f"size:{size}"
-            refs.append(SourceRef(encode_key(source), source, str(p), sha))
+        refs.extend(_refs_of(p, base, passed_over, marks))
     return sorted(refs, key=lambda r: r.source)
+
+
+def _refs_of(p: Path, base: Path, passed_over: dict[str, str], marks: dict[str, str]) -> list[SourceRef]:
+    """The document(s) of the file ``p`` (none when it is not one: named in ``passed_over``)."""
+    source = str(PurePosixPath(*p.relative_to(base).parts))
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:  # a file name that is not UTF-8: listed (named) under a readable name
+        source = source.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return [SourceRef(encode_key(source), source, str(p), "bad-name")] if format_of(p) else []
+    try:
+        size = p.stat().st_size
+        data = read_under(base, p.relative_to(base).parts, MAX_FILE_BYTES) if size <= MAX_FILE_BYTES else None
+    except TooLarge as e:
+        size, data = e.size, None
+    except FileNotFoundError:
+        return []  # gone since the folder was listed: the next sync sees it removed
+    except OSError as e:  # unreadable: listed, so that loading it names the reason
+        return [SourceRef(encode_key(source), source, str(p), f"unreadable:{e.errno}")] if format_of(p) else []
+    if data is not None and format_of_content(p, data) is None or data is None and format_of(p) is None:
+        passed_over[source] = unread_reason(p, data)
+        return []
+    if data is not None and not data.strip():
+        passed_over[source] = f"empty ({len(data)} bytes{', whitespace only' if data else ''})"
+        return []
+    corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
+    if corpus is None:
+        sha = _sha256(data) if data is not None else f"size:{size}"
+        return [SourceRef(encode_key(source), source, str(p), sha, generated=marks.get(source))]
+    refs, seen = [], {}
+    for entry in corpus:
+        doc_id = str(entry["doc_id"])
+        seen[doc_id] = seen.get(doc_id, 0) + 1
+        src = f"{source}#{doc_id}"
+        if seen[doc_id] > 1:  # named, so that the run says so; the first one is indexed
+            src += f"{DUPLICATE_MARK}{seen[doc_id]}"
+        refs.append(SourceRef(encode_key(src), src, str(p), corpus_entry_sha(entry), src.split("#", 1)[1]))
+    return refs
 
 
 def _decode_text(source: str, data: bytes, notes: list[str] | None = None) -> str:
@@ -625,7 +684,7 @@ def _document(ref: SourceRef, data: bytes, sha: str) -> Document:
     for an object, its ETag as the listing gave it)."""
     path = PurePosixPath(ref.path)
     name = path.name
-    fmt = format_of(path) or "text"
+    fmt = format_of_content(path, data[:SNIFF_BYTES]) or "text"
     headings: list = []
     notes: list[str] = []
     if fmt == "pdf":
@@ -659,6 +718,7 @@ def _document(ref: SourceRef, data: bytes, sha: str) -> Document:
         text=text,
         headings=headings,
         notes=notes,
+        generated=ref.generated,
     )
 
 

@@ -638,7 +638,7 @@ class DocumentBlurber:
                 "their structural context"
             )
             return skipped_records(n, "large-document", doc_sha256=doc_sha), {}
-        reasons = chunk_reasons(doc["source"], texts)
+        reasons = chunk_reasons(doc["source"], texts, doc.get("generated"))
         for why in sorted({r for r in reasons if r}):
             n_why = reasons.count(why)
             self.log.info(f"blurbs {key}: {n_why} chunk(s) get no LLM call ({why}): structural context only")

@@ -61,13 +61,29 @@ _NUMBER_LINE = re.compile(r"^[\s\d.,;:|+\-eE%$()\[\]{}\"'/x]*\d[\s\d.,;:|+\-eE%$
 NUMERIC_SHARE = 0.9
 NUMERIC_MIN_LINES = 10
 
-REASONS = ("lock-file", "degenerate", "encoded", "minified", "numeric-table")
+#: Minified files by name (GitHub linguist's ``generated.rb`` marks ``.min.js`` and ``.min.css`` so).
+MINIFIED_SUFFIXES = (".min.js", ".min.mjs", ".min.css", "-min.js", "-min.css")
+
+REASONS = ("lock-file", "generated", "vendored", "degenerate", "encoded", "minified", "numeric-table")
 
 
-def document_no_model_reason(source: str) -> str | None:
-    """``"lock-file"`` when the document's file name is a package manager's lock file
-    (:data:`LOCK_FILES`, case-insensitive), else None."""
-    return "lock-file" if PurePosixPath(source.replace("\\", "/")).name.lower() in LOCK_FILES else None
+def document_no_model_reason(source: str, generated: str | None = None) -> str | None:
+    """Why no chunk of a document gets an LLM call, or None: ``"lock-file"`` when its file name is a
+    package manager's lock file (:data:`LOCK_FILES`, case-insensitive), ``"generated"`` or
+    ``"vendored"`` when ``.gitattributes`` marks it so (``generated``: ``linguist-generated`` or
+    ``linguist-vendored``), ``"minified"`` for a minified file's name (:data:`MINIFIED_SUFFIXES`).
+
+    >>> document_no_model_reason("app/api_pb2.py", "linguist-generated")
+    'generated'
+    >>> document_no_model_reason("static/app.min.js")
+    'minified'
+    """
+    name = PurePosixPath(source.replace("\\", "/")).name.lower()
+    if name in LOCK_FILES:
+        return "lock-file"
+    if generated:
+        return generated.removeprefix("linguist-")
+    return "minified" if name.endswith(MINIFIED_SUFFIXES) else None
 
 
 def no_model_reason(text: str) -> str | None:
@@ -104,7 +120,8 @@ def no_model_reason(text: str) -> str | None:
     return None
 
 
-def chunk_reasons(source: str, texts: list[str]) -> list[str | None]:
-    """:func:`no_model_reason` of each chunk, or the document's reason for all of them."""
-    whole = document_no_model_reason(source)
+def chunk_reasons(source: str, texts: list[str], generated: str | None = None) -> list[str | None]:
+    """:func:`no_model_reason` of each chunk, or the document's reason
+    (:func:`document_no_model_reason`) for all of them."""
+    whole = document_no_model_reason(source, generated)
     return [whole] * len(texts) if whole else [no_model_reason(t) for t in texts]
