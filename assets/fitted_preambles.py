@@ -45,7 +45,7 @@ def materialize_preambles(context: dg.AssetExecutionContext, store: Store, llm: 
         plan = document_plan(doc["text"], spans, view, builder)
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason and mode == "chunk":
-            context.log.warning(f"fitted_preambles {key}: {plan.reason}")
+            context.log.warning(f"fitted_preambles {doc['source']}: {plan.reason}")
         return plan_summary(plan, len(doc["text"]))
 
     report = for_each_document(context, store, "preambles", work)

@@ -27,7 +27,9 @@ from situate.contextual.stage_runs import (
     TABLE_ROWS,
     Progress,
     document_groups,
+    document_name,
     documents_table,
+    named,
 )
 from situate.resources.documents.reading import DocumentError
 from situate.resources.errors import UpstreamError
@@ -182,25 +184,24 @@ def for_each_document(
     t0 = time.perf_counter()
     _tag(context)
     keys = run_keys(context)
-    progress = Progress(stage, len(keys), t0)
+    progress = Progress(stage, keys, t0, in_flight=max(1, in_flight))
     lock = threading.Lock()
-    done = [0]
 
     def one(n: int, key: str) -> None:
-        if not _valid_key(context, report, stage, n, len(keys), key):
-            return
+        started = time.perf_counter()
+        ok, out = False, None
+        if _valid_key(context, report, stage, n, len(keys), key):
 
-        def work_locked(key=key, n=n) -> dict:
-            with store.document_lock(key, on_wait=_waiting(context, stage, n, len(keys), key)):
-                return work(key)
+            def work_locked(key=key, n=n) -> dict:
+                with store.document_lock(key, on_wait=_waiting(context, stage, n, len(keys), key)):
+                    return work(key)
 
-        ok, out = _guarded(context, store, report, stage, n, len(keys), key, work_locked)
-        if not ok:
-            return
+            ok, out = _guarded(context, store, report, stage, n, len(keys), key, work_locked)
         with lock:
-            report.ok[key] = out
-            done[0] += 1
-            line = progress.line(done[0], report.ok)
+            if ok:
+                report.ok[key] = out
+            progress.end(key, time.perf_counter() - started, ok)
+            line = progress.line(report.ok, len(report.failed), len(report.skipped))
         if line:
             log_progress(context, line)
 
@@ -210,8 +211,18 @@ def for_each_document(
     else:
         with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix=f"situate-{stage}") as pool:
             list(pool.map(one, range(1, len(keys) + 1), keys))
+    return _finish(context, store, report, progress, t0)
+
+
+def _finish(
+    context: dg.AssetExecutionContext, store, report: StageReport, progress: Progress, t0: float
+) -> StageReport:
+    """End a stage: its seconds, its entries' file (:func:`write_report`) and its final line."""
     report.seconds = time.perf_counter() - t0
     write_report(context, store, report)
+    line = progress.final(report.ok, len(report.failed), len(report.skipped))
+    if line:
+        log_progress(context, line)
     return report
 
 
@@ -249,7 +260,7 @@ def _waiting(context: dg.AssetExecutionContext, stage: str, n: int, total: int, 
 
     def waiting() -> None:
         context.log.warning(
-            f"{stage} [{n}/{total}] {key}: another run is writing this document; "
+            f"{stage} [{n}/{total}] {document_name(key)}: another run is writing this document; "
             "waiting for it (two runs never write one document at once)"
         )
 
@@ -275,16 +286,16 @@ def _guarded(
     except UpstreamError as e:
         report.skipped[key] = str(e)
         store.write_stage(key, stage, {"error": str(e), "upstream": True})
-        context.log.debug(f"{stage} [{n}/{total}] {key}: skipped, earlier stage failed: {e}")
+        context.log.debug(f"{stage} [{n}/{total}] {document_name(key)}: skipped, earlier stage failed: {e}")
     except DocumentError as e:
         report.failed[key] = str(e)
         store.write_stage(key, stage, {"error": str(e), "bad_input": True, "sha256": getattr(e, "sha256", None)})
-        context.log.error(f"{stage} [{n}/{total}] {key}: {e}")
+        context.log.error(f"{stage} [{n}/{total}] {named(key, str(e))}")
     except Exception as e:  # one document's bug must not stop the others
         reason = f"{type(e).__name__}: {e}"
         report.failed[key] = reason
         store.write_stage(key, stage, {"error": reason})
-        context.log.error(f"{stage} [{n}/{total}] {key}: {reason}\n{traceback.format_exc()}")
+        context.log.error(f"{stage} [{n}/{total}] {document_name(key)}: {reason}\n{traceback.format_exc()}")
     return False, None
 
 
@@ -309,10 +320,13 @@ def for_each_group(
     _tag(context)
     given = run_keys(context)
     keys = [k for n, k in enumerate(given, start=1) if _valid_key(context, report, stage, n, len(given), k)]
-    total, done = len(keys), 0
+    total = len(keys)
     pos = {k: n for n, k in enumerate(keys, start=1)}
-    progress = Progress(stage, total, t0)
+    progress = Progress(stage, given, t0)
+    for key in report.failed:  # invalid keys: finished before any work
+        progress.end(key, 0.0, ok=False)
     for group in document_groups(keys, chunks_of):
+        started = time.perf_counter()
         prepared: dict[str, object] = {}
         with contextlib.ExitStack() as held:
             for key in sorted(group):
@@ -322,13 +336,13 @@ def for_each_group(
                 if ok:
                     prepared[key] = out
             _commit_group(context, store, report, stage, prepared, commit, pos)
-        done += len(group)
-        line = progress.line(done, report.ok)
+        share = (time.perf_counter() - started) / len(group)  # the group's seconds, shared by its documents
+        for key in group:
+            progress.end(key, share, key in report.ok)
+        line = progress.line(report.ok, len(report.failed), len(report.skipped))
         if line:
             log_progress(context, line)
-    report.seconds = time.perf_counter() - t0
-    write_report(context, store, report)
-    return report
+    return _finish(context, store, report, progress, t0)
 
 
 def _commit_group(

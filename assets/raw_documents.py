@@ -50,9 +50,10 @@ def materialize_raw_documents(
             raise
         store.write_stage(key, "document", doc.to_json())
         if chatty:
-            context.log.info(f"raw_documents {key}: {doc.format}, {doc.size_bytes:,} bytes, {len(doc.text):,} chars")
+            size = f"{doc.size_bytes:,} bytes, {len(doc.text):,} chars"
+            context.log.info(f"raw_documents {doc.source}: {doc.format}, {size}")
         for note in doc.notes:
-            context.log.warning(f"raw_documents {key}: {note}")
+            context.log.warning(f"raw_documents {doc.source}: {note}")
         return {
             "source": doc.source,
             "title": doc.title,

@@ -8,6 +8,7 @@ import dagster as dg
 
 from situate.assets.collection import DEFAULT, ROLES, Collection
 from situate.contextual.indexing import fingerprint
+from situate.contextual.stage_runs import document_name
 from situate.contextual.table_checks import record_removal_hold, record_stuck
 from situate.pipelines.jobs import index_job, ingest_job
 from situate.pipelines.preflight import claim_data_folder
@@ -255,7 +256,7 @@ def ingest_requests(
     reasons = stuck_reasons(context.instance, stuck)
     record_stuck(store, reasons)
     for key, why in list(reasons.items())[:20]:
-        context.log.warning(f"sync: {key}: not asked for again after {why}")
+        context.log.warning(f"sync: {document_name(key)}: not asked for again after {why}")
     return requests, reasons
 
 
@@ -329,7 +330,7 @@ def sync_from_sensor(
         f"{len(plan.stale)} to ingest, {len(plan.known_bad)} known bad"
     )
     for key, why in plan.invalid.items():
-        context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+        context.log.warning(f"sync: partition {document_name(key)!r} left alone (not deleted, not run): {why}")
     for line in plan.skipped:
         context.log.warning(f"sync: {line}")
     parts = c.partitions
@@ -394,7 +395,7 @@ def sync_from_schedule(
     if plan.held:
         context.log.warning(f"sync: {plan.held}")
     for key, why in plan.invalid.items():
-        context.log.warning(f"sync: partition {key!r} left alone (not deleted, not run): {why}")
+        context.log.warning(f"sync: partition {document_name(key)!r} left alone (not deleted, not run): {why}")
     for line in plan.skipped:
         context.log.warning(f"sync: {line}")
     busy = in_flight_keys(context.instance, order, job=c.job_name("ingest"))

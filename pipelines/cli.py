@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from situate.pipelines.preflight import StartupError
-    from situate.resources.models.registry import ModelFileError
     from situate.resources.errors import ListingError
+    from situate.resources.models.registry import ModelFileError
     from situate.resources.store.objects import DataFolderURIError
 
     out, err = sys.stdout, sys.stderr

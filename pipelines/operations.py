@@ -88,7 +88,14 @@ class IngestSummary:
     ingested: int = 0
     unchanged: int = 0
     removed: int = 0
+    #: the paths of the removed documents (the lines name them)
+    removed_paths: list = dataclasses.field(default_factory=list)
+    #: partition key → why the document failed (the lines name its path:
+    #: :func:`situate.contextual.stage_runs.document_name`)
     failed: dict = dataclasses.field(default_factory=dict)
+    #: path → why discovery left the file out (``empty (0 bytes)``, ``ignored by .gitignore``,
+    #: ``unknown format``): not a failure
+    skipped: dict = dataclasses.field(default_factory=dict)
     chunks: int = 0
     blurbs_from_model: int = 0
     model_calls: int = 0
@@ -189,10 +196,42 @@ class IngestSummary:
             + (f" (not reported by the server for {n:,} of {calls:,} calls)" if n else "")
         )
 
+    def llm_line(self) -> str:
+        """The table's rows, the LLM calls and seconds a call, and the wall time."""
+        from situate.contextual.stage_runs import duration_text
+
+        calls = self.model_calls
+        llm = (
+            f"{calls:,} LLM call{'' if calls == 1 else 's'}, {self.llm_seconds / calls:.1f} s a call "
+            f"({duration_text(self.llm_seconds)} in all)"
+            if calls
+            else "no LLM call"
+        )
+        return f"table rows: {self.table_rows}; {llm}; wall time {duration_text(self.seconds)}"
+
+    def skipped_lines(self) -> list[str]:
+        """The files discovery left out, by reason: how many, and each one's path except for the
+        ignored ones (a project's ignored files can be thousands); at most :data:`SHOWN_PATHS` a
+        reason."""
+        by_reason: dict[str, list[str]] = {}
+        for path, reason in self.skipped.items():
+            by_reason.setdefault(reason, []).append(path)
+        out = []
+        for reason, paths in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            head = f"skipped {len(paths):,} file{'' if len(paths) == 1 else 's'}, {reason}"
+            out.append(head if reason.startswith("ignored") else f"{head}: {_paths_text(sorted(paths))}")
+        return out
+
     def lines(self) -> list[str]:
+        """What ``situate ingest`` prints: the counts, the LLM's work, the times, and each removed,
+        skipped and failed document by its path."""
+        from situate.contextual.stage_runs import named
+
         out = [
             f"documents: {self.documents} ({self.ingested} ingested, {self.unchanged} unchanged, "
-            f"{self.removed} removed, {len(self.failed)} failed)",
+            f"{self.removed} removed, {len(self.failed)} failed"
+            + (f"; {len(self.skipped):,} files skipped" if self.skipped else "")
+            + ")",
             f"chunks ingested: {self.chunks}; LLM calls: {self.model_calls}, blurbs from the cache: "
             f"{self.blurbs_from_cache}; usable blurbs: {self.blurbs_from_model}, "
             f"fallbacks to the chunk alone: {self.blurb_fallbacks}"
@@ -219,16 +258,28 @@ class IngestSummary:
             ),
             f"context: {self.policy}" if self.policy else "",
             self.stage_line() if self.stages else "",
-            f"table rows: {self.table_rows}; LLM time {self.llm_seconds:.1f} s"
-            + (f" ({self.chunks / self.llm_seconds:.2f} blurbs/s)" if self.llm_seconds else "")
-            + f"; wall time {self.seconds:.1f} s",
+            self.llm_line(),
         ]
         out = [line for line in out if line]
+        if self.removed_paths:
+            out.append(f"removed: {_paths_text(self.removed_paths)}")
+        out += self.skipped_lines()
         for key, reason in self.failed.items():
-            out.append(f"FAILED {key}: {reason}")
+            out.append(f"FAILED {named(key, reason)}")
         if self.removal_held:
             out.append(f"HELD removal: {self.removal_held}")
         return out
+
+
+#: Paths a summary line names at most (removed documents, skipped files of one reason); the JSON
+#: summary (``--json``) lists every one.
+SHOWN_PATHS = 20
+
+
+def _paths_text(paths: list[str]) -> str:
+    """``a.md, b.md``: at most :data:`SHOWN_PATHS` of ``paths``, then how many more."""
+    more = len(paths) - SHOWN_PATHS
+    return ", ".join(paths[:SHOWN_PATHS]) + (f" and {more:,} more (the --json summary lists them)" if more > 0 else "")
 
 
 def stage_times(result) -> dict[str, dict]:
@@ -308,6 +359,7 @@ def _ingest(
     import dagster as dg  # local: 0.7 s to import, and search, the service and MCP use this module without it
 
     from situate.contextual.policy import describe, uses_llm
+    from situate.contextual.stage_runs import document_name
     from situate.pipelines.automation import apply_to_instance, plan_for, reap_dead_runs
     from situate.pipelines.definitions import build_definitions
     from situate.pipelines.preflight import check_data_folder, check_docs, check_same_docs, preflight
@@ -333,18 +385,19 @@ def _ingest(
         instance, res["docs"], store, res["llm"], res["embedder"], res["chunking"], allow_removal=allow_removal
     )
     summary = IngestSummary(
-        documents=len(plan.refs), unchanged=len(plan.fresh), removed=len(plan.removed), removal_held=plan.held
+        documents=len(plan.refs),
+        unchanged=len(plan.fresh),
+        removed=len(plan.removed),
+        removed_paths=[document_name(k) for k in plan.removed],
+        skipped=dict(plan.passed_over),
+        removal_held=plan.held,
     )
     if plan.held:
         echo(f"situate: {plan.held}")
-    echo(
-        f"situate: {len(plan.refs)} documents in {res['docs'].root}; {len(plan.added)} new, "
-        f"{len(plan.stale)} to ingest, {len(plan.fresh)} unchanged, {len(plan.removed)} removed"
-        + (f", {len(plan.known_bad)} bad and unchanged since" if plan.known_bad else "")
-    )
+    echo(f"situate: {plan_line(plan, res['docs'].root)}")
     order = apply_to_instance(instance, store, plan)
     for key, why in plan.invalid.items():
-        echo(f"situate: warning: partition {key!r} left alone (not deleted, not run): {why}")
+        echo(f"situate: warning: partition {document_name(key)!r} left alone (not deleted, not run): {why}")
     for key, reason in plan.known_bad.items():
         summary.failed[key] = f"{reason} (unchanged since it failed)"
     summary.policy = describe(res["llm"])
@@ -358,6 +411,25 @@ def _ingest(
     if res["llm"].api == "anthropic" and uses_llm(res["llm"]):
         _add_api_cost(res["llm"], usage0, summary)
     return summary
+
+
+def plan_line(plan, root) -> str:
+    """What an ingest will do, in one line: the documents in ``root`` and how many of them are new,
+    to ingest, unchanged, removed, and failed before and unchanged since (not retried)."""
+    return (
+        f"{len(plan.refs)} documents in {root}; {len(plan.added)} new, {len(plan.stale)} to ingest, "
+        f"{len(plan.fresh)} unchanged, {len(plan.removed)} removed"
+        + (f", {len(plan.known_bad)} failed before and unchanged since (not retried)" if plan.known_bad else "")
+    )
+
+
+def run_line(keys: list[str]) -> str:
+    """The line that starts an ingest run over the documents ``keys``, named by their paths."""
+    from situate.contextual.stage_runs import document_name
+
+    if len(keys) == 1:
+        return f"run over 1 document: {document_name(keys[0])}"
+    return f"run over {len(keys)} documents: {document_name(keys[0])} … {document_name(keys[-1])}"
 
 
 def _execute(job, instance, verbose: bool, **where):
@@ -400,7 +472,7 @@ def _run_ingest_ranges(
     job = defs.resolve_job_def("ingest")
     for first, last in run_ranges(order, stale, docs_per_run()):
         keys = order[order.index(first) : order.index(last) + 1]
-        echo(f"situate: run over {len(keys)} document(s): {first} … {last}")
+        echo(f"situate: {run_line(keys)}")
         if first == last:
             where = {"partition_key": first}
         else:

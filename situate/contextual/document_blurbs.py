@@ -326,7 +326,7 @@ def decided_records(
     )
     if edit["why"] == "" and kept:
         info(
-            f"blurbs {key}: edited ({edit['changed_share']:.1%} of its tokens in "
+            f"blurbs {doc['source']}: edited ({edit['changed_share']:.1%} of its tokens in "
             f"{edit['changed_chunks']} new or changed chunk(s)): {len(kept)} blurb(s) kept"
         )
     for i, raw in given.items():
@@ -339,7 +339,7 @@ def decided_records(
     stale = keep_rechecked(kept, decided, texts, doc["text"], builder.by_reference)
     if stale:
         info(
-            f"blurbs {key}: {stale} kept blurb(s) no longer pass against this version "
+            f"blurbs {doc['source']}: {stale} kept blurb(s) no longer pass against this version "
             "(a name they use is gone, or cleaning rejects them): written again"
         )
         edit["rechecked_out"] = stale
@@ -633,7 +633,7 @@ class DocumentBlurber:
             return skipped_records(n, "structure", doc_sha256=doc_sha), {}
         if limit and n > limit:
             self.log.warning(
-                f"blurbs {key}: large document, {n:,} chunks > {limit:,} "
+                f"blurbs {doc['source']}: large document, {n:,} chunks > {limit:,} "
                 "(SITUATE_MAX_BLURB_CHUNKS): no LLM blurbs, its chunks are indexed with "
                 "their structural context"
             )
@@ -641,7 +641,7 @@ class DocumentBlurber:
         reasons = chunk_reasons(doc["source"], texts, doc.get("generated"))
         for why in sorted({r for r in reasons if r}):
             n_why = reasons.count(why)
-            self.log.info(f"blurbs {key}: {n_why} chunk(s) get no LLM call ({why}): structural context only")
+            self.log.info(f"blurbs {doc['source']}: {n_why} chunk(s) get no LLM call ({why}): structural context only")
         given, loaded = {}, None
         if self.llm.blurbs_file and not all(reasons):
             loaded = st.from_file.get()
@@ -661,8 +661,8 @@ class DocumentBlurber:
             given=given,
             loaded=loaded,
             cache=cache_now,
-            log=None if gathering else _PrefixedLog(self.log, f"blurbs {key}: "),
-            on_blurb=None if gathering else _progress(self.log, key, n),
+            log=None if gathering else _PrefixedLog(self.log, f"blurbs {doc['source']}: "),
+            on_blurb=None if gathering else _progress(self.log, doc["source"], n),
             info=self.log.info,
         )
 
@@ -700,8 +700,8 @@ class _PrefixedLog:
         self.log.warning(self.prefix + (msg % args))
 
 
-def _progress(log, key: str, n: int):
-    """The per-chunk progress line of document ``key`` (``n`` chunks), logged at info."""
+def _progress(log, source: str, n: int):
+    """The per-chunk progress line of the document at path ``source`` (``n`` chunks), logged at info."""
 
     def progress(i: int, rec) -> None:
         how = (
@@ -711,6 +711,6 @@ def _progress(log, key: str, n: int):
             if rec.cached
             else f"{rec.evaluated}/{rec.prompt_tokens} prompt tokens evaluated, {rec.seconds:.1f} s"
         )
-        log.info(f"blurbs {key} [{i + 1}/{n}] {rec.status}, {how}: {rec.blurb[:100]!r}")
+        log.info(f"blurbs {source} [{i + 1}/{n}] {rec.status}, {how}: {rec.blurb[:100]!r}")
 
     return progress
