@@ -94,7 +94,11 @@ SETTINGS_GIVEN = (
     "prompt",
     "chunk_tokens",
     "overlap_tokens",
+    "generated",
 )
+#: The attributes that are lists of globs: given, they replace the setting of the same name
+#: (``SITUATE_INCLUDE``, ``SITUATE_EXCLUDE``: comma-separated) for this collection.
+GLOBS_GIVEN = ("include", "exclude")
 
 
 @dg.scaffold_with(CollectionScaffolder)
@@ -127,6 +131,13 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         The blurb prompt (``SITUATE_PROMPT``).
     chunk_tokens, overlap_tokens : int, optional
         Chunk size and overlap, cl100k_base tokens.
+    include, exclude : list of str, optional
+        gitignore-style globs of files read although git ignores them or they are hidden, and of
+        files not read (``SITUATE_INCLUDE``, ``SITUATE_EXCLUDE``; docs/using.md, "What a folder's
+        documents are").  A glob may not hold a comma (the setting's separator).
+    generated : {"index", "skip"}, optional
+        Files ``.gitattributes`` marks ``linguist-generated`` or ``linguist-vendored``
+        (``SITUATE_GENERATED``).
     cron : str or None
         When the re-ingest schedule runs (default 02:00 nightly); ``null`` for no schedule.
     fresh_within_h : float or None
@@ -157,6 +168,9 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     prompt: str | None = None
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None
+    include: list[str] | None = None
+    exclude: list[str] | None = None
+    generated: Literal["index", "skip"] | None = None
     cron: str | None = "0 2 * * *"
     fresh_within_h: float | None = 30.0
     group: str | None = None
@@ -205,6 +219,11 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
             location) was given.
         """
         given = {f: getattr(self, f) for f in SETTINGS_GIVEN if getattr(self, f) is not None}
+        for f in GLOBS_GIVEN:
+            globs = getattr(self, f)
+            if globs is not None and any("," in g for g in globs):
+                raise SettingError(f"{label}: {f}: a glob may not hold a comma: {globs!r}")
+            given |= {f: ",".join(globs)} if globs is not None else {}
         try:
             settings = dataclasses.replace(settings, **given)
         except SettingError as e:

@@ -41,7 +41,13 @@ def _two(tmp_path: Path) -> dg.Definitions:
         tags={"domain": "product"},
     )
     code = SituateCollection(
-        name="code", docs=str(tmp_path / "code-docs"), home=str(tmp_path / "code-data"), cron=None, context="structure"
+        name="code",
+        docs=str(tmp_path / "code-docs"),
+        home=str(tmp_path / "code-data"),
+        cron=None,
+        context="structure",
+        exclude=["tests/", "*.csv"],
+        generated="skip",
     )
     return dg.Definitions.merge(dg.build_defs_for_component(product), dg.build_defs_for_component(code))
 
@@ -68,6 +74,8 @@ def test_two_collections_live_side_by_side_under_their_own_names(tmp_path):
     res = defs.resources
     assert res["product_store"].home.endswith("product-data") and res["code_store"].home.endswith("code-data")
     assert res["product_docs"].path.endswith("product-docs") and res["code_docs"].path.endswith("code-docs")
+    assert res["code_docs"].rules.exclude == ("tests/", "*.csv") and res["code_docs"].rules.generated == "skip"
+    assert res["product_docs"].rules.exclude == () and res["product_docs"].rules.generated == "index"
     assert res["product_chunking"].chunk_tokens == 400 and res["code_chunking"].chunk_tokens == 800
     assert res["code_llm"].context == "structure" and res["product_llm"].context == "document"
     # what the UI shows: kinds, owners, tags, and code versions that follow the settings
@@ -100,11 +108,12 @@ def test_a_changed_setting_changes_the_code_versions_downstream_of_it(tmp_path):
 def test_every_setting_attribute_is_a_settings_field():
     import dataclasses
 
-    from situate.pipelines.component import SETTINGS_GIVEN
+    from situate.pipelines.component import GLOBS_GIVEN, SETTINGS_GIVEN
     from situate.resources.settings import Settings
 
     fields = {f.name for f in dataclasses.fields(Settings)}
     assert set(SETTINGS_GIVEN) <= fields and set(SETTINGS_GIVEN) <= set(SituateCollection.model_fields)
+    assert set(GLOBS_GIVEN) <= fields and set(GLOBS_GIVEN) <= set(SituateCollection.model_fields)
 
 
 def test_a_bad_attribute_is_refused_naming_the_setting(tmp_path):

@@ -163,3 +163,61 @@ def test_a_nested_repository_is_listed_by_its_own_rules(tmp_path):
     listing = list_project(outer)
     assert listing.files == ["a.md", "inner/b.md"]
     assert listing.skipped["inner/out/"] == "ignored (.gitignore)"
+
+
+def test_what_a_review_found(tmp_path):
+    """Credentials by name and by content, include globs that must not reach a virtualenv, an empty
+    attribute value, a whitelist in .situateignore, a BOM, a negation under an excluded folder, and
+    a name no partition key can hold."""
+    _write(
+        tmp_path,
+        {
+            "README.md": "# r\n",
+            "id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----\n",
+            "deploy_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n",
+            "env/pyvenv.cfg": "home = /usr/bin\n",
+            "env/lib/p/README.md": "# vendored\n",
+            ".gitattributes": "a.md linguist-generated=\nb.md linguist-vendored\n",
+            "a.md": "# a\n",
+            "b.md": "# b\n",
+            "docs/.situateignore": "\ufeff*\n!*/\n!*.md\n",
+            "docs/d.md": "# d\n",
+            "docs/deep/dd.md": "# dd\n",
+            "docs/deep/x.txt": "x\n",
+            "tests/t.md": "# t\n",
+            "tests/keep.md": "# keep\n",
+            "tab\there.md": "# tab\n",
+        },
+    )
+    passed_over: dict[str, str] = {}
+    rules = ListingRules(include=("**/*.md",), exclude=("tests/", "!tests/keep.md"))
+    refs = {r.source: r for r in discover(tmp_path, passed_over, rules)}
+    assert sorted(refs) == ["README.md", "a.md", "b.md", "docs/d.md", "docs/deep/dd.md"]
+    assert passed_over["id_ed25519"] == "may hold secrets" and passed_over["deploy_key"].startswith("may hold secrets")
+    assert passed_over["env/"] == "virtualenv"
+    assert passed_over["tests/keep.md"] == "excluded (exclude setting)"  # git: no re-include under an excluded folder
+    assert passed_over["docs/deep/x.txt"] == "ignored (.situateignore)"
+    assert passed_over["tab\there.md"].startswith("file name has a control character")
+    assert refs["b.md"].generated == "linguist-vendored" and refs["a.md"].generated is None
+
+
+def test_submodules_checked_out_or_not(tmp_path):
+    lib = tmp_path / "lib"
+    _write(lib, {"lib.md": "# lib\n", ".github/workflows/ci.yml": "name: ci\n"})
+    _git(lib, "init", "-q")
+    _git(lib, "add", "-A")
+    _git(lib, "commit", "-qm", "lib")
+    app = tmp_path / "app"
+    _write(app, {"app.md": "# app\n"})
+    _git(app, "init", "-q")
+    for name in ("sub", "sub2"):
+        _git(app, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), name)
+    _git(app, "commit", "-qm", "app")
+    _git(app, "submodule", "deinit", "-q", "sub2")
+    listing = list_project(app)
+    assert [f for f in listing.files if f.endswith((".md", ".yml"))] == [
+        "app.md",
+        "sub/.github/workflows/ci.yml",  # tracked in the submodule: read
+        "sub/lib.md",
+    ]
+    assert listing.skipped["sub2/"] == "submodule not checked out"

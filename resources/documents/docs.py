@@ -9,7 +9,7 @@ import dagster as dg
 
 from situate.resources.documents.files import TooLarge, read_under
 from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
-from situate.resources.documents.listing import ListingRules, cached_listing, git_program, linguist_marks
+from situate.resources.documents.listing import ListingRules, cached_listing
 from situate.resources.documents.reading import (
     DUPLICATE_MARK,
     MAX_FILE_BYTES,
@@ -130,7 +130,8 @@ class DocsFolder(dg.ConfigurableResource):
         if doc_id and DUPLICATE_MARK in "#" + doc_id:  # named by discovery; it fails when loaded
             return SourceRef(encode_key(source), source, str(path), "duplicate", doc_id)
         parts = PurePosixPath(file_part).parts
-        if any(p.startswith(".") for p in parts) and file_part not in cached_listing(self.base, self.rules).files:
+        hidden = any(p.startswith(".") for p in parts) and not (self.root.is_file() and path == self.root)
+        if hidden and file_part not in cached_listing(self.base, self.rules).files:
             raise DocumentError(
                 source, "a hidden file the docs folder's listing does not hold (ignored or not tracked)"
             )
@@ -150,10 +151,9 @@ class DocsFolder(dg.ConfigurableResource):
             raise DocumentError(source, str(e)) from None
         except OSError as e:
             raise DocumentError(source, f"cannot read ({e.strerror or e})") from None
-        marks = linguist_marks(self.base, [source]) if git_program() else {}
-        return SourceRef(
-            encode_key(source), source, str(path), hashlib.sha256(data).hexdigest(), generated=marks.get(source)
-        )
+        generated = None if self.root.is_file() else cached_listing(self.base, self.rules).generated.get(source)
+        sha = hashlib.sha256(data).hexdigest()
+        return SourceRef(encode_key(source), source, str(path), sha, generated=generated)
 
 
 def globs_of(text: str) -> tuple[str, ...]:

@@ -76,10 +76,26 @@ TOOL_DIRS = frozenset(
 #: Hidden folders that hold a project's own text (CI workflows, issue templates, dev containers):
 #: read outside git too, unless ignored.  In a git working tree any tracked hidden file is read.
 PROJECT_DOT_FOLDERS = frozenset({".github", ".gitlab", ".circleci", ".devcontainer", ".gitea", ".forgejo"})
-#: File names that often hold credentials (dotenv files, package registries' and netrc tokens):
+#: File names that often hold credentials (dotenv files, package registries' and netrc tokens, SSH
+#: private keys, the AWS CLI's ``credentials``):
 #: never read, even when git tracks them or an include glob names them.  A dotenv template
 #: (``.env.example``, ``.env.sample``, ``.env.template``, ``.env.dist``) is read like any hidden file.
-SECRET_NAMES = frozenset({".env", ".netrc", ".pypirc", ".npmrc", ".git-credentials", ".htpasswd", ".pgpass"})
+SECRET_NAMES = frozenset(
+    {
+        ".env",
+        ".netrc",
+        ".pypirc",
+        ".npmrc",
+        ".git-credentials",
+        ".htpasswd",
+        ".pgpass",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        "credentials",
+    }
+)
 _ENV_TEMPLATES = (".example", ".sample", ".template", ".dist")
 #: The ignore file situate reads besides ``.gitignore`` (gitignore syntax, nested the same way).
 SITUATE_IGNORE = ".situateignore"
@@ -170,7 +186,7 @@ def list_project(root: str | Path, rules: ListingRules | None = None) -> Listing
     NotADirectoryError
         ``root`` is not a folder.
     """
-    root = Path(root)
+    root = Path(root).resolve()
     if not root.is_dir():
         raise NotADirectoryError(f"{root} is not a folder")
     rules = rules or ListingRules()
@@ -196,17 +212,34 @@ def _git(args: Sequence[str], cwd: Path, check: bool = True) -> subprocess.Compl
     ListingError
         ``check`` and git exited non-zero, or it ran over :data:`GIT_TIMEOUT_S`.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
-    cmd = [git_program() or "git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false", *args]
     try:
-        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            git_command(args), cwd=cwd, env=git_env(), capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+        )
     except subprocess.TimeoutExpired:
         raise ListingError(f"{cwd}: `git {args[0]}` took over {GIT_TIMEOUT_S} s") from None
+    except OSError as e:  # the folder cannot be entered (permissions), or git cannot start
+        raise ListingError(f"{cwd}: cannot run git there ({e.strerror or e})") from None
     if check and done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ListingError(f"{cwd}: `git {' '.join(args[:2])}` failed: {said[-1] if said else done.returncode}")
     return done
+
+
+def git_env() -> dict[str, str]:
+    """This process's environment less git's own variables (``GIT_DIR``, ``GIT_WORK_TREE``...: a
+    hook's environment would point git elsewhere), with no optional lock taken and C messages."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return env | {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+
+
+def git_command(args: Sequence[str]) -> list[str]:
+    """``git`` with ``args``, its configuration made safe for a listing: ``core.fsmonitor`` off (a
+    repository's configuration must not start a program here) and every folder a safe directory (a
+    checkout owned by another user, as in a container's bind mount, is listed as git sees it; the
+    commands run here only read the index, the ignore files and the attributes)."""
+    safe = ["-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "-c", "safe.directory=*"]
+    return [git_program() or "git", *safe, *args]
 
 
 def _paths(out: bytes) -> list[str]:
@@ -226,9 +259,12 @@ def _work_tree_of(root: Path) -> bool:
     return _git(["check-ignore", "-q", "."], root, check=False).returncode != 0
 
 
-def _git_candidates(root: Path, rules: ListingRules, skipped: dict, depth: int) -> tuple[list[str], set[str], str]:
+def _git_candidates(
+    root: Path, rules: ListingRules, skipped: dict, depth: int, prefix: str = ""
+) -> tuple[list[str], set[str], str]:
     """``(candidate paths, tracked paths, how)`` of ``root``: git's list, or a walk without git.
-    Ignored files and folders go to ``skipped``; nested repositories are listed in turn."""
+    Ignored files and folders go to ``skipped``; nested repositories are listed in turn.
+    ``prefix``: where ``root`` lies under the docs folder (``inner/``), for the include globs."""
     if not rules.use_git or git_program() is None:
         files = _walk_with_pathspec(root, ".gitignore", skipped)
         why = "no git program found" if rules.use_git else "git not used"
@@ -247,24 +283,30 @@ def _git_candidates(root: Path, rules: ListingRules, skipped: dict, depth: int) 
         ignored = _paths(
             _git([*base, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], root).stdout
         )
-        wanted_ignored = _ignored_files(root, base, rules) if rules.include else []
+        wanted_ignored = _ignored_files(root, base, rules, prefix) if rules.include else []
     finally:
         if base:
             shutil.rmtree(base[0].split("=", 1)[1], ignore_errors=True)
     for path in ignored:
         skipped[path] = "ignored (.gitignore)"
     files: list[str] = []
-    for path in sorted(tracked | set(others)):
-        files.extend(_nested_repo(root, path, rules, skipped, depth) if _is_repo_dir(root, path) else [path])
+    for path in sorted((tracked | set(others)) - {"./", "."}):  # "./": inside a submodule not checked out
+        if not _is_repo_dir(root, path):
+            files.append(path)
+            continue
+        inner_files, inner_tracked = _nested_repo(root, path, rules, skipped, depth)
+        files += inner_files
+        tracked |= inner_tracked
     return files + wanted_ignored, tracked, how
 
 
-def _ignored_files(root: Path, base: list[str], rules: ListingRules) -> list[str]:
-    """Every file git ignores under ``root`` that an include glob names (only asked for when the
-    rules have include globs: the list holds every file of an ignored virtualenv)."""
-    spec = _spec(rules.include)
+def _ignored_files(root: Path, base: list[str], rules: ListingRules, prefix: str) -> list[str]:
+    """Every file git ignores under ``root`` that an include glob names, matched as the path under
+    the docs folder (``prefix`` + the path; only asked for when the rules have include globs: the
+    list holds every file of an ignored virtualenv)."""
+    spec = Patterns(rules.include)
     out = _git([*base, "ls-files", "-z", "--others", "--ignored", "--exclude-standard"], root).stdout
-    return [p for p in _paths(out) if spec.match_file(p)]
+    return [p for p in _paths(out) if spec.matches(prefix + p)]
 
 
 def _is_repo_dir(root: Path, path: str) -> bool:
@@ -273,24 +315,68 @@ def _is_repo_dir(root: Path, path: str) -> bool:
     return path.endswith("/") or (root / path).is_dir() and not (root / path).is_symlink()
 
 
-def _nested_repo(root: Path, path: str, rules: ListingRules, skipped: dict, depth: int) -> list[str]:
-    """The files of a repository nested at ``path``, as paths under ``root``."""
+def _nested_repo(root: Path, path: str, rules: ListingRules, skipped: dict, depth: int) -> tuple[list[str], set[str]]:
+    """The files and tracked files of a repository nested at ``path``, as paths under ``root``
+    (none for a submodule that is not checked out, a tool folder, or nesting past
+    :data:`MAX_NESTED_REPOS`: each named in ``skipped``)."""
     path = path.rstrip("/")
-    if depth >= MAX_NESTED_REPOS or any(p in TOOL_DIRS for p in PurePosixPath(path).parts):
-        skipped[path + "/"] = "tool folder" if depth < MAX_NESTED_REPOS else "repositories nested too deep"
-        return []
+    why = (
+        "repositories nested too deep"
+        if depth >= MAX_NESTED_REPOS
+        else "tool folder"
+        if any(p in TOOL_DIRS for p in PurePosixPath(path).parts)
+        else "submodule not checked out"
+        if not (root / path / ".git").exists()
+        else None
+    )
+    if why:
+        skipped[path + "/"] = why
+        return [], set()
     inner: dict[str, str] = {}
-    files, _, _ = _git_candidates(root / path, rules, inner, depth + 1)
+    files, tracked, _ = _git_candidates(root / path, rules, inner, depth + 1, f"{path}/")
     skipped.update({f"{path}/{k}": v for k, v in inner.items()})
-    return [f"{path}/{f}" for f in files]
+    return [f"{path}/{f}" for f in files], {f"{path}/{f}" for f in tracked}
 
 
 # -- without git: pathspec over the ignore files ------------------------------------------------
-def _spec(lines: Iterable[str]):
-    """A ``pathspec.GitIgnoreSpec`` of gitignore-syntax ``lines``."""
-    import pathspec
+class Patterns:
+    """gitignore-syntax lines, matched as git matches them (``pathspec``'s ``gitignore`` patterns).
 
-    return pathspec.GitIgnoreSpec.from_lines(list(lines))
+    A pattern that ends in ``/`` matches folders only: it is left out when a file itself is
+    checked, so that it acts on the files below a folder only through the folder (pathspec would
+    also match them directly, and ``*`` / ``!*/`` / ``!*.md`` would keep every file).
+
+    Parameters
+    ----------
+    lines : iterable of str
+        The lines of an ignore file, or globs.
+    """
+
+    def __init__(self, lines: Iterable[str]):
+        import pathspec
+
+        lines = list(lines)
+        self.folders = pathspec.PathSpec.from_lines("gitignore", lines)
+        self.files = pathspec.PathSpec.from_lines("gitignore", [x for x in lines if not _folder_only(x)])
+
+    def check(self, path: str, is_dir: bool = False) -> bool | None:
+        """True (matched), False (matched by a negation) or None (no line matches) for ``path``
+        alone, its folders not checked."""
+        if is_dir:
+            return self.folders.check_file(path + "/").include
+        return self.files.check_file(path).include
+
+    def matches(self, path: str) -> bool:
+        """Whether ``path`` or one of its folders is matched, with git's rule that a file inside a
+        matched folder cannot be taken back by a later negation."""
+        parts = PurePosixPath(path).parts
+        return any(self.check("/".join(parts[:i]), True) for i in range(1, len(parts))) or bool(self.check(path))
+
+
+def _folder_only(line: str) -> bool:
+    """Whether a gitignore line is a pattern of folders only (ends in ``/``; not a comment)."""
+    text = line.rstrip(" \t\r\n")
+    return text.endswith("/") and not text.startswith("#")
 
 
 class IgnoreFiles:
@@ -313,10 +399,10 @@ class IgnoreFiles:
         if folder not in self._specs:
             path = self.root / folder / self.name
             try:
-                text = path.read_text("utf-8", "replace") if path.is_file() and not path.is_symlink() else ""
+                text = path.read_text("utf-8-sig", "replace") if path.is_file() and not path.is_symlink() else ""
             except OSError:
                 text = ""
-            self._specs[folder] = _spec(text.splitlines()) if text.strip() else None
+            self._specs[folder] = Patterns(text.splitlines()) if text.strip() else None
         return self._specs[folder]
 
     def ignored(self, path: str, is_dir: bool = False) -> bool:
@@ -327,9 +413,9 @@ class IgnoreFiles:
             spec = self._spec_in("/".join(parts[:cut]))
             if spec is None:
                 continue
-            result = spec.check_file("/".join(parts[cut:]) + ("/" if is_dir else ""))
-            if result.include is not None:
-                return bool(result.include)
+            result = spec.check("/".join(parts[cut:]), is_dir)
+            if result is not None:
+                return result
         return False
 
     def ignored_path(self, path: str) -> bool:
@@ -372,7 +458,7 @@ def _apply_rules(
     from situate.resources.store.store import DATA_MARKER
 
     situate_ignore = IgnoreFiles(root, SITUATE_IGNORE)
-    include, exclude = _spec(rules.include), _spec(rules.exclude)
+    include, exclude = Patterns(rules.include), Patterns(rules.exclude)
     kinds = _FolderKinds(root, DATA_MARKER)
     kept: list[str] = []
     for path in dict.fromkeys(candidates):
@@ -400,17 +486,17 @@ def _why_not(path: str, tracked: set[str], include, exclude, situate_ignore: Ign
     name = parts[-1]
     if ".git" in parts or is_secret_name(name):
         return "may hold secrets" if ".git" not in parts else "tool folder"
-    if exclude.match_file(path):
+    if exclude.matches(path):
         return "excluded (exclude setting)"
     if situate_ignore.ignored_path(path):
         return f"ignored ({SITUATE_IGNORE})"
-    if include.match_file(path):
-        return None
     if any(p in TOOL_DIRS for p in parts[:-1]):
         return "tool folder"
     folder_kind = kinds.of(parts[:-1])
     if folder_kind:
         return folder_kind
+    if include.matches(path):
+        return None
     if any(p.startswith(".") for p in parts) and path not in tracked and parts[0] not in PROJECT_DOT_FOLDERS:
         return "hidden"
     return None
@@ -492,11 +578,10 @@ def linguist_marks(root: Path, paths: Sequence[str]) -> dict[str, str]:
         base = [f"--git-dir={tmp}", f"--work-tree={root}"]
     try:
         cmd = [*base, "check-attr", "-z", "--stdin", "linguist-generated", "linguist-vendored"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         done = subprocess.run(
-            [git_program() or "git", "-c", "core.fsmonitor=false", *cmd],
+            git_command(cmd),
             cwd=root,
-            env=env,
+            env=git_env(),
             input=b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0",
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
@@ -507,7 +592,7 @@ def linguist_marks(root: Path, paths: Sequence[str]) -> dict[str, str]:
             shutil.rmtree(base[0].split("=", 1)[1], ignore_errors=True)
     if done.returncode != 0:
         raise ListingError(f"{root}: `git check-attr` failed: {done.stderr.decode('utf-8', 'replace').strip()}")
-    fields = _paths(done.stdout)
+    fields = [f.decode("utf-8", "surrogateescape") for f in done.stdout.split(b"\0")[:-1]]  # values may be empty
     marks: dict[str, str] = {}
     for i in range(0, len(fields) - 2, 3):
         path, attr, value = fields[i : i + 3]
@@ -520,7 +605,7 @@ def linguist_marks(root: Path, paths: Sequence[str]) -> dict[str, str]:
 _CACHE: dict[tuple[str, ListingRules], tuple[float, Listing]] = {}
 #: Seconds a listing is reused to admit the documents of one run (a run resolves each of its
 #: documents: one listing a run, not one a document).
-CACHE_SECONDS = 30.0
+CACHE_SECONDS = 600.0
 
 
 def cached_listing(root: Path, rules: ListingRules | None = None) -> Listing:

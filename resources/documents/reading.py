@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from charset_normalizer import from_bytes
 
 from situate.resources.documents.files import TooLarge, read_under, split_under
-from situate.resources.documents.keys import encode_key
+from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
 from situate.resources.documents.listing import TOOL_DIRS, ListingRules, list_project
 from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
 from situate.resources.store.objects import is_uri
@@ -229,6 +229,19 @@ def format_of_content(path: Path | PurePosixPath, head: bytes) -> str | None:
     return "code" if head.startswith(b"#!") else "text"
 
 
+def is_private_key(head: bytes) -> bool:
+    """Whether a file's bytes open with a PEM private key (``-----BEGIN … PRIVATE KEY-----``: SSH,
+    TLS, PGP keys), which is never read whatever its name.
+
+    >>> is_private_key(b"-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Bl")
+    True
+    >>> is_private_key(b"# Keys\\n\\n-----BEGIN RSA PRIVATE KEY----- is how a key starts")
+    False
+    """
+    first = head.lstrip()[:200].split(b"\n", 1)[0]
+    return first.startswith(b"-----BEGIN ") and b"PRIVATE KEY" in first
+
+
 def unread_reason(path: Path | PurePosixPath, head: bytes | None) -> str:
     """Why a listed file is not read as a document: ``binary`` or ``unknown format (.ext)``."""
     if head is not None and not path.suffix and not path.name.startswith("."):
@@ -331,7 +344,15 @@ def _refs_of(p: Path, base: Path, passed_over: dict[str, str], marks: dict[str, 
         source.encode("utf-8")
     except UnicodeEncodeError:  # a file name that is not UTF-8: listed (named) under a readable name
         source = source.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        return [SourceRef(encode_key(source), source, str(p), "bad-name")] if format_of(p) else []
+        if format_of(p):
+            return [SourceRef(encode_key(source), source, str(p), "bad-name")]
+        passed_over[source] = "file name is not UTF-8 (rename it to have it read)"
+        return []
+    try:
+        check_key(encode_key(source))
+    except PartitionKeyError:  # a newline, a tab or a backslash in a name: no key can name it
+        passed_over[source] = "file name has a control character or a backslash (rename it to have it read)"
+        return []
     try:
         size = p.stat().st_size
         data = read_under(base, p.relative_to(base).parts, MAX_FILE_BYTES) if size <= MAX_FILE_BYTES else None
@@ -346,6 +367,9 @@ def _refs_of(p: Path, base: Path, passed_over: dict[str, str], marks: dict[str, 
         return []
     if data is not None and not data.strip():
         passed_over[source] = f"empty ({len(data)} bytes{', whitespace only' if data else ''})"
+        return []
+    if data is not None and is_private_key(data):
+        passed_over[source] = "may hold secrets (a private key)"
         return []
     corpus = read_corpus(data) if data is not None and p.suffix.lower() == ".json" else None
     if corpus is None:
