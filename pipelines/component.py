@@ -123,9 +123,9 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         The backend: an OpenAI-compatible model server for the blurbs (``llm_url``) or Anthropic's
         API (``llm_api: anthropic``), an embeddings server (``embed_url``), and the model names they
         serve (``SITUATE_LLM_URL``…); their keys stay environment variables.
-    context : {"chunk", "document", "structure"}, optional
+    context : {"chunk", "document", "extract", "structure"}, optional
         What writes the context of each prose document's chunks (``SITUATE_CONTEXT``).
-    code_context : {"chunk", "document", "structure"}, optional
+    code_context : {"chunk", "document", "extract", "structure"}, optional
         The same for source code (``SITUATE_CODE_CONTEXT``; default ``structure``: no LLM).
     prompt : str, optional
         The blurb prompt (``SITUATE_PROMPT``).
@@ -163,8 +163,8 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     llm_served_model: str | None = None
     embed_url: str | None = None
     embed_served_model: str | None = None
-    context: Literal["chunk", "document", "structure"] | None = None
-    code_context: Literal["chunk", "document", "structure"] | None = None
+    context: Literal["chunk", "document", "extract", "structure"] | None = None
+    code_context: Literal["chunk", "document", "extract", "structure"] | None = None
     prompt: str | None = None
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None

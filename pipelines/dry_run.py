@@ -42,7 +42,12 @@ MAX_COUNTED_FILES = 20_000
 #: grammar parses it); the others take the kind most of these have, and are counted as guessed.
 PARSED_ENTRIES = 16
 #: What each context mode costs, for a person.
-MODE_COST = {"document": "one LLM call a document", "chunk": "an LLM call a chunk", "structure": "no LLM call"}
+MODE_COST = {
+    "document": "one LLM call a document",
+    "chunk": "an LLM call a chunk",
+    "structure": "no LLM call",
+    "extract": "no LLM call (the lead sentences)",
+}
 #: The reason of a discovered document that will fail when read, by its ``sha256`` placeholder
 #: (:func:`situate.resources.documents.reading.discover`).
 FAILING_SHAS = {

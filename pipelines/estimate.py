@@ -252,7 +252,7 @@ def _count_document(
         generation_bound,
         prompt_builder,
     )
-    from situate.contextual.policy import for_document
+    from situate.contextual.policy import NO_LLM_MODES, for_document
     from situate.contextual.skipping import chunk_reasons
     from situate.contextual.tokens import count_cl100k
 
@@ -267,7 +267,7 @@ def _count_document(
     est.embed_tokens += sum(min(n, embed_ctx) for n in embed_counts([c.text for c in chunks]))
     reasons = chunk_reasons(doc.source, [c.text for c in chunks])
     llm = for_document(llm, doc.to_json())  # its kind's mode (situate.contextual.policy)
-    if llm.context == "structure" or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
+    if llm.context in NO_LLM_MODES or (llm.max_chunks_per_document and len(chunks) > llm.max_chunks_per_document):
         return
     kind = "document" if llm.context == "document" else is_source(doc.to_json())
     if kind not in builders:

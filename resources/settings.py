@@ -433,8 +433,8 @@ class Settings:
         "document",
         "`document`",
         "what writes the context of each prose document's chunks: a blurb per chunk, one summary per "
-        "document, or no LLM (source code: SITUATE_CODE_CONTEXT)",
-        choices="`chunk`, `document`, `structure`",
+        "document, its lead sentences (no LLM), or no LLM (source code: SITUATE_CODE_CONTEXT)",
+        choices="`chunk`, `document`, `extract`, `structure`",
     )
     code_context: str = _setting(
         "SITUATE_CODE_CONTEXT",
@@ -443,7 +443,7 @@ class Settings:
         "`structure`",
         "what writes the context of source code's chunks (SITUATE_CONTEXT: every other document's); "
         "structure: its file and enclosing definitions, no LLM",
-        choices="`chunk`, `document`, `structure`",
+        choices="`chunk`, `document`, `extract`, `structure`",
     )
     prompt: str = _setting(
         "SITUATE_PROMPT",

@@ -151,6 +151,12 @@ def test_each_mode_names_itself_and_a_mode_already_computed_costs_no_call(modes)
         for r in rows
     )
 
+    s = _ingest(docs, home, SITUATE_CONTEXT="extract")  # the lead sentences: no LLM call
+    lead = [r for r in _rows(home) if r["source"] == "main.py"]
+    assert s.model_calls == 0 and {r["context_mode"] for r in lead} == {"extract"}
+    assert {r["blurb_status"] for r in lead} == {"skipped:extract"} and {r["llm_model"] for r in lead} == {""}
+    assert len({r["blurb"] for r in lead}) == 1 and lead[0]["blurb"]
+
     s = _ingest(docs, home, SITUATE_CONTEXT="document")  # computed before: from the cache
     assert s.model_calls == 0 and s.ingested == 2
     assert [r["blurb"] for r in _rows(home) if r["source"] == "main.py"] == [r["blurb"] for r in code]

@@ -17,7 +17,8 @@ from situate.contextual import blurb_files
 from situate.contextual.contextualize import BlurbRecord, contextualize, record_from_raw
 from situate.contextual.edits import kept_blurbs, recheck, text_sha256
 from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound
-from situate.contextual.policy import context_for, with_mode
+from situate.contextual.lead import lead_of
+from situate.contextual.policy import NO_LLM_MODES, context_for, with_mode
 from situate.contextual.preambles import FitPlan
 from situate.contextual.prompts import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
 from situate.contextual.skipping import chunk_reasons
@@ -69,7 +70,7 @@ def blurb_key(
 
 
 #: What writes a chunk's context (``SITUATE_CONTEXT``; :class:`situate.resources.models.llm.BlurbLLM`).
-CONTEXT_MODES = ("chunk", "document", "structure")
+CONTEXT_MODES = ("chunk", "document", "extract", "structure")
 
 
 def skipped_records(n: int, reason: str, mode: str = "structure", doc_sha256: str = "") -> list[BlurbRecord]:
@@ -77,6 +78,16 @@ def skipped_records(n: int, reason: str, mode: str = "structure", doc_sha256: st
     call): not a fallback, so the ``fallback_share`` check does not count them."""
     return [
         BlurbRecord("", f"skipped:{reason}", "", [], 0, 0, 0, 0, 0.0, -1, mode=mode, doc_sha256=doc_sha256)
+        for _ in range(n)
+    ]
+
+
+def extract_records(n: int, lead: str, doc_sha256: str) -> list[BlurbRecord]:
+    """``n`` records of the chunks of a prose document in ``extract`` mode: each gets the
+    document's lead (:func:`situate.contextual.lead.lead_of`) as its context, no model call (status
+    ``skipped:extract``, mode ``extract``)."""
+    return [
+        BlurbRecord(lead, "skipped:extract", "", [], 0, 0, 0, 0, 0.0, -1, mode="extract", doc_sha256=doc_sha256)
         for _ in range(n)
     ]
 
@@ -568,12 +579,12 @@ class DocumentBlurber:
         with self._modes_lock:
             if mode not in self._modes:
                 view = with_mode(self.llm, mode)
-                llm_used = mode != "structure"
+                llm_used = mode not in NO_LLM_MODES
                 model_sha = self.llm.identity() if llm_used else ""
                 wanted = "document" if mode == "document" else f"chunk:{self.llm.prompt}"
                 self._modes[mode] = _ModeState(
                     view,
-                    settings_id(view) if llm_used else "structure",
+                    settings_id(view) if llm_used else mode,
                     model_sha,
                     wanted,
                     LazyBlurbFile(self.llm.blurbs_file, wanted, model_sha, self.log),
@@ -618,7 +629,7 @@ class DocumentBlurber:
         for r, x in zip(records, texts):
             r.text_sha256 = text_sha256(x)
         mode = st.llm.context
-        backend = self.llm.backend_kind() if mode != "structure" else ""
+        backend = self.llm.backend_kind() if mode not in NO_LLM_MODES else ""
         stage = blurbs_stage(
             records, chunk_list, edit, self.model_id, backend, self.llm.prompt, mode, doc["sha256"], st.settings
         )
@@ -631,6 +642,8 @@ class DocumentBlurber:
         n, mode, doc_sha, limit = len(texts), st.llm.context, doc["sha256"], self.llm.max_chunks_per_document
         if mode == "structure":
             return skipped_records(n, "structure", doc_sha256=doc_sha), {}
+        if mode == "extract":
+            return extract_records(n, lead_of(doc), doc_sha), {}
         if limit and n > limit:
             self.log.warning(
                 f"blurbs {doc['source']}: large document, {n:,} chunks > {limit:,} "

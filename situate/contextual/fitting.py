@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from situate.contextual import preambles
 from situate.contextual.contextualize import PromptBuilder, chat_frame
+from situate.contextual.policy import NO_LLM_MODES
 from situate.resources.models.llm import BlurbLLM
 
 
@@ -148,8 +149,8 @@ def document_plan(text: str, spans: list[tuple[int, int]], llm: BlurbLLM, builde
         The document's prompt builder (None in ``structure`` mode).
     """
     allowances = [b - a for a, b in spans]
-    if llm.context == "structure":
-        why = "structure mode (SITUATE_CONTEXT=structure): no LLM prompt"
+    if llm.context in NO_LLM_MODES:
+        why = f"{llm.context} mode (SITUATE_CONTEXT={llm.context}): no LLM prompt"
         return preambles.FitPlan(llm.n_ctx, llm.max_tokens, 0, 0, 0, 0, [], allowances, reason=why)
     if llm.context == "document":
         return fit_summary(text, builder, llm)

@@ -12,7 +12,7 @@ import stat
 import numpy as np
 import pyarrow as pa
 
-from situate.contextual.policy import kind_of, uses_llm
+from situate.contextual.policy import NO_LLM_MODES, kind_of, uses_llm
 from situate.contextual.prompts import CONTEXT_VERSION, PROMPT_VERSION
 from situate.resources.documents.docs import Chunking
 from situate.resources.errors import UpstreamError
@@ -138,8 +138,8 @@ def build_rows(
         "blurb_status": [b["status"] for b in blurb_list],
         "content_sha256": [hashlib.sha256(c["text"].encode()).hexdigest() for c in chunk_list],
         "doc_sha256": [doc["sha256"]] * n,
-        "llm_model": [llm_model if b.get("mode", "") != "structure" else "" for b in blurb_list],
-        "llm_backend": [llm_backend if b.get("mode", "") != "structure" else "" for b in blurb_list],
+        "llm_model": [llm_model if b.get("mode", "") not in NO_LLM_MODES else "" for b in blurb_list],
+        "llm_backend": [llm_backend if b.get("mode", "") not in NO_LLM_MODES else "" for b in blurb_list],
         "embed_model": [embed_model] * n,
         "prompt_version": [PROMPT_VERSION] * n,
         "fingerprint": [fp] * n,

@@ -29,6 +29,10 @@ from __future__ import annotations
 
 from situate.contextual.code_context import is_source
 
+#: The context modes that make no LLM call: ``structure`` (the structural context alone) and
+#: ``extract`` (a prose document's lead sentences as its context: :mod:`situate.contextual.lead`).
+NO_LLM_MODES = ("structure", "extract")
+
 #: The kinds of document the policy tells apart, and the settings that choose their context.
 KIND_SETTINGS = {"code": "SITUATE_CODE_CONTEXT", "prose": "SITUATE_CONTEXT"}
 
@@ -69,7 +73,7 @@ def with_mode(llm, mode: str):
 
 def uses_llm(llm) -> bool:
     """Whether any kind of document is sent to the model."""
-    return llm.context != "structure" or llm.code_context != "structure"
+    return llm.context not in NO_LLM_MODES or llm.code_context not in NO_LLM_MODES
 
 
 def describe(llm) -> str:
