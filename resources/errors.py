@@ -155,7 +155,7 @@ class BatchGone(SituateError, RuntimeError):
 
 
 class ListingPageTooLarge(SituateError, OSError):
-    """An object store listing page over ``MAX_LIST_PAGE_BYTES`` (raised inside botocore's parse)."""
+    """An object store listing page over ``MAX_LIST_PAGE_BYTES`` (raised while the page is read, before it is held)."""
 
 
 class ObjectTooLarge(SituateError, OSError):

@@ -73,6 +73,38 @@ def _submit(r: MessageBatchRound, store: DictStore) -> dict:
 TEXTS = ["The signing service rotates its keys nightly.", "Invoices are sent monthly by billing."]
 
 
+# --- the model check -------------------------------------------------------------------------
+
+
+def test_a_model_id_that_holds_the_key_is_refused_and_not_kept(fake, monkeypatch):
+    """A gateway at SITUATE_LLM_URL answering the model check with an id that quotes the key it was
+    sent: the id would be every row's llm_model, so the check refuses it (as the OpenAI-compatible
+    client refuses such a listed name) without quoting the key."""
+    import fake_anthropic
+
+    monkeypatch.setattr(fake_anthropic, "MODEL_ID", f"claude-fake-{KEY}")
+    client = _client(fake.url)
+    with pytest.raises(ServerError) as e:
+        client.check()
+    why = str(e.value)
+    assert "answered the model check with a model whose name holds ANTHROPIC_API_KEY" in why, why
+    assert "SITUATE_LLM_SERVED_MODEL" in why and KEY not in why and client.info is None
+    monkeypatch.setattr(fake_anthropic, "MODEL_ID", "claude-fake-20261201")  # the gateway mended
+    assert client.check().model == "claude-fake-20261201"
+
+
+def test_a_key_in_a_model_name_is_found_as_is_or_escaped():
+    from situate.resources.models.server import hide_key, served_name
+
+    key = 'sk/"ant é'
+    for name in (f"m-{key}", r"m-sk/\"ant \u00e9", r'm-sk\/"ant é', "m-sk/%22ant%20%C3%A9"):  # as is, JSON, \/, URL
+        with pytest.raises(ServerError, match="whose name holds K: not taken as the served model's name \\(N\\)"):
+            served_name(name, key, "x lists a model", "K", "N")
+    assert served_name("claude-haiku-4-5", key, "x", "K", "N") == "claude-haiku-4-5"
+    assert served_name("anything", "", "x", "K", "N") == "anything"  # no key: nothing to find
+    assert hide_key(f"a {key} b", key, "<K>") == "a <K> b"
+
+
 # --- the ledger ------------------------------------------------------------------------------
 
 

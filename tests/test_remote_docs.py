@@ -6,6 +6,10 @@ the HEAD said, and only as the version the HEAD gave.  The listing (s3fs) agains
 
 from __future__ import annotations
 
+import socket
+import threading
+from contextlib import contextmanager
+
 import pytest
 from s3_stub import s3_stub
 
@@ -92,3 +96,110 @@ def test_a_docs_listing_is_bounded_in_page_bytes_and_objects(monkeypatch):
         with pytest.raises(StoreUnavailable, match=r"the listing of s3://bucket/docs/ goes on past 3 objects"):
             ObjectFolder("s3://bucket/docs").list_objects()
         assert len(log) == 2  # the third page is never asked for
+
+
+#: A ListObjectsV2 page of one object, as the FAKE endpoint below answers it.
+PAGE = (
+    b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b"<Name>bucket</Name><Prefix>docs/</Prefix><KeyCount>1</KeyCount><IsTruncated>false</IsTruncated>"
+    b"<Contents><Key>docs/a.md</Key><ETag>&quot;e1&quot;</ETag><Size>12</Size></Contents></ListBucketResult>"
+)
+
+
+def _answer_listing(conn, mode: str, seen: dict) -> None:
+    """Answer one ListObjectsV2 request on ``conn`` as ``mode`` says (:func:`hostile_listing`)."""
+    import time
+
+    big = 64 * 2**20
+    if mode == "trickle":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n" % len(PAGE))
+        pieces = [PAGE[i : i + 1] for i in range(len(PAGE))]
+    elif mode == "length":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n" % big)
+        pieces = [b" " * 2**16] * (big // 2**16)
+    else:  # chunked: no length said
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nTransfer-Encoding: chunked\r\n\r\n")
+        pieces = [b"10000\r\n" + b" " * 2**16 + b"\r\n"] * (big // 2**16) + [b"0\r\n\r\n"]
+    for piece in pieces:
+        if mode == "trickle":
+            time.sleep(0.05)
+        conn.sendall(piece)
+        seen["sent"] += len(piece)
+
+
+@contextmanager
+def hostile_listing(mode: str, monkeypatch):
+    """A FAKE S3 endpoint on 127.0.0.1 (a raw socket, as tests/s3_stub.py cannot misbehave) whose
+    every ListObjectsV2 answer is hostile: ``trickle`` (a page's length said, then its body a byte
+    every 0.05 s: every read gets data within any read timeout), ``length`` (a 64 MiB page said
+    and sent as fast as it is read), ``chunked`` (the same, its length not said).  Yields
+    ``{"requests": listing requests seen, "sent": body bytes the socket took}``."""
+    seen = {"requests": 0, "sent": 0}
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def handle(conn):
+        with conn:
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536) or b"\r\n\r\n"
+                seen["requests"] += "list-type=2" in head.split(b"\r\n", 1)[0].decode("latin-1")
+                _answer_listing(conn, mode, seen)
+            except OSError:  # the client hung up
+                pass
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    for k, v in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+    try:
+        yield seen
+    finally:
+        server.close()
+
+
+def test_a_trickled_listing_ends_at_the_request_timeout_and_the_next_listing_works(monkeypatch):
+    """botocore's read_timeout bounds each read only: an endpoint sending a page a byte every
+    0.05 s was read to its end (17 s here, for ever with a longer page).  The whole request (its
+    retries included) now ends at the folder's timeout, as obstore's does, named; the process
+    lists a healthy endpoint afterwards."""
+    import time
+
+    with hostile_listing("trickle", monkeypatch) as seen:
+        t0 = time.monotonic()
+        with pytest.raises(
+            StoreUnavailable,
+            match=r"at http://127\.0\.0\.1:\d+ did not answer a listing page of s3://bucket/docs/ within 1 s",
+        ):
+            ObjectFolder("s3://bucket/docs", timeout_s=1).list_objects()
+        took = time.monotonic() - t0
+    assert 1 <= took < 4, took
+    assert seen["requests"] == 1 and seen["sent"] < len(PAGE) // 2
+    with s3_stub(GOOD, monkeypatch):  # the endpoint healthy again: the next tick lists
+        assert [m["path"] for m in ObjectFolder("s3://bucket/docs", timeout_s=1).list_objects()] == [
+            "billing.md",
+            "keys.md",
+        ]
+
+
+@pytest.mark.parametrize("mode", ["length", "chunked"])
+def test_an_oversized_listing_page_is_refused_before_it_is_held(monkeypatch, mode):
+    """A 64 MiB page, its length said or not, against a bound lowered to 1 MiB: refused by its
+    Content-Length before any of it is read, or as soon as what arrived passes the bound (it was
+    read whole first, 64 MiB, then refused); not retried."""
+    from situate.resources.store import objects
+
+    monkeypatch.setattr(objects, "MAX_LIST_PAGE_BYTES", 2**20)
+    with hostile_listing(mode, monkeypatch) as seen:
+        with pytest.raises(StoreUnavailable, match=r"a listing page of s3://bucket/docs/ over 1,048,576 bytes"):
+            ObjectFolder("s3://bucket/docs").list_objects()
+    assert seen["requests"] == 1
+    assert seen["sent"] < 16 * 2**20, seen  # what the sockets' buffers took, at most; not the 64 MiB

@@ -451,3 +451,42 @@ def test_a_mixed_folders_first_hits_use_every_code_chunks_own_cosine(tmp_path):
         hits, _ = hybrid_search(store, q, "rotate keys", k=k, candidates=3)
         assert [h.chunk_id for h in hits] == [i for i, _ in exact[:k]]
     assert exact[0][0] == "p.md:0:h"
+
+
+@pytest.mark.parametrize("name", ["kinds.json", "ids.json"])
+def test_a_deeply_nested_index_file_is_read_as_a_damaged_index(tmp_path, monkeypatch, name):
+    """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder.  JSON nested 100,000
+    deep (RecursionError in json.loads) is a damaged file: no index, search warns and answers from
+    the dense ranking, and rebuilding from the table brings the index back."""
+    from situate.contextual.indexing import build_rows
+    from situate.contextual.table_checks import ids_match
+    from situate.resources.store import retrieval
+    from situate.resources.store.retrieval import bm25_kinds, bm25_scores, rebuild_bm25_from_table
+    from situate.resources.store.store import Store
+
+    store = Store(home=str(tmp_path))
+    chunks = [
+        {"chunk_id": f"k:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(["alpha", "beta"])
+    ]
+    blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+    doc = {"doc_id": "d", "source": "d.md", "title": "D", "sha256": "s", "format": "markdown", "text": "alpha beta"}
+    store.replace_document("k", build_rows("k", doc, chunks, blurbs, np.eye(2, 4, dtype=np.float32), "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    assert bm25_kinds(store.bm25_dir) == {"k:0:h": "prose", "k:1:h": "prose"}
+    (store.bm25_dir / name).write_text("[" * 100_000 + "]" * 100_000)
+    monkeypatch.setattr(retrieval, "_LOADED", {})  # a new process (CLI, service) reads the files again
+    assert bm25_ids(store.bm25_dir) is None and bm25_kinds(store.bm25_dir) is None
+    assert bm25_scores(store.bm25_dir, "beta") is None
+    hits, warnings = hybrid_search(store, np.array([0, 1, 0, 0], np.float32), "beta", k=2)
+    assert [h.chunk_id for h in hits] == ["k:1:h", "k:0:h"]
+    assert len(warnings) == 1 and warnings[0].startswith("no readable BM25 index: dense results only")
+    assert ids_match(store)[0] is False  # what makes the next ingest rebuild it
+    rebuild_bm25_from_table(store)
+    assert bm25_ids(store.bm25_dir) == ["k:0:h", "k:1:h"] and ids_match(store)[0] is True
+
+
+def test_an_ids_json_that_is_not_a_list_of_ids_is_a_damaged_index(tmp_path):
+    build_bm25(["d1", "d2"], ["cats", "dogs"], tmp_path / "bm25", kinds=["prose", "code"])
+    for bad in ("7", '{"d1": 0}', '["d1", 2]'):
+        (tmp_path / "bm25" / "ids.json").write_text(bad)
+        assert bm25_ids(tmp_path / "bm25") is None

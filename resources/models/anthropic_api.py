@@ -42,7 +42,15 @@ import urllib.parse
 import urllib.request
 
 from situate.resources.errors import AnswerRefused
-from situate.resources.models.server import Completion, ContextExceeded, ServerError, check_url, socket_time_left
+from situate.resources.models.server import (
+    Completion,
+    ContextExceeded,
+    ServerError,
+    check_url,
+    hide_key,
+    served_name,
+    socket_time_left,
+)
 
 #: The public endpoint (``SITUATE_LLM_URL`` overrides it: a gateway, or the tests' fake).
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -312,7 +320,9 @@ class MessagesClient:
         self.info: ApiInfo | None = None
 
     def _hide(self, text: str) -> str:
-        return text.replace(self._key, "<ANTHROPIC_API_KEY>") if self._key else text
+        """``text`` without the key, as is or JSON- or URL-escaped
+        (:func:`~situate.resources.models.server.hide_key`)."""
+        return hide_key(text, self._key, "<ANTHROPIC_API_KEY>")
 
     def _error(self, e: Exception, what: str) -> ServerError:
         """A :class:`ServerError` naming the setting to fix for an SDK error."""
@@ -353,7 +363,9 @@ class MessagesClient:
         ------
         situate.resources.models.server.ServerError
             As :meth:`_error`: a wrong key, an unknown model, an unreachable endpoint, an answer
-            that is not the API's.
+            that is not the API's; a model id that holds ``ANTHROPIC_API_KEY`` (a gateway at
+            ``SITUATE_LLM_URL`` quoting the key it was sent: the id is written into every row,
+            :func:`~situate.resources.models.server.served_name`).
         """
         import anthropic
 
@@ -369,6 +381,8 @@ class MessagesClient:
         model = getattr(m, "id", "")
         if not isinstance(model, str) or not model or len(model) > 200:
             raise ServerError(f"{_safe_url(self.url)} answered the model check without a model id")
+        what = f"{_safe_url(self.url)} answered the model check with a model"
+        served_name(model, self._key, what, "ANTHROPIC_API_KEY", "SITUATE_LLM_SERVED_MODEL")
         self.info = ApiInfo(_safe_url(self.url), model)
         return self.info
 

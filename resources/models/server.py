@@ -110,6 +110,45 @@ def check_url(url: str, settings: str = "SITUATE_LLM") -> str:
     return url.strip().rstrip("/").removesuffix("/v1")
 
 
+def hide_key(text: str, key: str, mask: str = "***") -> str:
+    """``text`` with ``key`` replaced by ``mask``, whatever put it there (a library's error quoting
+    a header, a server quoting the request's ``Authorization`` header back), as is or JSON- or
+    URL-escaped; ``text`` as is without a key."""
+    if not key:
+        return text
+    forms = {key, json.dumps(key)[1:-1], key.replace("/", "\\/"), urllib.parse.quote(key)}
+    for form in sorted(forms, key=len, reverse=True):  # the longest first: one may hold another
+        text = text.replace(form, mask)
+    return text
+
+
+def served_name(name: str, key: str, what: str, key_setting: str, name_setting: str) -> str:
+    """``name``, the model name a server or API answered, unless it holds ``key`` (:func:`hide_key`'s
+    forms): the name is written into every row, the stage files and the run's metadata.
+
+    Parameters
+    ----------
+    name : str
+        The model name answered.
+    key : str
+        The key the request was sent with.
+    what : str
+        Who answered it, the start of the message (``model server http://… lists a model``).
+    key_setting, name_setting : str
+        The settings named in the message (``SITUATE_LLM_API_KEY``, ``SITUATE_LLM_SERVED_MODEL``).
+
+    Raises
+    ------
+    ServerError
+        ``name`` holds the key (the message does not quote it).
+    """
+    if hide_key(name, key) != name:
+        raise ServerError(
+            f"{what} whose name holds {key_setting}: not taken as the served model's name ({name_setting})"
+        )
+    return name
+
+
 @dataclasses.dataclass
 class ServerInfo:
     """What :meth:`ServerClient.check` learnt.
@@ -336,13 +375,9 @@ class ServerClient:
 
     def _hide(self, text: str) -> str:
         """``text`` without the key, whatever put it there (a library's error quoting a header, a
-        server quoting the request's ``Authorization`` header back, as is or JSON- or URL-escaped)."""
-        if not self._key:
-            return text
-        forms = {self._key, json.dumps(self._key)[1:-1], self._key.replace("/", "\\/"), urllib.parse.quote(self._key)}
-        for form in sorted(forms, key=len, reverse=True):  # the longest first: one may hold another
-            text = text.replace(form, "***")
-        return text
+        server quoting the request's ``Authorization`` header back, as is or JSON- or URL-escaped:
+        :func:`hide_key`)."""
+        return hide_key(text, self._key)
 
     def _error(self, message: str, kind: type = ServerError) -> ServerError:
         """A :class:`ServerError` (or ``kind``) of ``message`` without the key (:meth:`_hide`)."""
@@ -478,12 +513,8 @@ class ServerClient:
                 f"model server {self.url} serves {self._quote(', '.join(ids[:8]), 600)}, not {model!r} "
                 f"({self.settings}_SERVED_MODEL)"
             )
-        if self._hide(model) != model:  # the name is written into every row and the run's metadata
-            raise ServerError(
-                f"model server {self.url} lists a model whose name holds {self.settings}_API_KEY: not taken "
-                f"as the served model's name ({self.settings}_SERVED_MODEL)"
-            )
-        self.model = model
+        what = f"model server {self.url} lists a model"
+        self.model = served_name(model, self._key, what, f"{self.settings}_API_KEY", f"{self.settings}_SERVED_MODEL")
         dialect, tokens = self._tokenize_probe()
         if tokens != local_tokens(PROBE):
             raise self._error(

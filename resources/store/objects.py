@@ -28,6 +28,7 @@ leases of :mod:`situate.resources.store.leases` rely on; S3, GCS, Azure and Seaw
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import os
 import shutil
@@ -210,9 +211,12 @@ def odd_key(key: str) -> str | None:
 MAX_LIST_PAGES = 10_000
 MAX_LISTED = MAX_LIST_PAGES * 1_000
 #: Bytes one listing page may take: 1,000 keys (S3's page) of up to 1,024 bytes each, URL-encoded
-#: (3 bytes a byte at worst) and wrapped in XML, stay well under it.  botocore reads a page whole
-#: before it is checked, so this bounds what is parsed and kept, not what arrives.
+#: (3 bytes a byte at worst) and wrapped in XML, stay well under it.  A page is refused by its
+#: ``Content-Length`` before any of it is read, and otherwise read in pieces and refused as soon as
+#: it passes the bound (:func:`_listing_session`): no more than this is held of it.
 MAX_LIST_PAGE_BYTES = 16 * 2**20
+#: Bytes of a listing answer read at a time.
+_PIECE_BYTES = 2**16
 
 
 def s3fs_options(config: dict[str, str], retries: int = MAX_RETRIES, timeout_s: float = TIMEOUT_S) -> dict:
@@ -249,19 +253,108 @@ def s3fs_options(config: dict[str, str], retries: int = MAX_RETRIES, timeout_s: 
 
 
 def _s3fs(config: dict[str, str], retries: int, timeout_s: float):
-    """An s3fs filesystem for :func:`s3fs_options`, its ListObjectsV2 pages bounded in bytes."""
+    """An s3fs filesystem for :func:`s3fs_options` that lists: every answer that is not a stream is
+    bounded to :data:`MAX_LIST_PAGE_BYTES` as it arrives (:func:`_listing_session`)."""
     import s3fs  # imported when used (the command line starts faster)
 
-    fs = s3fs.S3FileSystem(**s3fs_options(config, retries, timeout_s))
+    options = s3fs_options(config, retries, timeout_s)
+    options["config_kwargs"]["http_session_cls"] = _listing_session()  # aiobotocore's AioConfig option
+    fs = s3fs.S3FileSystem(**options)
     fs.retries = 1  # one try at s3fs's level: botocore retries (max_attempts above)
-    fs.s3.meta.events.register("before-parse.s3.ListObjectsV2", _bounded_page)
     return fs
 
 
-def _bounded_page(response_dict: dict, **_) -> None:
-    body = response_dict.get("body")
-    if isinstance(body, bytes | bytearray) and len(body) > MAX_LIST_PAGE_BYTES:
-        raise ListingPageTooLarge
+@functools.cache
+def _listing_session() -> type:
+    """aiobotocore's aiohttp session (``AioConfig(http_session_cls=…)``) whose answers are read here,
+    in pieces, by :func:`_page_body`, instead of whole by aiobotocore before any check; a streamed
+    answer (a GET's body) is left to its reader as before."""
+    from aiobotocore.httpsession import AIOHTTPSession
+
+    class ListingSession(AIOHTTPSession):
+        async def send(self, request):
+            """aiobotocore's answer to ``request``, its body read by :func:`_page_body` unless streamed.
+
+            Raises
+            ------
+            ListingPageTooLarge
+                The body is over :data:`MAX_LIST_PAGE_BYTES`.
+            botocore.exceptions.HTTPClientError
+                As ``AIOHTTPSession.send`` and :func:`_page_body`: unreachable, cut off, timed out.
+            """
+            if request.stream_output:
+                return await super().send(request)
+            request.stream_output = True  # the headers only: the body is read below, bounded
+            response = await super().send(request)
+            response.raw = _ReadBody(await _page_body(response, request))
+            return response
+
+    return ListingSession
+
+
+class _ReadBody:
+    """An answer's body already read, where aiobotocore reads it from (``AioAWSResponse.raw``)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    async def read(self) -> bytes:
+        return self.data
+
+
+async def _page_body(response, request) -> bytes:
+    """The body of ``response`` (aiobotocore's, its ``raw`` an aiohttp response not yet read), read
+    in pieces of :data:`_PIECE_BYTES`.
+
+    Raises
+    ------
+    ListingPageTooLarge
+        Its ``Content-Length`` is over :data:`MAX_LIST_PAGE_BYTES` (nothing of it read), or what
+        arrived passed it; the connection is closed either way.
+    botocore.exceptions.ConnectionClosedError, botocore.exceptions.ReadTimeoutError
+        The body was cut off, or a read timed out (as aiobotocore names them: botocore retries).
+    """
+    import asyncio
+
+    import aiohttp
+    from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+
+    raw, body = response.raw, bytearray()
+    try:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_LIST_PAGE_BYTES:
+            raise ListingPageTooLarge
+        async for piece in raw.content.iter_chunked(_PIECE_BYTES):
+            body += piece
+            if len(body) > MAX_LIST_PAGE_BYTES:
+                raise ListingPageTooLarge
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as e:
+        raw.close()
+        raise ConnectionClosedError(error=e, request=request, endpoint_url=request.url) from None
+    except asyncio.TimeoutError as e:  # aiohttp's read timeout (read_timeout)
+        raw.close()
+        raise ReadTimeoutError(endpoint_url=request.url, error=e) from None
+    except BaseException:  # refused, or cancelled by the page's deadline: the connection is not reused
+        raw.close()
+        raise
+    return bytes(body)
+
+
+def _list_page(fs, timeout_s: float, **params) -> dict:
+    """One ListObjectsV2 answer through s3fs's ``fs``, ended at ``timeout_s`` seconds on the wall
+    clock whatever arrives meanwhile (botocore's ``read_timeout`` bounds each read only), its
+    retries included: the whole request, as obstore applies its timeout.
+
+    Raises
+    ------
+    fsspec.exceptions.FSTimeoutError
+        The deadline passed (the request is cancelled and its connection closed).
+    Exception
+        What ``fs._call_s3`` raises (botocore's, aiohttp's and s3fs's errors).
+    """
+    from fsspec.asyn import sync
+
+    return sync(fs.loop, fs._call_s3, "list_objects_v2", timeout=timeout_s, **params)
 
 
 def _token(token: str | None) -> dict[str, str]:
@@ -303,7 +396,8 @@ class ObjectFolder:
         Retries of a failed request (default :data:`MAX_RETRIES`).
     timeout_s : float
         Seconds one request may take (default :data:`TIMEOUT_S`); retries stop after
-        ``timeout_s × retries``.
+        ``timeout_s × retries``.  A listing page of :meth:`list_objects` on S3 (s3fs) takes at most
+        ``timeout_s``, its retries included.
 
     Raises
     ------
@@ -531,12 +625,16 @@ class ObjectFolder:
         An object whose key the client cannot address (:func:`odd_key`: S3 accepts
         ``docs/../x.md``, ``docs//x.md``, a control character) is left out, and named in ``odd``
         when given (``(key, reason)``, the key relative to this folder), so the others are listed.
-        On S3 s3fs lists (each key read as text, whatever credential source botocore resolves);
-        on GCS and Azure obstore lists, and one such object fails the listing, named.
+        On S3 s3fs lists (each key read as text, whatever credential source botocore resolves),
+        each page within ``timeout_s`` on the wall clock, its retries included, and read in pieces
+        up to :data:`MAX_LIST_PAGE_BYTES`; on GCS and Azure obstore lists, and one such object fails
+        the listing, named.
 
         Raises
         ------
         StoreUnavailable
+            Unreachable, refused credentials, a missing bucket, a page not answered within
+            ``timeout_s`` or over :data:`MAX_LIST_PAGE_BYTES`, a listing past its bounds.
         """
         prefix = prefix.strip("/")
         under = prefix + "/" if prefix else ""
@@ -574,15 +672,18 @@ class ObjectFolder:
         Raises
         ------
         StoreUnavailable
-            Unreachable, no or refused credentials, a missing bucket, a listing past the bounds.
+            Unreachable, no or refused credentials, a missing bucket, a page not answered within
+            ``timeout_s`` (:func:`_list_page`), a listing past the bounds.
         """
+        from fsspec.exceptions import FSTimeoutError
+
         where = f"s3://{bucket}/{prefix}"
         out: list[dict] = []
         try:
             fs = _s3fs(self.config, self.retries, self.timeout_s)
             token = None
             for _ in range(MAX_LIST_PAGES):
-                page = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **_token(token))
+                page = _list_page(fs, self.timeout_s, Bucket=bucket, Prefix=prefix, **_token(token))
                 out.extend(page.get("Contents", []))
                 if len(out) > MAX_LISTED:
                     raise StoreUnavailable(f"the listing of {where} goes on past {MAX_LISTED:,} objects")
@@ -594,6 +695,12 @@ class ObjectFolder:
                 token = nxt
         except StoreUnavailable:
             raise
+        except FSTimeoutError:
+            at = f" at {self.endpoint}" if self.endpoint else ""
+            raise StoreUnavailable(
+                f"the object store{at} did not answer a listing page of {where} within {self.timeout_s:g} s "
+                "(the time one request may take, its retries included)"
+            ) from None
         except Exception as e:  # noqa: BLE001 - botocore's, aiohttp's and s3fs's (OSError) errors
             raise StoreUnavailable(_s3fs_reason(e, where, self.endpoint)) from None
         raise StoreUnavailable(f"the listing of {where} goes on past {MAX_LIST_PAGES:,} pages")

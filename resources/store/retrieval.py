@@ -256,12 +256,19 @@ def build_bm25(
 
 
 _LOADED: dict[str, tuple] = {}
+#: What reading a damaged index file raises (RecursionError: JSON nested deeper than the parser goes).
+_DAMAGED = (OSError, ValueError, KeyError, RecursionError)
 
 
 def _loaded(index_dir: Path):
     """``(ids, retriever or None, kinds or None)`` of a saved index (:func:`_read_kinds`), loaded
     once per version of ``ids.json`` (the index is swapped in whole by :func:`build_bm25`,
-    ``ids.json`` with it); None without an index."""
+    ``ids.json`` with it); None without an index.
+
+    A file of the index that cannot be read (deleted, not JSON, nested deeper than the parser
+    goes) makes the index read as none: search warns and ranks by dense scores only, and the next
+    ingest finds the ids out of step with the table and rebuilds it.
+    """
     import bm25s
 
     try:
@@ -274,20 +281,42 @@ def _loaded(index_dir: Path):
     hit = _LOADED.get(str(index_dir))
     if hit is None or hit[0] != stamp:
         try:
-            ids = json.loads(p.read_text())
+            ids = _read_ids(p)
             has_terms = (version / "params.index.json").exists()
             retriever = bm25s.BM25.load(str(version)) if ids and has_terms else None
             kinds = _read_kinds(version / "kinds.json", ids)
-        except (OSError, ValueError, KeyError):  # a file of the index deleted or damaged by hand:
-            return None  # as if there were none; the next ingest sees the mismatch and rebuilds it
+        except _DAMAGED:  # a file of the index deleted or damaged (by hand, or on the object
+            return None  # store): as if there were none; the next ingest sees the mismatch and rebuilds it
         hit = (stamp, ids, retriever, kinds)
         _LOADED[str(index_dir)] = hit
     return hit[1], hit[2], hit[3]
 
 
+def _read_ids(path: Path) -> list[str]:
+    """The chunk ids of a version's ``ids.json``.
+
+    Raises
+    ------
+    OSError, ValueError, RecursionError
+        The file cannot be read, is not a JSON list of strings, or is nested deeper than the
+        parser goes (:data:`_DAMAGED`; :func:`_loaded` reads the index as none).
+    """
+    ids = json.loads(path.read_text())
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path} is not a list of chunk ids")
+    return ids
+
+
 def _read_kinds(path: Path, ids: list[str]) -> dict[str, str] | None:
     """``chunk id → kind`` from a version's ``kinds.json`` (None without one: an index written
-    before kinds were kept, or one whose kinds are not a list of strings, one per id)."""
+    before kinds were kept, or one whose kinds are not a list of strings, one per id).
+
+    Raises
+    ------
+    OSError, ValueError, RecursionError
+        The file cannot be read, is not JSON, or is nested deeper than the parser goes
+        (:data:`_DAMAGED`; :func:`_loaded` reads the index as none).
+    """
     if not path.exists():
         return None
     kinds = json.loads(path.read_text())
