@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.context_ab import fold_std, per_query_pass
+from benchmarks.working_copy import cpu_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "contextual"
@@ -45,13 +46,6 @@ READINGS = {
     "structure": {"SITUATE_CONTEXT": "structure"},
 }
 BASELINE = "document-2048"
-
-
-def cpu_flags() -> str:
-    """The CPU's model and vector extensions (``/proc/cpuinfo``)."""
-    from benchmarks.working_copy import cpu_flags as flags
-
-    return flags()
 
 
 def run_evals(out: Path, names: list[str]) -> None:

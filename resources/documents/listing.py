@@ -42,13 +42,14 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from situate.resources.errors import ListingError
@@ -259,6 +260,28 @@ def _work_tree_of(root: Path) -> bool:
     return _git(["check-ignore", "-q", "."], root, check=False).returncode != 0
 
 
+@contextlib.contextmanager
+def git_view(root: Path) -> Iterator[list[str]]:
+    """The arguments that make git read ``root`` with its ignore files and attributes: none in a
+    working tree (:func:`_work_tree_of`), else ``--git-dir`` of a temporary empty bare repository
+    (removed on exit) and ``--work-tree=root``.
+
+    Raises
+    ------
+    ListingError
+        ``git init`` of the temporary repository failed.
+    """
+    if _work_tree_of(root):
+        yield []
+        return
+    tmp = tempfile.mkdtemp(prefix="situate-git-")
+    try:
+        _git(["init", "-q", "--bare", tmp], root)
+        yield [f"--git-dir={tmp}", f"--work-tree={root}"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _git_candidates(
     root: Path, rules: ListingRules, skipped: dict, depth: int, prefix: str = ""
 ) -> tuple[list[str], set[str], str]:
@@ -269,24 +292,14 @@ def _git_candidates(
         files = _walk_with_pathspec(root, ".gitignore", skipped)
         why = "no git program found" if rules.use_git else "git not used"
         return files, set(), f"folder, .gitignore files read by pathspec ({why})"
-    if _work_tree_of(root):
-        base: list[str] = []
-        how = "git working tree"
-    else:
-        tmp = tempfile.mkdtemp(prefix="situate-git-")
-        _git(["init", "-q", "--bare", tmp], root)
-        base = [f"--git-dir={tmp}", f"--work-tree={root}"]
-        how = "folder, .gitignore files read by git"
-    try:
+    with git_view(root) as base:
+        how = "folder, .gitignore files read by git" if base else "git working tree"
         tracked = set(_paths(_git([*base, "ls-files", "-z", "--cached"], root).stdout))
         others = _paths(_git([*base, "ls-files", "-z", "--others", "--exclude-standard"], root).stdout)
         ignored = _paths(
             _git([*base, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], root).stdout
         )
         wanted_ignored = _ignored_files(root, base, rules, prefix) if rules.include else []
-    finally:
-        if base:
-            shutil.rmtree(base[0].split("=", 1)[1], ignore_errors=True)
     for path in ignored:
         skipped[path] = "ignored (.gitignore)"
     files: list[str] = []
@@ -571,12 +584,7 @@ def linguist_marks(root: Path, paths: Sequence[str]) -> dict[str, str]:
     ListingError
         git failed.
     """
-    base: list[str] = []
-    if not _work_tree_of(root):
-        tmp = tempfile.mkdtemp(prefix="situate-git-")
-        _git(["init", "-q", "--bare", tmp], root)
-        base = [f"--git-dir={tmp}", f"--work-tree={root}"]
-    try:
+    with git_view(root) as base:
         cmd = [*base, "check-attr", "-z", "--stdin", "linguist-generated", "linguist-vendored"]
         done = subprocess.run(
             git_command(cmd),
@@ -587,9 +595,6 @@ def linguist_marks(root: Path, paths: Sequence[str]) -> dict[str, str]:
             timeout=GIT_TIMEOUT_S,
             check=False,
         )
-    finally:
-        if base:
-            shutil.rmtree(base[0].split("=", 1)[1], ignore_errors=True)
     if done.returncode != 0:
         raise ListingError(f"{root}: `git check-attr` failed: {done.stderr.decode('utf-8', 'replace').strip()}")
     fields = [f.decode("utf-8", "surrogateescape") for f in done.stdout.split(b"\0")[:-1]]  # values may be empty
