@@ -8,6 +8,7 @@ import dagster as dg
 from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
 from situate.contextual.fitting import builders_by_kind, document_builder, document_plan, plan_summary
+from situate.contextual.lead import summary_source
 from situate.contextual.policy import NO_LLM_MODES, for_document
 from situate.resources.models.llm import BlurbLLM
 from situate.resources.store.store import Store, read_ok
@@ -42,7 +43,8 @@ def materialize_preambles(context: dg.AssetExecutionContext, store: Store, llm: 
         view = for_document(llm, doc)  # its kind's mode (situate.contextual.policy)
         mode = view.context
         builder = None if mode in NO_LLM_MODES else document_builder(view) if mode == "document" else builder_for(doc)
-        plan = document_plan(doc["text"], spans, view, builder)
+        text = summary_source(doc, view.summary_reading) if mode == "document" else doc["text"]
+        plan = document_plan(text, spans, view, builder)
         store.write_stage(key, "preambles", plan.to_json())
         if plan.reason and mode == "chunk":
             context.log.warning(f"fitted_preambles {doc['source']}: {plan.reason}")

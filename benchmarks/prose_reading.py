@@ -42,6 +42,13 @@ READINGS = {
     "document-2048": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "2048"},
     "document-512": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "512"},
     "document-256": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "256"},
+    "outline-256": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "256", "SITUATE_SUMMARY_READING": "outline"},
+    "outline-192-short": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "192",
+        "SITUATE_SUMMARY_READING": "outline",
+        "SITUATE_MAX_TOKENS": "48",
+    },
     "extract": {"SITUATE_CONTEXT": "extract"},
     "structure": {"SITUATE_CONTEXT": "structure"},
 }

@@ -274,6 +274,9 @@ def _count_document(
         builders[kind] = document_builder(llm) if kind == "document" else prompt_builder(llm, source=kind)
     builder = builders[kind]
     if kind == "document":
+        from situate.contextual.lead import summary_source
+
+        text = summary_source(doc.to_json(), llm.summary_reading)
         plan = fit_summary(text, builder, llm)
     else:
         plan = fit_document(text, spans, builder, llm.n_ctx, fit_bound(llm, builder))

@@ -407,7 +407,10 @@ def preflight_models(res: dict) -> list[str]:
         return []
     if res["llm"].api != "anthropic":
         check_chat_model(res["llm"])
+    warnings = []
     if res["llm"].remote:
         check_server(res["llm"])
+        if res["llm"].api == "anthropic" and res["llm"].api_client().info.warning:
+            warnings.append(res["llm"].api_client().info.warning)
     warning = context_warning(res["llm"])
-    return [warning] if warning else []
+    return warnings + ([warning] if warning else [])

@@ -259,6 +259,7 @@ def blurb_llm_from_env(settings: Settings, plain: bool = False) -> BlurbLLM:
         context=val("SITUATE_CONTEXT"),
         code_context=val("SITUATE_CODE_CONTEXT"),
         document_tokens=val("SITUATE_DOCUMENT_TOKENS"),
+        summary_reading=val("SITUATE_SUMMARY_READING"),
         blurbs_file=val("SITUATE_BLURBS_FILE"),
         server_url=val("SITUATE_LLM_URL"),
         served_model=val("SITUATE_LLM_SERVED_MODEL"),

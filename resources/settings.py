@@ -459,6 +459,15 @@ class Settings:
         "2048",
         "`document` mode: LLM tokens of the document the summary is written from",
     )
+    summary_reading: str = _setting(
+        "SITUATE_SUMMARY_READING",
+        "context",
+        "head",
+        "`head`",
+        "`document` mode: what the summary reads within SITUATE_DOCUMENT_TOKENS: the document's "
+        "beginning, or its title and heading outline before it",
+        choices="`head`, `outline`",
+    )
     max_blurb_chunks: int = _setting(
         "SITUATE_MAX_BLURB_CHUNKS",
         "context",
@@ -589,6 +598,8 @@ class Settings:
                 check_setting(var, value)
             elif f.metadata["choices"] == SWITCH and not isinstance(value, bool):
                 raise SettingError(f"{var}={value!r}: set 1 (on) or 0 (off)")
+        if self.summary_reading not in ("head", "outline"):
+            raise SettingError(f"SITUATE_SUMMARY_READING={self.summary_reading!r}: set head or outline")
         if self.generated not in ("index", "skip"):
             raise SettingError(f"SITUATE_GENERATED={self.generated!r}: set index or skip")
         for var, bound in SETTING_BOUNDS.items():

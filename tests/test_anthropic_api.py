@@ -409,22 +409,27 @@ def test_hostile_answers_are_named_errors_and_what_was_billed_is_counted(tmp_pat
     assert not s3.failed and {r["blurb_status"] for r in _rows(home)} == {"model"}
 
 
-def test_a_model_id_quoting_the_key_is_refused_before_anything_is_written(tmp_path, fake, monkeypatch):
+def test_a_model_id_quoting_the_key_is_not_recorded_and_the_ingest_goes_on(tmp_path, fake, monkeypatch):
     """A gateway at SITUATE_LLM_URL whose model check answers an id quoting ANTHROPIC_API_KEY: the
-    ingest stops at start-up naming it, and the key is in no file of the data folder (rows, stage
-    files, run databases).  (With the gateway mended the check takes the id again:
-    tests/test_anthropic_bounds.py; an ingest then is every other test here.)"""
+    id is not taken, every row records the name asked (SITUATE_LLM_SERVED_MODEL), the start-up
+    warning says so without the key, the documents land, and the key is in no file of the data
+    folder (rows, stage files, run databases).  (Review s6, G5.)"""
     import fake_anthropic
 
-    from situate.pipelines.preflight import StartupError
+    from situate.pipelines.preflight import preflight_models
+    from situate.pipelines.settings import resources_from_env, restored_env
 
     docs, home = _docs(tmp_path), tmp_path / "home"
     monkeypatch.setattr(fake_anthropic, "MODEL_ID", f"claude-fake-{KEY}")
-    with pytest.raises(StartupError, match="model whose name holds ANTHROPIC_API_KEY") as e:
-        ingest_with(docs, home, **_api(fake))
-    assert KEY not in str(e.value)
-    assert not home.exists() or KEY not in _files_text(home)
-    assert not fake.requests  # no document was sent
+    s = ingest_with(docs, home, **_api(fake))
+    assert not s.failed and s.ingested == s.documents > 0
+    assert {r["llm_model"] for r in _rows(home)} == {ALIAS}
+    assert KEY not in _files_text(home)
+    with restored_env(tuple(_api(fake))):
+        os.environ.update(_api(fake))
+        warnings = preflight_models(resources_from_env(plain=True))
+    why = next(w for w in warnings if "ANTHROPIC_API_KEY" in w)
+    assert f"recorded as '{ALIAS}' (SITUATE_LLM_SERVED_MODEL)" in why and KEY not in why
 
 
 def test_a_malformed_batch_result_fails_only_its_own_chunk(tmp_path, fake):

@@ -76,21 +76,20 @@ TEXTS = ["The signing service rotates its keys nightly.", "Invoices are sent mon
 # --- the model check -------------------------------------------------------------------------
 
 
-def test_a_model_id_that_holds_the_key_is_refused_and_not_kept(fake, monkeypatch):
+def test_a_model_id_that_holds_the_key_is_replaced_by_the_name_asked(fake, monkeypatch):
     """A gateway at SITUATE_LLM_URL answering the model check with an id that quotes the key it was
-    sent: the id would be every row's llm_model, so the check refuses it (as the OpenAI-compatible
-    client refuses such a listed name) without quoting the key."""
+    sent: the id would be every row's llm_model, so the check records the name asked instead and
+    says why, without quoting the key (the OpenAI-compatible client, with no name asked, refuses
+    such a listed name)."""
     import fake_anthropic
 
     monkeypatch.setattr(fake_anthropic, "MODEL_ID", f"claude-fake-{KEY}")
     client = _client(fake.url)
-    with pytest.raises(ServerError) as e:
-        client.check()
-    why = str(e.value)
-    assert "answered the model check with a model whose name holds ANTHROPIC_API_KEY" in why, why
-    assert "SITUATE_LLM_SERVED_MODEL" in why and KEY not in why and client.info is None
+    info = client.check()
+    assert info.model == "claude-fake" and KEY not in repr(info)
+    assert "answered the model check with a model id that holds ANTHROPIC_API_KEY" in info.warning, info.warning
     monkeypatch.setattr(fake_anthropic, "MODEL_ID", "claude-fake-20261201")  # the gateway mended
-    assert client.check().model == "claude-fake-20261201"
+    assert client.check() == type(info)(info.url, "claude-fake-20261201")
 
 
 def test_a_key_in_a_model_name_is_found_as_is_or_escaped():

@@ -256,10 +256,12 @@ class ChatTokenizer:
 @dataclasses.dataclass
 class ApiInfo:
     """What a checked API serves: ``url`` (scheme, host and port only) and ``model`` (the model id
-    the API gives for the name asked, e.g. a dated snapshot for an alias)."""
+    the API gives for the name asked, e.g. a dated snapshot for an alias); ``warning``: why the
+    name asked is recorded instead (an answered id that holds the key), else empty."""
 
     url: str
     model: str
+    warning: str = ""
 
 
 def _safe_url(url: str) -> str:
@@ -363,9 +365,15 @@ class MessagesClient:
         ------
         situate.resources.models.server.ServerError
             As :meth:`_error`: a wrong key, an unknown model, an unreachable endpoint, an answer
-            that is not the API's; a model id that holds ``ANTHROPIC_API_KEY`` (a gateway at
-            ``SITUATE_LLM_URL`` quoting the key it was sent: the id is written into every row,
-            :func:`~situate.resources.models.server.served_name`).
+            that is not the API's.
+
+        Notes
+        -----
+        An answered id that holds ``ANTHROPIC_API_KEY`` (a gateway at ``SITUATE_LLM_URL`` quoting
+        the key it was sent) is not taken: the id is written into every row, the stage files and
+        the run's metadata (:func:`~situate.resources.models.server.served_name`).  The name asked
+        (``SITUATE_LLM_SERVED_MODEL``) is recorded instead, and ``ApiInfo.warning`` says so
+        without quoting the key.
         """
         import anthropic
 
@@ -382,8 +390,11 @@ class MessagesClient:
         if not isinstance(model, str) or not model or len(model) > 200:
             raise ServerError(f"{_safe_url(self.url)} answered the model check without a model id")
         what = f"{_safe_url(self.url)} answered the model check with a model"
-        served_name(model, self._key, what, "ANTHROPIC_API_KEY", "SITUATE_LLM_SERVED_MODEL")
-        self.info = ApiInfo(_safe_url(self.url), model)
+        try:
+            self.info = ApiInfo(_safe_url(self.url), served_name(model, self._key, what, "ANTHROPIC_API_KEY", "X"))
+        except ServerError:
+            why = f"{what} id that holds ANTHROPIC_API_KEY: recorded as {self.model!r} (SITUATE_LLM_SERVED_MODEL)"
+            self.info = ApiInfo(_safe_url(self.url), self.model, warning=why)
         return self.info
 
     def complete(self, system: str, blocks: list[str], answer: str, max_tokens: int, stop: list[str]) -> Completion:

@@ -388,6 +388,10 @@ class BlurbLLM(dg.ConfigurableResource):
         2,048: a document's title, introduction and first sections say what it is, and the
         summary then costs about 25 s on 2 cores (2,048 tokens at 80 tokens/s prefill) however
         long the document is.
+    summary_reading : str
+        With ``context="document"``: what those tokens are (``SITUATE_SUMMARY_READING``): ``head``
+        (the document's beginning) or ``outline`` (its title and heading outline, at most 600
+        characters, then its beginning: :func:`situate.contextual.lead.summary_source`).
     blurbs_file : str
         A blurb file (``situate.contextual.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
         line there made by this model file in this mode takes its blurb from it (cleaned and
@@ -447,6 +451,7 @@ class BlurbLLM(dg.ConfigurableResource):
     context: str = "document"
     code_context: str = "structure"
     document_tokens: int = 2048
+    summary_reading: str = "head"
     blurbs_file: str = ""
     server_url: str = ""
     served_model: str = ""

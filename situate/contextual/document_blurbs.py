@@ -17,7 +17,7 @@ from situate.contextual import blurb_files
 from situate.contextual.contextualize import BlurbRecord, contextualize, record_from_raw
 from situate.contextual.edits import kept_blurbs, recheck, text_sha256
 from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound
-from situate.contextual.lead import lead_of
+from situate.contextual.lead import lead_of, summary_source
 from situate.contextual.policy import NO_LLM_MODES, context_for, with_mode
 from situate.contextual.preambles import FitPlan
 from situate.contextual.prompts import ANTHROPIC_2024, CONTEXT_VERSION, PROMPT_VERSION
@@ -106,7 +106,12 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
         max_tokens or llm.max_tokens,
         llm.repeat_penalty,
         llm.document_tokens if llm.context == "document" else 0,
-        {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document},
+        {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document}
+        | (
+            {"summary_reading": llm.summary_reading}
+            if llm.context == "document" and llm.summary_reading != "head"
+            else {}
+        ),
     )
 
 
@@ -202,6 +207,7 @@ def document_records(
     given_raw: str | None = None,
     blurb_file: str = "",
     language: str | None = None,
+    read: str | None = None,
 ) -> list[BlurbRecord]:
     """The document mode: one LLM summary of the document (``builder``'s template, e.g.
     :data:`situate.contextual.prompts.DOCUMENT_SUMMARY`, over ``plan``'s first window) given to each of its
@@ -210,13 +216,15 @@ def document_records(
     tokens and seconds; the others are marked as making no call (``window`` -1).  ``given_raw``:
     the summary's raw text from a blurb file (:mod:`situate.contextual.blurb_files`) whose sha256 is
     ``blurb_file``, no call made.  The summary is grounded as a summary (:func:`grounded_summary`,
-    ``language``: :func:`situate.contextual.summary_grounding.summary_language`)."""
+    ``language``: :func:`situate.contextual.summary_grounding.summary_language`) against ``text``
+    whatever it was written from: ``read``, the text ``plan`` was fitted over
+    (:func:`situate.contextual.lead.summary_source`; default ``text``)."""
     if all(reasons):
         return [skipped_records(1, r, doc_sha256=doc_sha256)[0] for r in reasons]
     if given_raw is not None:
         rec = dataclasses.replace(record_from_raw(given_raw, "", text), from_file=blurb_file)
     else:
-        rec = contextualize(text, [""], plan, builder, generate, cache=cache, cache_key=cache_key)[0]
+        rec = contextualize(read or text, [""], plan, builder, generate, cache=cache, cache_key=cache_key)[0]
     rec = grounded_summary(rec, text, language)
     out, first = [], True
     for r in reasons:
@@ -700,6 +708,7 @@ class DocumentBlurber:
             given_raw=next(iter(given.values())) if given else None,
             blurb_file=loaded.sha256 if loaded else "",
             language=summary_language(doc),
+            read=summary_source(doc, llm.summary_reading),
         )
 
 

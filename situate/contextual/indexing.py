@@ -55,6 +55,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
         **({"context_mode": llm.context} if llm.context != "chunk" else {}),
         **({"code_context_mode": llm.code_context} if llm.code_context != llm.context else {}),
         **({"document_tokens": llm.document_tokens} if "document" in (llm.context, llm.code_context) else {}),
+        **({"summary_reading": llm.summary_reading} if llm.summary_reading != "head" else {}),
         "context": CONTEXT_VERSION,
         **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and uses_llm(llm) else {}),
         **({"llm_served": llm.identity()} if llm.remote and uses_llm(llm) else {}),
@@ -87,7 +88,8 @@ def code_versions(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> dict
     embed_id = embedder.served_model or embedder.model_id or os.path.basename(embedder.model_path)
     chunks = h(chunking.chunk_tokens, chunking.overlap_tokens, CONTEXT_VERSION)
     modes = llm.context if llm.code_context == llm.context else (llm.context, llm.code_context)
-    preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, modes, llm.document_tokens)
+    reading = (llm.document_tokens,) if llm.summary_reading == "head" else (llm.document_tokens, llm.summary_reading)
+    preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, modes, *reading)
     blurbs = h(preambles, PROMPT_VERSION, llm.prompt, llm.repeat_penalty, llm.max_chunks_per_document, llm.blurbs_file)
     embeddings = h(blurbs, embedder.server_url, embed_id, embedder.n_ctx)
     return {

@@ -96,3 +96,65 @@ def _cut(text: str) -> str:
             break
         out = f"{out} {sentence}".strip()
     return out or text[:MAX_LEAD_CHARS].rsplit(" ", 1)[0]
+
+
+#: Most characters of a document's heading outline in an ``outline`` reading: about 130 tokens of
+#: English, half of a 256-token reading (``SITUATE_DOCUMENT_TOKENS``), so the page's beginning
+#: keeps the other half.  Headings past it are left out, the outermost levels first kept.
+MAX_OUTLINE_CHARS = 600
+#: Deepest heading level an outline lists (``#``, ``##``, ``###``; RST's first three adornments).
+OUTLINE_LEVELS = 3
+#: The readings a document summary can be written from (``SITUATE_SUMMARY_READING``).
+SUMMARY_READINGS = ("head", "outline")
+
+
+def outline_of(doc: dict, max_chars: int = MAX_OUTLINE_CHARS) -> str:
+    """A document's title and heading outline, one line: ``"Title — Contents: A; B; C"``.
+
+    Parameters
+    ----------
+    doc : dict
+        ``Document`` as JSON: ``title``, ``headings`` (``[[offset, level, title], ...]``, levels
+        from 1; where a document has none, as a corpus file's documents, its Markdown headings:
+        :func:`situate.resources.documents.reading.markdown_headings`).
+    max_chars : int
+        Bound on the line, in characters; headings of deeper levels are dropped first, then the
+        last ones.
+
+    Returns
+    -------
+    str
+        Empty when the document has neither a title nor headings.
+    """
+    title = (doc.get("title") or "").strip()
+    from situate.resources.documents.reading import markdown_headings
+
+    found = doc.get("headings") or markdown_headings(doc.get("text") or "")
+    heads = [(lvl, " ".join(str(t).split())) for _, lvl, t in found if lvl <= OUTLINE_LEVELS]
+    heads = [(lvl, t) for lvl, t in heads if t and t != title]
+    for deepest in range(OUTLINE_LEVELS, 0, -1):
+        names = list(dict.fromkeys(t for lvl, t in heads if lvl <= deepest))
+        line = "; ".join(names)
+        if len(title) + len(line) + 13 <= max_chars or deepest == 1:
+            break
+    if len(title) + len(line) + 13 > max_chars:
+        line = line[: max(0, max_chars - len(title) - 13)].rsplit(";", 1)[0]
+    return f"{title} — Contents: {line}" if title and line else title or (f"Contents: {line}" if line else "")
+
+
+def summary_source(doc: dict, reading: str) -> str:
+    """The text a document's summary is written from (its beginning is what the summary reads:
+    :func:`situate.contextual.fitting.fit_summary`).
+
+    ``head``: the document's text.  ``outline``: its outline (:func:`outline_of`), a blank line,
+    then its text, so a short reading holds what the whole page covers as well as how it opens.
+
+    Raises
+    ------
+    ValueError
+        ``reading`` is not one of :data:`SUMMARY_READINGS`.
+    """
+    if reading not in SUMMARY_READINGS:
+        raise ValueError(f"SITUATE_SUMMARY_READING={reading!r}: set one of {', '.join(SUMMARY_READINGS)}")
+    outline = outline_of(doc) if reading == "outline" else ""
+    return f"{outline}\n\n{doc['text']}" if outline else doc["text"]
