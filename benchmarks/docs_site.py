@@ -10,8 +10,8 @@ folder, then for each setting, one after the other on the same machine:
 2. ``situate ingest DIR`` into a fresh data folder (cold: no cache, no blurb file), timed.
 
 Settings compared (``--settings``): ``default`` (the settings as shipped) and ``head-2048`` (the
-summary of a prose page from its first 2,048 tokens, the default before issue 61:
-``SITUATE_SUMMARY_READING=head SITUATE_DOCUMENT_TOKENS=2048``).  Each row: wall seconds, LLM
+summary of a prose page from its first 2,048 tokens within 80 generated tokens, the default
+before issue 61: ``SITUATE_DOCUMENT_TOKENS=2048 SITUATE_SUMMARY_TOKENS=80``).  Each row: wall seconds, LLM
 seconds and calls, prompt tokens a page, the estimate and its error, and the wall time a prose page
 against ``head-2048`` in the same run.
 
@@ -44,7 +44,7 @@ PATTERNS = ("docs/**/*.md", "httpx/**/*.py")
 #: name -> the settings of its runs (on top of a clean environment: no SITUATE_* variable).
 SETTINGS = {
     "default": {},
-    "head-2048": {"SITUATE_SUMMARY_READING": "head", "SITUATE_DOCUMENT_TOKENS": "2048"},
+    "head-2048": {"SITUATE_DOCUMENT_TOKENS": "2048", "SITUATE_SUMMARY_TOKENS": "80"},
 }
 
 

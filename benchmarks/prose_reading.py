@@ -8,6 +8,10 @@ wall seconds a page are comparable with today's:
 - ``document-2048`` (today's default): one LLM summary a page, from its first 2,048 tokens;
 - ``document-512``, ``document-256``: the same summary from the first 512 / 256 tokens
   (``SITUATE_DOCUMENT_TOKENS``);
+- ``outline-*``: the summary from the page's title and heading outline, then its beginning
+  (``SITUATE_SUMMARY_READING=outline``), within 256 / 192 tokens;
+- ``document-N-M``: the summary from the first N tokens, generated within M tokens
+  (``SITUATE_SUMMARY_TOKENS``; issue 61's bounded readings);
 - ``extract``: the page's lead sentences as its context, no LLM call
   (:mod:`situate.contextual.lead`);
 - ``structure``: the title and heading path alone, no LLM call.
@@ -18,6 +22,9 @@ split (5 folds x 10 seeded shuffles, :func:`benchmarks.context_ab.fold_std`).  A
 when it is not lower than today's by more than that spread at either cut-off.
 
     python -m benchmarks.prose_reading run --out benchmarks/reports/prose-reading
+    python -m benchmarks.prose_reading run --out benchmarks/reports/prose-reading-outline \
+        --readings outline-256,outline-192-short,document-2048,document-256-32,document-192-32,\
+document-128-32,document-192-24
     python -m benchmarks.prose_reading report --out benchmarks/reports/prose-reading   # from the saved evals
 """
 
@@ -42,12 +49,48 @@ READINGS = {
     "document-2048": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "2048"},
     "document-512": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "512"},
     "document-256": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "256"},
-    "outline-256": {"SITUATE_CONTEXT": "document", "SITUATE_DOCUMENT_TOKENS": "256", "SITUATE_SUMMARY_READING": "outline"},
+    "outline-256": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "256",
+        "SITUATE_SUMMARY_READING": "outline",
+    },
     "outline-192-short": {
         "SITUATE_CONTEXT": "document",
         "SITUATE_DOCUMENT_TOKENS": "192",
         "SITUATE_SUMMARY_READING": "outline",
-        "SITUATE_MAX_TOKENS": "48",
+        "SITUATE_SUMMARY_TOKENS": "48",
+    },
+    "outline-256-32": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "256",
+        "SITUATE_SUMMARY_READING": "outline",
+        "SITUATE_SUMMARY_TOKENS": "32",
+    },
+    "outline-192-32": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "192",
+        "SITUATE_SUMMARY_READING": "outline",
+        "SITUATE_SUMMARY_TOKENS": "32",
+    },
+    "document-256-32": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "256",
+        "SITUATE_SUMMARY_TOKENS": "32",
+    },
+    "document-192-32": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "192",
+        "SITUATE_SUMMARY_TOKENS": "32",
+    },
+    "document-128-32": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "128",
+        "SITUATE_SUMMARY_TOKENS": "32",
+    },
+    "document-192-24": {
+        "SITUATE_CONTEXT": "document",
+        "SITUATE_DOCUMENT_TOKENS": "192",
+        "SITUATE_SUMMARY_TOKENS": "24",
     },
     "extract": {"SITUATE_CONTEXT": "extract"},
     "structure": {"SITUATE_CONTEXT": "structure"},

@@ -29,7 +29,7 @@ import time
 from situate.pipelines.dry_run import folder_sizes, skipped_lines, top_folder
 
 #: The counts of :attr:`Estimate.by_folder` added up a document at a time.
-FOLDER_COUNTS = ("requests", "prompt_written", "generated_bound")
+FOLDER_COUNTS = ("requests", "prompt_written", "generated_bound", "generated_typical")
 
 
 @dataclasses.dataclass
@@ -45,6 +45,9 @@ class Estimate:
     prompt_written, prompt_read, generated_bound : int
         In ``unit``: prompt tokens evaluated (with the cache writes among them: each window's
         first request), read from the cache, and generated at most.
+    generated_typical : int
+        Tokens generated as the default model does: each request's bound, at most
+        :data:`GENERATED_TYPICAL` (what the wall time is predicted from).
     cache_writes : int
         Of ``prompt_written``, the document prefixes a server caches.
     approx_tokens : dict
@@ -71,6 +74,7 @@ class Estimate:
     prompt_written: int = 0
     prompt_read: int = 0
     generated_bound: int = 0
+    generated_typical: int = 0
     cache_writes: int = 0
     approx_tokens: dict = dataclasses.field(default_factory=dict)
     failed: dict = dataclasses.field(default_factory=dict)
@@ -214,9 +218,9 @@ def estimate(res: dict, echo=print) -> Estimate:
             est.failed[ref.source] = str(e)
             continue
         est.readable += 1
-        before = (est.requests, est.prompt_written, est.generated_bound)
+        before = tuple(getattr(est, name) for name in FOLDER_COUNTS)
         _count_document(est, approx, ref.key, doc, llm, res["chunking"], builders, api, counts, res["embedder"].n_ctx)
-        after = (est.requests, est.prompt_written, est.generated_bound)
+        after = tuple(getattr(est, name) for name in FOLDER_COUNTS)
         for name, b, now in zip(FOLDER_COUNTS, before, after, strict=True):
             folder[name] += now - b
     if api:
@@ -288,6 +292,7 @@ def _count_document(
     for prefix, rest, first in _requests(text, spans, reasons, plan, builder, llm.context):
         est.requests += 1
         est.generated_bound += bound
+        est.generated_typical += min(bound, GENERATED_TYPICAL)
         if first:
             est.prompt_written += prefix + rest
             est.cache_writes += prefix
@@ -334,10 +339,10 @@ DOCUMENT_SECONDS = 0.055
 #: start and end and the BM25 index (same measurement: 2.1 s before the first run, 4.3 s of the
 #: runs' start and end, 1.9 s of BM25 index, 2.2 s of the command's own start).
 START_SECONDS = 10.0
-#: Of a request's generation bound, the share a summary or blurb uses on average: the docs set's
-#: 45 committed summaries (``benchmarks/blurbs/docs-qwen2.5-coder-0.5b-document.jsonl.gz``) are 219
-#: characters long on average, about 50 of the 80 tokens of ``SITUATE_MAX_TOKENS``.
-GENERATED_SHARE = 0.6
+#: Tokens a summary or blurb takes when its bound allows: the docs set's 45 committed summaries
+#: (``benchmarks/blurbs/docs-qwen2.5-coder-0.5b-document.jsonl.gz``) are 219 characters long on
+#: average, about 48 tokens (0.6 of the 80 of ``SITUATE_MAX_TOKENS``); a lower bound is reached.
+GENERATED_TYPICAL = 48
 
 
 def _minutes(seconds: float) -> str:
@@ -382,16 +387,16 @@ def predict_wall(est: Estimate, res: dict) -> None:
     if est.requests:
         prefill, generate = _llm_rates(llm, max(16, min(2048, est.prompt_written // est.requests)))
         est.rates.update(prefill_tokens_per_s=round(prefill), generate_tokens_per_s=round(generate, 1))
-        wall += _llm_seconds(est.prompt_written, est.generated_bound, prefill, generate)
+        wall += _llm_seconds(est.prompt_written, est.generated_typical, prefill, generate)
         for f in est.by_folder.values():
-            f["llm_seconds"] = round(_llm_seconds(f["prompt_written"], f["generated_bound"], prefill, generate), 1)
+            f["llm_seconds"] = round(_llm_seconds(f["prompt_written"], f["generated_typical"], prefill, generate), 1)
     est.wall_seconds = round(wall, 1)
 
 
-def _llm_seconds(prompt: int, generated_bound: int, prefill: float, generate: float) -> float:
-    """Seconds the LLM takes to evaluate ``prompt`` tokens and generate :data:`GENERATED_SHARE`
-    of ``generated_bound``, at ``prefill`` and ``generate`` tokens/s."""
-    return prompt / prefill + generated_bound * GENERATED_SHARE / generate
+def _llm_seconds(prompt: int, generated: int, prefill: float, generate: float) -> float:
+    """Seconds the LLM takes to evaluate ``prompt`` tokens and generate ``generated`` tokens, at
+    ``prefill`` and ``generate`` tokens/s."""
+    return prompt / prefill + generated / generate
 
 
 def _llm_rates(llm, n: int) -> tuple[float, float]:

@@ -260,6 +260,7 @@ def blurb_llm_from_env(settings: Settings, plain: bool = False) -> BlurbLLM:
         code_context=val("SITUATE_CODE_CONTEXT"),
         document_tokens=val("SITUATE_DOCUMENT_TOKENS"),
         summary_reading=val("SITUATE_SUMMARY_READING"),
+        summary_tokens=val("SITUATE_SUMMARY_TOKENS"),
         blurbs_file=val("SITUATE_BLURBS_FILE"),
         server_url=val("SITUATE_LLM_URL"),
         served_model=val("SITUATE_LLM_SERVED_MODEL"),

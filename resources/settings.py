@@ -141,6 +141,13 @@ SETTING_BOUNDS: dict[str, Bound] = {
         "reads less than a title and a first sentence.  No upper bound: the summary reads at most "
         "what n_ctx leaves (situate.contextual.fitting.fit_summary)",
     ),
+    "SITUATE_SUMMARY_TOKENS": Bound(
+        8,
+        None,
+        int,
+        "8: under it a summary is cut before its first clause ends and cleaning drops the unfinished "
+        "sentence; no upper bound of its own, as SITUATE_MAX_TOKENS",
+    ),
     "SITUATE_CHUNK_TOKENS": Bound(
         1,
         None,
@@ -455,9 +462,16 @@ class Settings:
     document_tokens: int = _setting(
         "SITUATE_DOCUMENT_TOKENS",
         "context",
-        2048,
-        "2048",
+        192,
+        "192",
         "`document` mode: LLM tokens of the document the summary is written from",
+    )
+    summary_tokens: int = _setting(
+        "SITUATE_SUMMARY_TOKENS",
+        "context",
+        24,
+        "24",
+        "`document` mode: a summary's bound, generated tokens (SITUATE_MAX_TOKENS bounds the other blurbs)",
     )
     summary_reading: str = _setting(
         "SITUATE_SUMMARY_READING",

@@ -49,7 +49,7 @@ needs_models = pytest.mark.skipif(
 
 
 def small_settings(docs, home, context: str | None = "chunk") -> dict:
-    """The end-to-end tests' small settings (``n_ctx`` 768, 120-token chunks, 24-token blurbs, no
+    """The end-to-end tests' small settings (``n_ctx`` 768, 120-token chunks, 24-token blurbs and summaries, no
     overlap), so a document needs more than one window and the suite stays quick on 2 cores; with
     the docs folder, data folder and Dagster instance of one test module.
 
@@ -60,6 +60,7 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
     return {
         "SITUATE_N_CTX": "768",
         "SITUATE_MAX_TOKENS": "24",
+        "SITUATE_SUMMARY_TOKENS": "24",
         "SITUATE_CHUNK_TOKENS": "120",
         "SITUATE_OVERLAP_TOKENS": "0",
         "SITUATE_HOME": str(home),
@@ -77,6 +78,8 @@ INGEST_SETTINGS = (
     "SITUATE_PROMPT",
     "SITUATE_BLURBS_FILE",
     "SITUATE_MAX_BLURB_CHUNKS",
+    "SITUATE_DOCUMENT_TOKENS",
+    "SITUATE_SUMMARY_READING",
     "SITUATE_LLM_URL",
     "SITUATE_LLM_SERVED_MODEL",
     "SITUATE_LLM_API_KEY",

@@ -257,3 +257,29 @@ def test_structure_mode_plans_no_prompt():
         "chunk_allowance": 0,
         "scaffolding_tokens": 0,
     }
+
+
+@needs_models
+@pytest.mark.models
+def test_an_outline_summary_reads_the_outline_and_the_head_within_its_tokens():
+    """``SITUATE_SUMMARY_READING=outline`` with the real tokenizer: the summary's one window starts
+    with the page's title and heading outline and holds at most ``SITUATE_DOCUMENT_TOKENS`` of the
+    text; its generation bound is ``SITUATE_SUMMARY_TOKENS``, not ``SITUATE_MAX_TOKENS``."""
+    from situate.contextual.fitting import document_builder, document_plan, generation_bound
+    from situate.contextual.lead import summary_source
+    from situate.resources.models import registry as models
+    from situate.resources.models.llm import BlurbLLM
+
+    path = str(models.path_of(models.LLM))
+    llm = BlurbLLM(model_path=path, context="document", document_tokens=128, summary_tokens=32, max_tokens=80)
+    step = "Rotate the signing keys and keep the old one a day. " * 20
+    body = "\n\n".join(f"## Step {i}\n\n{step}" for i in range(8))
+    doc = {"title": "Key rotation", "text": "# Key rotation\n\n" + body}
+    text = summary_source(doc, "outline")
+    b = document_builder(llm)
+    plan = document_plan(text, [(0, len(doc["text"]))], llm, b)
+    (w,) = plan.windows
+    assert plan.max_tokens == generation_bound(llm, b) == 32
+    assert text[w.start : w.end].startswith("Key rotation — Contents: Step 0; Step 1;")
+    assert "Step 7" in text[w.start : w.end] and w.end < len(text)  # the outline names what the head leaves out
+    assert len(b.tokenizer.encode(text[w.start : w.end])) <= 128

@@ -240,6 +240,7 @@ LLM_SETTINGS = {
     "batch": "SITUATE_BATCH",
     "max_chunks_per_document": "SITUATE_MAX_BLURB_CHUNKS",
     "document_tokens": "SITUATE_DOCUMENT_TOKENS",
+    "summary_tokens": "SITUATE_SUMMARY_TOKENS",
     "server_retries": "SITUATE_LLM_RETRIES",
     "server_timeout": "SITUATE_LLM_TIMEOUT",
     "batch_poll_s": "SITUATE_LLM_BATCH_POLL",
@@ -384,14 +385,19 @@ class BlurbLLM(dg.ConfigurableResource):
         (:mod:`situate.contextual.policy`).
     document_tokens : int
         With ``context="document"``: LLM tokens of the document the summary is written from
-        (its beginning; at most what ``n_ctx`` leaves).  ``SITUATE_DOCUMENT_TOKENS``, default
-        2,048: a document's title, introduction and first sections say what it is, and the
-        summary then costs about 25 s on 2 cores (2,048 tokens at 80 tokens/s prefill) however
-        long the document is.
+        (its beginning; at most what ``n_ctx`` leaves).  ``SITUATE_DOCUMENT_TOKENS``, default 192
+        (with ``summary_tokens`` 24): on the docs set's dev half, cold, beside the 2,048 / 80 of
+        before, Pass@5/20 85.67/90.67 against 86.67/92.67 (within the fold spread, 2.0 / 4.0) at
+        0.24x the wall time a page (2.74 s against 11.58 on 2 cores;
+        ``benchmarks/reports/prose-reading-outline.md``, docs/quality.md).
     summary_reading : str
         With ``context="document"``: what those tokens are (``SITUATE_SUMMARY_READING``): ``head``
         (the document's beginning) or ``outline`` (its title and heading outline, at most 600
         characters, then its beginning: :func:`situate.contextual.lead.summary_source`).
+    summary_tokens : int
+        With ``context="document"``: the summary's bound, generated tokens
+        (``SITUATE_SUMMARY_TOKENS``, default 24, one sentence: measured with ``document_tokens``;
+        ``max_tokens`` bounds the other modes' blurbs).
     blurbs_file : str
         A blurb file (``situate.contextual.blurb_files``, ``SITUATE_BLURBS_FILE``): a chunk whose text has a
         line there made by this model file in this mode takes its blurb from it (cleaned and
@@ -450,8 +456,9 @@ class BlurbLLM(dg.ConfigurableResource):
     repack: bool = False
     context: str = "document"
     code_context: str = "structure"
-    document_tokens: int = 2048
+    document_tokens: int = 192
     summary_reading: str = "head"
+    summary_tokens: int = 24
     blurbs_file: str = ""
     server_url: str = ""
     served_model: str = ""

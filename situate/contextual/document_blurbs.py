@@ -16,7 +16,7 @@ import threading
 from situate.contextual import blurb_files
 from situate.contextual.contextualize import BlurbRecord, contextualize, record_from_raw
 from situate.contextual.edits import kept_blurbs, recheck, text_sha256
-from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound
+from situate.contextual.fitting import builders_by_kind, document_builder, generation_bound, summary_bound
 from situate.contextual.lead import lead_of, summary_source
 from situate.contextual.policy import NO_LLM_MODES, context_for, with_mode
 from situate.contextual.preambles import FitPlan
@@ -103,7 +103,7 @@ def settings_id(llm: BlurbLLM, max_tokens: int | None = None) -> str:
         llm.prompt,
         PROMPT_VERSION,
         CONTEXT_VERSION,
-        max_tokens or llm.max_tokens,
+        max_tokens or summary_bound(llm),
         llm.repeat_penalty,
         llm.document_tokens if llm.context == "document" else 0,
         {"n_ctx": llm.n_ctx, "max_chunks_per_document": llm.max_chunks_per_document}

@@ -69,9 +69,16 @@ REASONING_MAX_TOKENS = 1024
 
 
 def generation_bound(llm: BlurbLLM, builder: PromptBuilder) -> int:
-    """Generated tokens a blurb may take: ``llm.max_tokens``, at least
-    :data:`REASONING_MAX_TOKENS` for a reasoning model's chat template."""
-    return max(llm.max_tokens, REASONING_MAX_TOKENS) if builder.frame.reasoning else llm.max_tokens
+    """Generated tokens a blurb may take: ``llm.max_tokens`` (a document summary's:
+    ``llm.summary_tokens``), at least :data:`REASONING_MAX_TOKENS` for a reasoning model's chat
+    template."""
+    bound = summary_bound(llm)
+    return max(bound, REASONING_MAX_TOKENS) if builder.frame.reasoning else bound
+
+
+def summary_bound(llm: BlurbLLM) -> int:
+    """``llm.summary_tokens`` in ``document`` mode, else ``llm.max_tokens`` (generated tokens)."""
+    return llm.summary_tokens if llm.context == "document" else llm.max_tokens
 
 
 #: A one-generation prompt (``by-reference-window``) reserves this many blurbs' generation bound
@@ -120,14 +127,10 @@ def fit_summary(text: str, builder: PromptBuilder, llm: BlurbLLM) -> preambles.F
     """The document mode's preamble: the document's beginning, at most ``llm.document_tokens``
     LLM tokens of it (and what ``n_ctx`` leaves), for one summary; its window serves one
     pseudo-chunk of no text at offset 0 (:func:`situate.contextual.document_blurbs.document_records`)."""
-    room = (
-        llm.document_tokens
-        + llm.max_tokens
-        + builder.scaffolding_tokens
-        + builder.count_chunk_block("")
-        + builder.count_block("")
-    )
-    return fit_document(text, [(0, 0)], builder, min(llm.n_ctx, room), llm.max_tokens)
+    bound = generation_bound(llm, builder)
+    frame = builder.scaffolding_tokens + builder.count_chunk_block("") + builder.count_block("")
+    room = llm.document_tokens + bound + frame
+    return fit_document(text, [(0, 0)], builder, min(llm.n_ctx, room), bound)
 
 
 def document_plan(text: str, spans: list[tuple[int, int]], llm: BlurbLLM, builder) -> preambles.FitPlan:

@@ -56,6 +56,7 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
         **({"code_context_mode": llm.code_context} if llm.code_context != llm.context else {}),
         **({"document_tokens": llm.document_tokens} if "document" in (llm.context, llm.code_context) else {}),
         **({"summary_reading": llm.summary_reading} if llm.summary_reading != "head" else {}),
+        **({"summary_tokens": llm.summary_tokens} if "document" in (llm.context, llm.code_context) else {}),
         "context": CONTEXT_VERSION,
         **({"blurbs_file": blurb_file_id(llm.blurbs_file)} if llm.blurbs_file and uses_llm(llm) else {}),
         **({"llm_served": llm.identity()} if llm.remote and uses_llm(llm) else {}),
@@ -89,6 +90,7 @@ def code_versions(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> dict
     chunks = h(chunking.chunk_tokens, chunking.overlap_tokens, CONTEXT_VERSION)
     modes = llm.context if llm.code_context == llm.context else (llm.context, llm.code_context)
     reading = (llm.document_tokens,) if llm.summary_reading == "head" else (llm.document_tokens, llm.summary_reading)
+    reading += (llm.summary_tokens,) if llm.summary_tokens != llm.max_tokens else ()
     preambles = h(chunks, llm.api, llm.server_url, llm_id, llm.n_ctx, llm.max_tokens, modes, *reading)
     blurbs = h(preambles, PROMPT_VERSION, llm.prompt, llm.repeat_penalty, llm.max_chunks_per_document, llm.blurbs_file)
     embeddings = h(blurbs, embedder.server_url, embed_id, embedder.n_ctx)
