@@ -122,9 +122,13 @@ def markdown(r: dict) -> str:
             f"{x['prompt_tokens_a_call']:,} | {x['generated_tokens_a_call']} | {x['estimate_seconds']} | "
             f"{err} | {ratio} |"
         )
-    out += ["", "Rates the estimate measured at start-up, and each model against its bound on these cores", ""]
-    out += ["(`benchmarks/bounds.py`: 2 operations a weight a token plus attention, at the cores' 8-bit", ""]
-    out += ["multiply-adds a cycle and clock; the LLM's at the run's prompt tokens a call):", ""]
+    out += [
+        "",
+        "Rates the estimate measured at start-up, and each model against its bound on these cores",
+        "(`benchmarks/bounds.py`: 2 operations a weight a token plus attention, at the cores' 8-bit",
+        "multiply-adds a cycle and clock; the LLM's at the run's prompt tokens a call):",
+        "",
+    ]
     for x in r["rows"]:
         parts = [f"{x['settings']}: {json.dumps(x['estimate_rates'])}"]
         for key, label in (("embedder_against_bound", "embedder"), ("llm_prefill_against_bound", "LLM prefill")):
