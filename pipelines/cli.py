@@ -58,12 +58,16 @@ def _bounded_int(lo: int, hi: int, flag: str):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``situate`` command; returns the exit status (130 when interrupted by
     Ctrl-C or SIGTERM: one line, no traceback; what was finished is kept and the same command
-    resumes)."""
+    resumes; 141, 128 + SIGPIPE as a shell reports it, when standard output's reader went away,
+    ``situate ingest --dry-run | head``: no traceback)."""
     try:
         return _main(argv)
     except KeyboardInterrupt:
         print("situate: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a shell's commands do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 141
 
 
 def _main(argv: list[str] | None = None) -> int:

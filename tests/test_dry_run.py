@@ -105,6 +105,20 @@ def test_an_exclude_glob_and_a_missing_folder(project, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly(project, monkeypatch, capsys):
+    """`situate ingest --dry-run | head -1`: standard output's reader is gone before the listing is
+    printed; the command stops with 141 (128 + SIGPIPE, as a shell reports it), no traceback."""
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)
+    with os.fdopen(w, "w", buffering=1) as gone:
+        monkeypatch.setattr(sys, "stdout", gone)
+        assert main(["ingest", str(project), "--dry-run"]) == 141
+        monkeypatch.undo()
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_skipped_lines_name_at_most_ten_paths_a_reason_and_each_folder_once():
     skipped = {f"img/{i:02}.png": "unknown format (.png)" for i in range(SHOWN_PATHS + 3)}
     skipped |= {"data.bin": "unknown format (.bin)", "build/": "ignored (.gitignore)"}
