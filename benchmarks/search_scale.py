@@ -71,7 +71,7 @@ def build_store(root: Path | str, vecs: np.ndarray, texts: list[str]):
     dim = int(vecs.shape[1])
     ids = [f"row-{i:07d}" for i in range(n)]
     schema = table_schema(dim)
-    cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
+    cols = {f.name: pa.array([""] * n, f.type) if f.type == pa.string() else pa.nulls(n, f.type) for f in schema}
     cols.update(
         chunk_id=pa.array(ids),
         document_key=pa.array([f"doc-{i // 10}" for i in range(n)]),

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from situate.pipelines.operations import (  # noqa: F401
@@ -79,6 +80,9 @@ def _main(argv: list[str] | None = None) -> int:
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
+    # a misspelt setting: one line, once, as the command's other warnings read (not Python's form)
+    warnings.formatwarning = _setting_warning_line
+    warnings.filterwarnings("once", message=r".* is not a situate setting", category=UserWarning)
     try:
         return _run(args)
     except (StartupError, ModelFileError, DataFolderURIError, ListingError) as e:
@@ -86,6 +90,17 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+_PYTHON_WARNING_LINE = warnings.formatwarning
+
+
+def _setting_warning_line(message, category, filename, lineno, line=None) -> str:
+    """A misspelt setting's warning as one line (``situate: warning: …``); any other warning as
+    Python writes it."""
+    if "is not a situate setting" in str(message):
+        return f"situate: warning: {message}\n"
+    return _PYTHON_WARNING_LINE(message, category, filename, lineno, line)
 
 
 def _parser() -> _Parser:
@@ -239,10 +254,15 @@ def _add_search(sub) -> None:
         "chunk fused its own way: prose by RRF, code by score), optionally reranked by "
         "the local cross-encoder",
     )
-    p_search.add_argument("query")
-    p_search.add_argument("-k", type=int, default=10)
-    p_search.add_argument("--json", action="store_true")
-    p_search.add_argument("--home")
+    p_search.add_argument("query", help="what to look for, in words or identifiers (quote it)")
+    p_search.add_argument("-k", type=int, default=10, help="hits to show (default 10)")
+    p_search.add_argument(
+        "--json",
+        action="store_true",
+        help="the hits as JSON: each whole chunk with its location (path:start-end, lines and bytes), "
+        "context, blurb, the lines that matched, score and rank",
+    )
+    p_search.add_argument("--home", help="the data folder to search (default $SITUATE_HOME, else .situate here)")
     p_search.add_argument(
         "--collection",
         action="append",
@@ -498,7 +518,7 @@ def _search_cmd(args) -> int:
         return 2
     for w in warnings:
         print(f"situate: warning: {w}", file=sys.stderr)
-    print_hits(hits, args.json)
+    print_hits(hits, args.json, args.query)
     return 0
 
 

@@ -93,6 +93,6 @@ def run_demo(home: str | None = None, replace: bool = False, verbose: bool = Fal
         print(f"\nsearch: {q}")
         for w in warnings:
             print(f"  warning: {w}")
-        print_hits(hits, False)
+        print_hits(hits, False, q)
     print(f"\nsituate demo: done in {time.perf_counter() - t0:.1f} s")
     return 0 if not summary.failed else 1

@@ -4,6 +4,7 @@ offline tokenizer) and run the ingest job in process."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import resource
 import threading
@@ -434,12 +435,36 @@ def run_line(keys: list[str]) -> str:
 
 def _execute(job, instance, verbose: bool, **where):
     """``job`` run in process (``raise_on_error=False``) with the short logger, or Dagster's console
-    log at INFO when ``verbose`` (:func:`situate.pipelines.progress_log.run_config`)."""
+    log at INFO when ``verbose`` (:func:`situate.pipelines.progress_log.run_config`); SIGTERM's
+    handling is what it was before the run (:func:`_sigterm_kept`)."""
     from situate.pipelines.progress_log import run_config, with_progress_logger
 
-    return with_progress_logger(job).execute_in_process(
-        instance=instance, run_config=run_config(verbose), raise_on_error=False, **where
-    )
+    with _sigterm_kept():
+        return with_progress_logger(job).execute_in_process(
+            instance=instance, run_config=run_config(verbose), raise_on_error=False, **where
+        )
+
+
+@contextlib.contextmanager
+def _sigterm_kept():
+    """Give SIGTERM back its handling after a Dagster run.  Dagster's ``capture_interrupts`` ends a
+    run by setting SIGTERM to whatever SIGINT has; in a process started in the background by a
+    non-interactive shell (``situate ingest … &``, a CI step, a test suite) SIGINT is ignored, so
+    SIGTERM was left ignored: the process could no longer be stopped with ``kill``, and every
+    child it started later inherited it (Dagster's own log-tailing processes then outlived their
+    run and held its end 60 s, two ``terminate`` + 30 s waits).  Main thread only, as signals."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None and signal.getsignal(signal.SIGTERM) is not before:
+            signal.signal(signal.SIGTERM, before)
 
 
 def _failure_reason(result) -> str:

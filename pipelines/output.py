@@ -37,14 +37,55 @@ class EscapingStream:
         return getattr(self._stream, name)
 
 
-def print_hits(hits, as_json: bool) -> None:
+def print_hits(hits, as_json: bool, query: str = "") -> None:
+    """Search hits on standard output: as JSON (each hit whole, with ``location`` and ``matched``:
+    :func:`situate.contextual.snippets.hit_json`), or a few lines each: ``rank. path:start-end``
+    with the similarity and the fused score (:func:`_scores`), the enclosing definitions or
+    heading path, the model's context where it wrote one, and the chunk's lines that best match
+    ``query``, numbered, with their own line breaks and indentation
+    (:func:`situate.contextual.snippets.matched_lines`)."""
+    from situate.contextual.snippets import hit_json, matched_lines
+
     if as_json:
-        print(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
+        print(json.dumps([hit_json(h, query) for h in hits], ensure_ascii=False, indent=2))
         return
     for h in hits:
-        text = " ".join(h.text.split())
         where = f"[{h.collection}] " if h.collection else ""
-        print(f"{h.rank:>2}. {where}{h.source} #{h.chunk_index}  (score {h.score:.4f})")
+        print(f"{h.rank:>2}. {where}{h.location}  ({_scores(h)})")
+        inside = _inside(h.context, h.source)
+        if inside:
+            print(f"    in: {inside}")
         if h.blurb:
             print(f"    context: {h.blurb[:200]}")
-        print(f"    {text[:240]}{'…' if len(text) > 240 else ''}")
+        for n, line in matched_lines(h.text, query, h.start_line or 1):
+            print(f"    {n:>5} | {line}" if h.start_line else f"    | {line}")
+
+
+def _scores(hit) -> str:
+    """``similarity 0.823, fused 1.0000``; ``weak match`` below
+    :data:`situate.resources.store.retrieval.WEAK_MATCH`; the fused score alone where the
+    similarity is unknown."""
+    from situate.resources.store.retrieval import WEAK_MATCH
+
+    if hit.similarity is None:
+        return f"fused {hit.score:.4f}"
+    weak = ": weak match" if hit.similarity < WEAK_MATCH else ""
+    return f"similarity {hit.similarity:.3f}{weak}, fused {hit.score:.4f}"
+
+
+def _inside(context: str, source: str) -> str:
+    """Where a hit sits, on one line of at most 200 characters: a prose chunk's title and heading
+    path as they are; of a code chunk's structural context (its file's name, leading comment,
+    enclosing definitions, ``defines: …``: :func:`situate.contextual.code_context.chunk_contexts`)
+    the definitions alone (``class Group > def group; defines: command``)."""
+    lines = [x.strip() for x in context.split("\n") if x.strip()]
+    if len(lines) > 1:
+        name = source.replace("\\", "/").rsplit("/", 1)[-1]
+        lines = [x for x in lines[1:] if x.startswith("defines: ") or _is_label_path(x)] if lines[0] == name else lines
+    text = "; ".join(lines)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _is_label_path(line: str) -> bool:
+    """A line of definition labels joined by ``" > "`` (``class Group > def group``), not prose."""
+    return all(1 <= len(part.split()) <= 4 for part in line.split(" > "))

@@ -12,6 +12,7 @@ Configure an agent with the command ``situate mcp --home DATA_FOLDER`` (stdio tr
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 from situate.resources.settings import data_folder
@@ -28,6 +29,7 @@ def create_server(home: str | None = None, collections: dict[str, str] | None = 
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from situate.contextual.snippets import hit_json
     from situate.pipelines.operations import MAX_QUERY_CHARS, QueryError, search_collections
     from situate.pipelines.operations import search as run_search
     from situate.pipelines.preflight import StartupError
@@ -36,16 +38,20 @@ def create_server(home: str | None = None, collections: dict[str, str] | None = 
     home = normalize_home(data_folder(home))
     server = MCPServer(
         "situate",
+        version=importlib.metadata.version("situate"),
         instructions=(
-            "Search the user's documents (contextual retrieval: each hit carries a blurb situating the chunk "
-            "in its document, the structural context, and the chunk text). Cite hits by source and chunk index."
+            "Search the user's documents (contextual retrieval: each hit carries its location (file and "
+            "lines), the structural context, a blurb situating the chunk where a model wrote one, the lines "
+            "that matched and the chunk text). Cite hits by location."
         ),
     )
 
     @server.tool(
         description="Search the indexed documents. Returns up to k hits, best first, each with "
-        "source (file), chunk_index, blurb (where the chunk sits in its document), "
-        "context (file, headings, enclosing definitions), text (the chunk) and score."
+        "source (file), location (file:first-last line), start_line and end_line, chunk_index, "
+        "blurb (where the chunk sits in its document, where a model wrote one), context (file, "
+        "headings, enclosing definitions), text (the chunk), matched (its lines that best match the "
+        "query, numbered) and score."
     )
     def search(query: str, k: int = 10) -> list[dict[str, Any]]:
         if not 1 <= k <= MAX_TOOL_K:
@@ -59,7 +65,7 @@ def create_server(home: str | None = None, collections: dict[str, str] | None = 
                 hits, _warnings = run_search(query, k, home)
         except (QueryError, StartupError) as e:  # the agent reads the reason and can correct the call
             raise ToolError(str(e)) from None
-        return [h.to_json() for h in hits]
+        return [hit_json(h, query) for h in hits]
 
     return server
 

@@ -64,6 +64,7 @@ from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from situate.contextual.snippets import hit_json
 from situate.pipelines.operations import MAX_QUERY_CHARS  # noqa: E402  (longest query, characters)
 from situate.resources.settings import data_folder, env
 
@@ -441,7 +442,7 @@ class _Searcher:
         }
         if missing:  # the collections not searched, by name (names are [a-z0-9_])
             headers[MISSING_HEADER] = ",".join(missing)
-        return JSONResponse([h.to_json() for h in hits], headers=headers)
+        return JSONResponse([hit_json(h, query) for h in hits], headers=headers)
 
 
 def _busy(why: str) -> JSONResponse:
@@ -567,8 +568,9 @@ def _docs_page(spec: dict) -> str:
     )
 
 
-#: The search page: a box and the hits, each with its source, chunk index, the blurb and the
-#: structural context set apart from the chunk text.  Text is inserted with ``textContent`` only
+#: The search page: a box and the hits, each with its location (``path:start-end``), chunk index,
+#: the structural context and the blurb set apart from the lines that matched; the query is kept
+#: in the page's address (``/?q=…&k=…`` searches when opened).  Text is inserted with ``textContent`` only
 #: (a document's text is never read as HTML), and the page loads nothing from elsewhere.
 SEARCH_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>situate search</title>
@@ -597,6 +599,7 @@ document.getElementById("form").addEventListener("submit", async (ev) => {
   const q = document.getElementById("q").value, k = document.getElementById("k").value;
   const status = document.getElementById("status"), out = document.getElementById("results");
   out.replaceChildren(); status.textContent = "searching…";
+  history.replaceState(null, "", "?" + new URLSearchParams({q, k}));  // the search can be linked
   const t0 = performance.now();
   try {
     const r = await fetch("search?" + new URLSearchParams({q, k}));
@@ -605,14 +608,21 @@ document.getElementById("form").addEventListener("submit", async (ev) => {
     status.textContent = body.length + " hits in " + Math.round(performance.now() - t0) + " ms";
     for (const h of body) {
       const d = el("div", "hit");
-      d.append(el("div", "source", h.rank + ". " + h.source),
+      d.append(el("div", "source", h.rank + ". " + h.location),
                el("div", "meta", "chunk " + h.chunk_index + " · score " + h.score.toFixed(4)));
-      if (h.blurb) d.append(el("div", "blurb", h.blurb));
       if (h.context) d.append(el("div", "context", h.context));
-      d.append(el("div", "text", h.text.length > 700 ? h.text.slice(0, 700) + "…" : h.text));
+      if (h.blurb) d.append(el("div", "blurb", h.blurb));
+      const lines = h.matched.map(m => (m.line === null ? "" : String(m.line)).padStart(5) + " | " + m.text).join("\n");
+      d.append(el("pre", "text", lines || (h.text.length > 700 ? h.text.slice(0, 700) + "…" : h.text)));
       out.append(d);
     }
   } catch (e) { status.textContent = "the service did not answer: " + e; }
 });
+const asked = new URLSearchParams(location.search);  // a linked search (/?q=…&k=…) runs on load
+if (asked.get("q")) {
+  document.getElementById("q").value = asked.get("q");
+  if (["5", "10", "20"].includes(asked.get("k"))) document.getElementById("k").value = asked.get("k");
+  document.getElementById("form").requestSubmit();
+}
 </script></body></html>
 """

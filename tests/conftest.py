@@ -190,6 +190,20 @@ def _settings_overrides_end_with_the_test():
         yield
 
 
+def pytest_configure(config):
+    """Ctrl-C stops the suite however it was started.  Run in the background by a non-interactive
+    shell (``make test &``, a CI step), the process ignores SIGINT; Dagster's in-process runs then
+    leave SIGTERM ignored too (``capture_interrupts`` copies SIGINT's handling onto it: situate's
+    own runs give it back, :func:`situate.pipelines.operations._sigterm_kept`, but tests that call
+    ``dg.materialize`` directly do not), and the log-tailing processes of a later run in a thread
+    inherit that and hold its end 60 s (tests/test_llama_server.py's killed server: 140 s in the
+    suite instead of 21)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Close the models the suite loaded (each ``Llama`` kept in situate's process-wide cache) while
     llama_cpp is still whole: left to the interpreter's shutdown, each one's ``__del__`` runs after

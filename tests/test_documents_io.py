@@ -251,3 +251,30 @@ def test_a_file_changed_after_listing_is_indexed_as_read(tmp_path):
     assert doc.notes == ["changed since the folder was listed: indexed as read now"]
     (again,) = discover(tmp_path)
     assert again.sha256 == doc.sha256 and load(again).notes == []
+
+
+def test_a_changelog_of_sibling_versions_nests_no_version_in_another(tmp_path):
+    """A real changelog (python-dotenv's, shipped in its package metadata) as a project keeps it:
+    ``CHANGES.md`` of ``## [version]`` sections with ``### Fixed`` / ``### Added`` under them and no
+    title heading.  No version is taken for the document's title, and each chunk's context names
+    its own version alone (never ``[1.2.4] > [1.2.2]``)."""
+    import importlib.metadata
+
+    from situate.contextual.chunking import make_chunks
+    from situate.contextual.code_context import document_contexts
+    from situate.contextual.tokens import count_cl100k
+
+    text = importlib.metadata.metadata("python-dotenv").get_payload()
+    text = text[text.index("## [Unreleased]") :]
+    (tmp_path / "CHANGES.md").write_text(text)
+    (ref,) = discover(tmp_path)
+    doc = load(ref)
+    assert doc.title == "CHANGES.md" and sum(h[1] == 2 for h in doc.headings) > 10
+    chunks = make_chunks(ref.key, doc.text, doc.headings, count_cl100k, 120, 0)
+    contexts = document_contexts(doc.to_json(), [(c.start, c.end) for c in chunks], [c.heading_path for c in chunks])
+    version_titles = {h[2] for h in doc.headings if h[1] == 2}
+    for c, context in zip(chunks, contexts, strict=True):
+        versions = [h for h in c.heading_path if h in version_titles]
+        assert len(versions) == 1, (c.heading_path, context)
+        own = max((h for h in doc.headings if h[0] <= c.start and h[1] == 2), key=lambda h: h[0])
+        assert versions == [own[2]] and context.startswith(f"CHANGES.md > {own[2]}")

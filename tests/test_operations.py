@@ -68,7 +68,8 @@ WRITER = """
     def rows(key, n):
         v = rng.standard_normal((n, 768)).astype(np.float32)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        cols = {f.name: [f"{key}-{f.name}"] * n for f in schema if f.name not in ("chunk_index", "vector")}
+        cols = {f.name: [f"{key}-{f.name}"] * n for f in schema if f.type == pa.string()}
+        cols.update({f.name: [None] * n for f in schema if f.type == pa.int32() or f.type == pa.int64()})
         cols.update(chunk_id=[f"{key}:{i}" for i in range(n)], document_key=[key] * n,
                     chunk_index=list(range(n)), blurb_status=["model"] * n, text=[f"word{i} text" for i in range(n)],
                     blurb=[""] * n, context=[""] * n)
@@ -149,7 +150,8 @@ FIRST_WRITER = """
     from situate.resources.store.store import Store, table_schema
     store, key, go = Store(home=sys.argv[1]), sys.argv[2], sys.argv[3]
     schema = table_schema(768)
-    cols = {f.name: [f"{key}-{f.name}"] * 300 for f in schema if f.name not in ("chunk_index", "vector")}
+    cols = {f.name: [f"{key}-{f.name}"] * 300 for f in schema if f.type == pa.string()}
+    cols.update({f.name: [None] * 300 for f in schema if f.type == pa.int32() or f.type == pa.int64()})
     cols.update(chunk_id=[f"{key}:{i}" for i in range(300)], document_key=[key] * 300,
                 chunk_index=list(range(300)), vector=list(np.full((300, 768), 768 ** -0.5, np.float32)))
     rows = pa.Table.from_pydict(cols, schema=schema)
@@ -651,3 +653,31 @@ def test_a_damaged_bm25_index_reads_as_none_and_is_rebuilt(tmp_path):
     assert retrieval.bm25_ids(store.bm25_dir) is None and retrieval.bm25_search(store.bm25_dir, "keys") == []
     retrieval.rebuild_bm25_from_table(store)  # what the next ingest does on the id mismatch
     assert retrieval.bm25_ids(store.bm25_dir) == []
+
+
+def test_a_run_in_a_process_that_ignores_sigint_leaves_sigterm_as_it_was():
+    """Started in the background by a non-interactive shell, a process ignores SIGINT; Dagster's
+    ``capture_interrupts`` (what every in-process run goes through) ends by giving SIGTERM SIGINT's
+    handling, so SIGTERM was left ignored: ``kill`` no longer stopped an ingest, and the log-tailing
+    processes of a later run in a thread could not be stopped (60 s at its end).  Around a run,
+    situate gives SIGTERM back what it had."""
+    import signal
+
+    from dagster._utils.interrupts import capture_interrupts
+
+    from situate.pipelines.operations import _sigterm_kept
+
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with capture_interrupts():
+            pass
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # Dagster's doing, without situate
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with _sigterm_kept(), capture_interrupts():
+            pass
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])

@@ -10,6 +10,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,7 +212,18 @@ def test_search_cli_json(env):
         "text",
         "context",
         "rerank_score",
+        "location",
+        "start_line",
+        "end_line",
+        "start_byte",
+        "end_byte",
+        "similarity",
+        "matched",
     }
+    assert hits[0]["location"] == f"{hits[0]['source']}:{hits[0]['start_line']}-{hits[0]['end_line']}" or (
+        hits[0]["start_line"] == hits[0]["end_line"] and hits[0]["location"].endswith(f":{hits[0]['start_line']}")
+    )
+    assert 0 < hits[0]["similarity"] <= 1 and hits[0]["matched"][0]["line"] >= hits[0]["start_line"]
     assert hits[0]["rerank_score"] is None  # no rerank by default
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
@@ -494,6 +506,13 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
             "text",
             "context",
             "rerank_score",
+            "location",
+            "start_line",
+            "end_line",
+            "start_byte",
+            "end_byte",
+            "similarity",
+            "matched",
         }
         code, posted, _ = _http("POST", f"{base}/search", json.dumps({"query": query, "k": 3}).encode())
         assert code == 200 and [h["chunk_id"] for h in posted] == [h["chunk_id"] for h in hits]
@@ -650,20 +669,22 @@ def test_an_mcp_client_lists_the_search_tool_and_gets_hits(env):
     async def session_run():
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                info = await session.initialize()
                 tools = await session.list_tools()
                 result = await session.call_tool(
                     "search", {"query": "How do I parse a .env file into a dictionary of variables?", "k": 3}
                 )
                 bad = await session.call_tool("search", {"query": "   ", "k": 3})
-                return tools, result, bad
+                return info, tools, result, bad
 
-    tools, result, bad = anyio.run(session_run)
+    info, tools, result, bad = anyio.run(session_run)
+    assert info.server_info.version == importlib.metadata.version("situate")
     (tool,) = [t for t in tools.tools if t.name == "search"]
     assert set(tool.input_schema["properties"]) == {"query", "k"}
     assert not result.is_error
     hits = result.structured_content["result"]
     assert [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["source"] == "dotenv/main.py"
+    assert hits[0]["location"].startswith("dotenv/main.py:") and hits[0]["matched"]
     assert bad.is_error and "empty query" in bad.content[0].text
 
 
@@ -742,11 +763,16 @@ def test_the_search_page_in_a_real_browser(env):
         driver.find_element(By.ID, "go").click()
         WebDriverWait(driver, 120).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#results .hit")))
         sources = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#results .hit .source")]
-        assert len(sources) == 10 and sources[0] == "1. dotenv/main.py"
+        assert len(sources) == 10 and re.fullmatch(r"1\. dotenv/main\.py:\d+(-\d+)?", sources[0]), sources[0]
         first = driver.find_elements(By.CSS_SELECTOR, "#results .hit")[0]
         assert first.find_element(By.CSS_SELECTOR, ".context").text.startswith("main.py")  # set apart from the text
-        assert first.find_element(By.CSS_SELECTOR, ".text").text
+        shown = first.find_element(By.CSS_SELECTOR, ".text").text  # the matched lines, numbered
+        assert re.match(r" *\d+ \| ", shown) and "\n" in shown, shown
         assert "hits in" in driver.find_element(By.ID, "status").text
+        assert "q=How+do+I+parse" in driver.current_url  # the search can be linked ...
+        driver.get(f"http://127.0.0.1:{port}/?q=dotenv+values&k=5")  # ... and a link searches
+        WebDriverWait(driver, 120).until(ec.text_to_be_present_in_element((By.ID, "status"), "5 hits in"))
+        assert driver.find_element(By.ID, "q").get_attribute("value") == "dotenv values"
         driver.find_element(By.ID, "q").clear()
         driver.find_element(By.ID, "go").click()  # an empty query: the service's message on the page
         WebDriverWait(driver, 60).until(ec.text_to_be_present_in_element((By.ID, "status"), "at least 1 character"))

@@ -73,6 +73,15 @@ def test_a_typo_is_named_with_the_closest_setting(monkeypatch):
     monkeypatch.setenv("SITUATE_CHUNK_TOKEN", "400")
     with pytest.warns(UserWarning, match=r"SITUATE_CHUNK_TOKEN is not a situate setting.*SITUATE_CHUNK_TOKENS"):
         check_environment()
+    # the command prints it once, as one line of its own, not Python's two-line warning
+    import subprocess
+    import sys
+
+    env = os.environ | {"SITUATE_CHUNK_TOKEN": "400"}
+    cmd = [sys.executable, "-m", "situate.pipelines.cli", "search", "x", "--home", str(ROOT / "no-such-folder")]
+    err = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120).stderr.splitlines()
+    line = "situate: warning: SITUATE_CHUNK_TOKEN is not a situate setting and is ignored"
+    assert [x for x in err if "SITUATE_CHUNK_TOKEN" in x] == [f"{line} (did you mean SITUATE_CHUNK_TOKENS?)"], err
 
 
 @pytest.mark.parametrize("name", ["SITUATE_FLASH_ATTN", "SITUATE_LLM_REPACK", "SITUATE_LLM_BATCH"])

@@ -212,7 +212,7 @@ def test_vector_index_from_the_row_threshold_and_search_still_exact_enough(tmp_p
     schema = table_schema(dim)
     ids = [f"r{i:04d}" for i in range(n)]
     texts = [f"row {i} word{i % 50}" for i in range(n)]
-    cols = {f.name: pa.array([""] * n, f.type) for f in schema if f.type == pa.string()}
+    cols = {f.name: pa.array([""] * n, f.type) if f.type == pa.string() else pa.nulls(n, f.type) for f in schema}
     cols.update(
         chunk_id=pa.array(ids),
         document_key=pa.array(["k"] * n),

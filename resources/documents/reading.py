@@ -662,6 +662,17 @@ def pdf_to_text(source: str, data: bytes, notes: list[str] | None = None) -> tup
     return text, (str(title).strip() or None) if title else None
 
 
+def heading_title(headings: list[list]) -> str | None:
+    """The document's title among its headings (``[offset, level, title]``): the first, when it is
+    the one heading of the top level (``# Guide`` over ``## Install``, ``## Use``); None when the
+    top level holds several (a changelog's ``## Version 8.5.0``, ``## Version 8.4.2``: sections,
+    not a title, so no section is taken for the title of the others) or there is none."""
+    if not headings:
+        return None
+    top = min(h[1] for h in headings)
+    return headings[0][2] if headings[0][1] == top and sum(h[1] == top for h in headings) == 1 else None
+
+
 def _first_line_title(text: str, fallback: str) -> str:
     for line in text.splitlines():
         line = line.strip().strip("#=*-_ ").strip()
@@ -722,8 +733,7 @@ def _document(ref: SourceRef, data: bytes, sha: str) -> Document:
             headings = markdown_headings(text)
         elif fmt == "rst":
             headings = rst_headings(text)
-        if headings and headings[0][1] == min(h[1] for h in headings):
-            title = headings[0][2]
+        title = heading_title(headings) or (name if headings else None)
     if not text.strip():
         raise DocumentError(ref.source, "no text after extraction")
     if fmt == "code":

@@ -517,10 +517,30 @@ class Hit:
     #: The collection the hit comes from, in a search of several (:func:`situate.pipelines.operations.
     #: search_collections`); ``""`` in a search of one data folder.
     collection: str = ""
+    #: Where the chunk is in its document: 1-based lines (inclusive) and UTF-8 byte offsets
+    #: ``[start, end)`` of the text situate read (``None`` in rows of a table written before).
+    start_line: int | None = None
+    end_line: int | None = None
+    start_byte: int | None = None
+    end_byte: int | None = None
+    #: The cosine similarity of the query's and the chunk's embedding vectors (the dense ranking's
+    #: own measure, -1 to 1): one scale across queries of one embedder, unlike ``score`` (the
+    #: fused score, which orders the hits of one query: its best is near 1 whatever it found).
+    #: Below :data:`WEAK_MATCH` for bge-small-en-v1.5, a hit is unlikely to answer the query.
+    similarity: float | None = None
+
+    @property
+    def location(self) -> str:
+        """``source:start-end`` (``source:line`` for one line; the source alone without lines)."""
+        if self.start_line is None:
+            return self.source
+        end = f"-{self.end_line}" if self.end_line and self.end_line != self.start_line else ""
+        return f"{self.source}:{self.start_line}{end}"
 
     def to_json(self) -> dict:
-        """The hit as JSON; ``collection`` only in a search of several collections."""
-        out = dataclasses.asdict(self)
+        """The hit as JSON, with its :attr:`location`; ``collection`` only in a search of several
+        collections."""
+        out = dataclasses.asdict(self) | {"location": self.location}
         if not self.collection:
             del out["collection"]
         return out
@@ -655,12 +675,23 @@ def _rows_by_id(ids: list[str]) -> dict[str, int]:
     return hit[1]
 
 
+#: A hit whose :attr:`Hit.similarity` is below this is unlikely to answer its query (bge-small-en-v1.5,
+#: the default embedder, and its query instruction): on the docs set's dev half, above the top hit of
+#: every one of 50 nonsense queries (at most 0.673) and below the top hit of 86% of the 50 questions
+#: (``benchmarks/score_scale.py``, report ``benchmarks/reports/score-scale-docs.md``, docs/quality.md).
+WEAK_MATCH = 0.68
+
+
+#: The table's columns of a chunk's place in its document (:class:`Hit`'s fields of the same names).
+LOCATION = ("start_line", "end_line", "start_byte", "end_byte")
+
+
 def rows_of(table, chunk_ids: list[str]) -> dict[str, dict]:
     """The rows of ``chunk_ids`` in ``table`` by id (a hit's columns; ``context`` where the table
     has it): the ids that are no longer there are missing."""
-    cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text"]
-    if "context" not in table.schema.names:  # a table written before structural context
-        cols.remove("context")
+    have = set(table.schema.names)
+    cols = ["chunk_id", "doc_id", "source", "chunk_index", "context", "blurb", "text", *LOCATION]
+    cols = [c for c in cols if c in have]  # a table written before structural context or lines
     rows = table.search().where(_chunk_ids_in(chunk_ids)).select(cols).limit(len(chunk_ids)).to_list()
     return {r["chunk_id"]: r for r in rows}
 
@@ -712,7 +743,8 @@ def hits_of(table, fused: list[tuple[str, float]], k: int) -> list[Hit]:
             if r is None:  # in the BM25 index but no longer in the table
                 continue
             hit = Hit(len(hits) + 1, round(score, 6), cid, r["doc_id"], r["source"], int(r["chunk_index"]),
-                      r["blurb"] or "", r["text"], r.get("context") or "")  # fmt: skip
+                      r["blurb"] or "", r["text"], r.get("context") or "",
+                      **{c: r.get(c) for c in LOCATION})  # fmt: skip
             hits.append(hit)
             if len(hits) == k:
                 return hits
@@ -767,4 +799,8 @@ def hybrid_search(
         return [], warnings
     if "context" not in table.schema.names:  # a table written before structural context
         warnings.append("the table predates structural context: run `situate ingest` again")
-    return hits_of(table, fused, k), warnings
+    hits = hits_of(table, fused, k)
+    similar = cosines_of(table, query_vector, [h.chunk_id for h in hits])
+    for h in hits:
+        h.similarity = round(similar[h.chunk_id], 4) if h.chunk_id in similar else None
+    return hits, warnings

@@ -94,6 +94,12 @@ def table_schema(dim: int) -> pa.Schema:
             # sha256 of the document version the blurb was written against (an edit keeps the
             # blurbs of unchanged chunks: then it is an earlier version's)
             pa.field("blurb_doc_sha256", pa.string()),
+            # where the chunk is in its document's text (situate.contextual.snippets.line_spans):
+            # 1-based lines, inclusive; UTF-8 byte offsets [start, end) (null in rows written before)
+            pa.field("start_line", pa.int32()),
+            pa.field("end_line", pa.int32()),
+            pa.field("start_byte", pa.int64()),
+            pa.field("end_byte", pa.int64()),
             pa.field("vector", pa.list_(pa.float32(), dim)),
         ]
     )

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from situate.contextual.policy import NO_LLM_MODES, kind_of, uses_llm
 from situate.contextual.prompts import CONTEXT_VERSION, PROMPT_VERSION
+from situate.contextual.snippets import line_spans
 from situate.resources.documents.docs import Chunking
 from situate.resources.errors import UpstreamError
 from situate.resources.models.llm import BlurbLLM, Embedder
@@ -128,6 +129,7 @@ def build_rows(
         if c["chunk_id"] != b["chunk_id"]:
             raise ValueError(f"blurb for {b['chunk_id']} where {c['chunk_id']} was expected: re-run blurbs")
     n = len(chunk_list)
+    where = line_spans(doc["text"], [(c["start"], c["end"]) for c in chunk_list])
     cols = {
         "chunk_id": [c["chunk_id"] for c in chunk_list],
         "document_key": [key] * n,
@@ -150,6 +152,10 @@ def build_rows(
         "context_mode": [b.get("mode", "") for b in blurb_list],
         "kind": [kind_of(doc)] * n,
         "blurb_doc_sha256": [b.get("doc_sha256", "") for b in blurb_list],
+        "start_line": [w[0] for w in where],
+        "end_line": [w[1] for w in where],
+        "start_byte": [w[2] for w in where],
+        "end_byte": [w[3] for w in where],
     }
     schema = table_schema(vectors.shape[1])
     arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name != "vector"]

@@ -5,10 +5,14 @@
 
 def hit_metadata(hit) -> dict:
     """The metadata both retrievers attach to a hit's document or node: where it comes from and
-    what situates it (``source``, ``chunk_id``, ``doc_id``, ``chunk_index``, ``blurb``, ``context``,
-    ``rank``, ``score``, ``rerank_score``, and ``collection`` in a search of several)."""
+    what situates it (``source``, ``location`` (``source:start-end``), ``start_line``,
+    ``end_line``, ``chunk_id``, ``doc_id``, ``chunk_index``, ``blurb``, ``context``, ``rank``,
+    ``score``, ``rerank_score``, and ``collection`` in a search of several)."""
     return {
         "source": hit.source,
+        "location": hit.location,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
         "chunk_id": hit.chunk_id,
         "doc_id": hit.doc_id,
         "chunk_index": hit.chunk_index,
