@@ -612,7 +612,8 @@ document.getElementById("form").addEventListener("submit", async (ev) => {
                el("div", "meta", "chunk " + h.chunk_index + " · score " + h.score.toFixed(4)));
       if (h.context) d.append(el("div", "context", h.context));
       if (h.blurb) d.append(el("div", "blurb", h.blurb));
-      const lines = h.matched.map(m => (m.line === null ? "" : String(m.line)).padStart(5) + " | " + m.text).join("\n");
+      const num = m => (m.line === null ? "" : String(m.line)).padStart(5);
+      const lines = h.matched.map(m => num(m) + " | " + m.text).join("\\n");
       d.append(el("pre", "text", lines || (h.text.length > 700 ? h.text.slice(0, 700) + "…" : h.text)));
       out.append(d);
     }

@@ -321,11 +321,11 @@ def test_each_kind_of_chunk_is_fused_by_its_own_fusion():
     prose = kind_scores(FUSION_BY_KIND["prose"], ranks, scores)
     assert prose == pytest.approx([1 / 61, 1 / 62 + 2 / 61, 1 / 63 + 2 / 62, 2 / 63])
     # each chunk at the position its own kind's fusion gives it among all four: c2 1st and c1 2nd
-    # by code's; p1 2nd and p2 3rd by prose's (c2 1st there too); scored 61 / (60 + position); c1 and
-    # p1 both 2nd: the candidate order
+    # by code's; p1 2nd and p2 3rd by prose's (c2 1st there too); c1 and p1 both 2nd: the candidate
+    # order; scored 61 / (60 + place in the order), so no two share a score
     got = fuse_by_kind(Candidates(ids, ranks, scores), {"c1": "code", "c2": "code", "p1": "prose", "p2": "prose"})
     assert [i for i, _ in got] == ["c2", "c1", "p1", "p2"]
-    assert [s for _, s in got] == pytest.approx([1, 61 / 62, 61 / 62, 61 / 63])
+    assert [s for _, s in got] == pytest.approx([1, 61 / 62, 61 / 63, 61 / 64])
     # a code chunk the embedder is sure of keeps its place against a BM25 match: 0.05 of BM25 cannot
     # close a cosine gap of 0.2, where k = 10 rank fusion put the BM25 match first
     sure = Candidates(["a", "b"], np.array([[1, 2], [inf, 1], [inf, 1]]), np.array([[0.9, 0.7], [0, 9.0], [0, 9.0]]))

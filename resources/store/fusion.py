@@ -139,8 +139,9 @@ def fuse_by_kind(
     candidates: Candidates, kinds: dict[str, str], fusion: dict[str, KindFusion] = FUSION_BY_KIND
 ) -> list[tuple[str, float]]:
     """The candidates, each placed at the position (from 1) its own kind's fusion gives it among
-    them all (:func:`kind_positions`), scored ``(RRF_K + 1) / (RRF_K + position)`` (1 for the
-    first).  Equal positions (a code and a prose chunk): the candidate order (dense's first).
+    them all (:func:`kind_positions`); equal positions (a code and a prose chunk): the candidate
+    order (dense's first).  Scored by the place in that order, ``(RRF_K + 1) / (RRF_K + place)``
+    (1 for the first): no two candidates share a score.
 
     Returns
     -------
@@ -149,4 +150,4 @@ def fuse_by_kind(
     """
     position = kind_positions(candidates, kinds, fusion)
     order = sorted(range(len(position)), key=lambda i: (position[i], i))
-    return [(candidates.ids[i], (RRF_K + 1) / (RRF_K + float(position[i]))) for i in order]
+    return [(candidates.ids[i], (RRF_K + 1) / (RRF_K + float(place))) for place, i in enumerate(order, start=1)]

@@ -129,7 +129,8 @@ def build_rows(
         if c["chunk_id"] != b["chunk_id"]:
             raise ValueError(f"blurb for {b['chunk_id']} where {c['chunk_id']} was expected: re-run blurbs")
     n = len(chunk_list)
-    where = line_spans(doc["text"], [(c["start"], c["end"]) for c in chunk_list])
+    located = "text" in doc and all("start" in c and "end" in c for c in chunk_list)
+    where = line_spans(doc["text"], [(c["start"], c["end"]) for c in chunk_list]) if located else [(None,) * 4] * n
     cols = {
         "chunk_id": [c["chunk_id"] for c in chunk_list],
         "document_key": [key] * n,

@@ -51,7 +51,7 @@ def line_spans(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, 
         trailing line breaks); bytes are UTF-8 offsets ``[start_byte, end_byte)`` in ``text``
         encoded.  An empty span is one line.
     """
-    breaks = [i for i, ch in enumerate(text) if ch == "\n"]
+    breaks = [m.start() for m in re.finditer("\n", text)]
     points = sorted({p for span in spans for p in span})
     to_byte, at, count = {}, 0, 0
     for p in points:  # one pass over the text, however many spans overlap
