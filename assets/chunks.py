@@ -4,7 +4,7 @@ import dagster as dg
 
 from situate.assets.collection import DEFAULT, Collection
 from situate.assets.per_document import for_each_document
-from situate.contextual.chunking import make_chunks
+from situate.contextual.chunking import document_chunks
 from situate.contextual.code_context import document_contexts
 from situate.contextual.tokens import count_cl100k
 from situate.resources.documents.docs import Chunking
@@ -38,15 +38,7 @@ def materialize_chunks(context: dg.AssetExecutionContext, store: Store, chunking
 
     def work(key: str) -> dict:
         doc = read_ok(store, key, "document")
-        out = make_chunks(
-            key,
-            doc["text"],
-            doc["headings"],
-            count_cl100k,
-            chunking.chunk_tokens,
-            chunking.overlap_tokens,
-            doc.get("given_chunks"),
-        )
+        out = document_chunks(key, doc, chunking, count_cl100k)
         contexts = document_contexts(doc, [(c.start, c.end) for c in out], [c.heading_path for c in out])
         for c, ctx in zip(out, contexts):
             c.context = ctx

@@ -327,6 +327,13 @@ def _add_eval(sub) -> None:
         "has them: no LLM call for those (benchmarks/blurbs/ holds the committed ones)",
     )
     p_eval.add_argument("--save-blurbs", metavar="FILE", help="write the corpus's blurbs to FILE (.jsonl.gz)")
+    p_eval.add_argument(
+        "--rechunk",
+        action="store_true",
+        help="ignore the corpus's labelled chunks: cut its documents at $SITUATE_CHUNK_TOKENS (prose) and "
+        "$SITUATE_CODE_CHUNK_TOKENS (code), and count a labelled chunk found by the first hit that covers "
+        "half of it or of itself (to compare chunk sizes; a corpus file, not with fusion-cv)",
+    )
     _add_verbose(p_eval)
 
 
@@ -549,6 +556,7 @@ def _eval_cmd(args) -> int:
             cv_sets=sets,
             cv_save_rankings=args.cv_save_rankings,
             verbose=args.verbose,
+            rechunk=args.rechunk,
         )
     except (FileNotFoundError, ValueError) as e:
         print(f"situate eval: error: {e}", file=sys.stderr)
@@ -590,8 +598,21 @@ def _dev_cmd(args) -> int:
     check_environment()  # the code location would refuse to load: say it here, in one line
     prepare_env(None)
     root = Path(__file__).resolve().parent.parent
+    _default_interrupts()
     os.execv(sys.executable, [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml")])
     return 2  # not reached: execv replaces the process
+
+
+def _default_interrupts() -> None:
+    """SIGINT and SIGTERM back to their default handling before ``dagster dev`` replaces this
+    process.  Started in the background by a non-interactive shell (``situate dev &``, a service
+    script, CI) a process inherits SIGINT ignored; ``dagster dev`` and each process it starts then
+    set SIGTERM to that same "ignored" (Dagster's ``capture_interrupts``), so ``kill`` left all five
+    running (issue 63).  An ignored signal survives ``exec``, a default one is Python's own again."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _serve(args) -> int:

@@ -246,7 +246,7 @@ def _count_document(
 ) -> None:
     """Add document ``key``'s requests to ``est`` (and, through an API, its cl100k_base token
     approximations to ``approx``); a document no prompt fits goes to ``est.failed``."""
-    from situate.contextual.chunking import make_chunks
+    from situate.contextual.chunking import document_chunks
     from situate.contextual.code_context import is_source
     from situate.contextual.fitting import (
         document_builder,
@@ -261,9 +261,7 @@ def _count_document(
     from situate.contextual.tokens import count_cl100k
 
     text = doc.text
-    chunks = make_chunks(
-        key, text, doc.headings, count_cl100k, chunking.chunk_tokens, chunking.overlap_tokens, doc.given_chunks
-    )
+    chunks = document_chunks(key, doc.to_json(), chunking, count_cl100k)
     spans = [(c.start, c.end) for c in chunks]
     est.chunks += len(chunks)
     if len(est.samples) < SAMPLE_CHUNKS:

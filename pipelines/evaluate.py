@@ -66,6 +66,11 @@ def _keys(rows_by_id: dict, ids: list[str]) -> list[ev.Key]:
     return [(rows_by_id[i]["doc_id"], int(rows_by_id[i]["chunk_index"])) for i in ids if i in rows_by_id]
 
 
+def _spans(rows_by_id: dict, ids: list[str]) -> list[ev.Span]:
+    rows = [rows_by_id[i] for i in ids if i in rows_by_id]
+    return [(r["doc_id"], int(r["start_byte"] or 0), int(r["end_byte"] or 0)) for r in rows]
+
+
 def document_blurbs(store, llm, keys: list[str], echo=print) -> tuple[dict[str, str], int]:
     """One LLM summary per document in ``store`` (prompt :data:`situate.contextual.prompts.DOCUMENT_SUMMARY`,
     the first window of a long document), through the blurb cache.
@@ -434,6 +439,7 @@ def evaluate(
     cv_sets: list[list[str]] | None = None,
     cv_save_rankings: str | None = None,
     verbose: bool = False,
+    rechunk: bool = False,
 ) -> dict:
     """Ingest ``corpus`` and score each configuration on ``queries``.
 
@@ -475,6 +481,12 @@ def evaluate(
     verbose : bool
         The ingest prints Dagster's console log instead of a short line a progress step
         (:func:`situate.pipelines.operations.ingest`).
+    rechunk : bool
+        Ingest the corpus's documents without their labelled chunks, cut by the chunker at the
+        settings' ``SITUATE_CHUNK_TOKENS`` / ``SITUATE_CODE_CHUNK_TOKENS``, and score a retrieved
+        chunk as finding every labelled chunk it covers
+        (:func:`situate.evaluation.metrics.covers`), so chunk sizes can be compared on the
+        labelled queries.  A cookbook-form corpus file only; not with ``fusion-cv``.
 
     Returns
     -------
@@ -501,6 +513,11 @@ def evaluate(
         raise FileNotFoundError(f"{corpus} does not exist")
     home_path = _eval_home(home, corpus_path)
     corpus_file, qs = _load_corpus(corpus_path, queries, home_path)
+    spans = None
+    if rechunk:
+        if corpus_path.is_dir() or "fusion-cv" in configs:
+            raise ValueError("--rechunk takes a cookbook-form corpus file and no fusion-cv")
+        corpus_file, spans = rechunked_corpus(corpus_file, home_path)
     _check_recorded_docs(home_path, corpus_file)
     echo(f"situate eval: {len(qs)} queries; data folder {home_path}")
     # the evaluation's own Dagster instance, never the user's
@@ -515,7 +532,7 @@ def evaluate(
     if save_blurbs:
         n_saved = write_blurb_file(store, res["llm"], save_blurbs)
         echo(f"situate eval: {n_saved} blurbs written to {save_blurbs}")
-    run = _Run.start(store, res["embedder"], qs, home_path, echo)
+    run = _Run.start(store, res["embedder"], qs, home_path, echo, spans)
     ingest_calls = sum(v.get("model_calls", v.get("chunks", 0)) for v in summary.per_document.values())
     if "document-context" in configs:
         keys = sorted({r["document_key"] for r in run.rows})
@@ -645,6 +662,46 @@ def _load_corpus(corpus_path: Path, queries: str | None, home_path: Path) -> tup
     return corpus_file, qs
 
 
+def rechunked_corpus(corpus_file: Path, home_path: Path) -> tuple[Path, dict]:
+    """The corpus file without its labelled chunks (written to ``home_path`` only when it
+    changed), and each labelled chunk's span in its document.
+
+    Returns
+    -------
+    (Path, dict)
+        The file to ingest, and ``{(doc_id, original_index): (doc_id, start, end)}`` with
+        ``start``/``end`` UTF-8 byte offsets in the document's ``content`` (the unit of the table's
+        ``start_byte``/``end_byte``).
+
+    Raises
+    ------
+    ValueError
+        An entry without ``content``, or a labelled chunk that is not a substring of it.
+    """
+    from situate.contextual.chunking import locate
+
+    entries = json.loads(corpus_file.read_text(encoding="utf-8"))
+    spans, out = {}, []
+    for e in entries:
+        text, doc_id = e.get("content"), str(e.get("doc_id"))
+        if not isinstance(text, str):
+            raise ValueError(f"{corpus_file}: document {doc_id} has no content")
+        chunks = sorted(e.get("chunks") or [], key=lambda c: int(c.get("original_index", 0)))
+        try:
+            located = locate(text, [c["content"] for c in chunks])
+        except ValueError as err:
+            raise ValueError(f"{corpus_file}: document {doc_id}: {err}") from None
+        for c, (a, b) in zip(chunks, located):
+            start = len(text[:a].encode("utf-8"))
+            spans[(doc_id, int(c.get("original_index", 0)))] = (doc_id, start, start + len(text[a:b].encode("utf-8")))
+        out.append({**e, "chunks": None})
+    target = home_path / f"{corpus_file.name.split('.')[0]}.rechunked.json"
+    data = json.dumps(out, ensure_ascii=False)
+    if not target.exists() or target.read_text(encoding="utf-8") != data:
+        target.write_text(data, encoding="utf-8")
+    return target, spans
+
+
 def _check_recorded_docs(home_path: Path, corpus_file: Path) -> None:
     """Refuse a data folder that holds another corpus (the ingest would delete its rows).
 
@@ -710,6 +767,7 @@ class _Run:
     queries_embedded: int
     dcache: object
     echo: object
+    spans: dict | None = None  # labelled chunks' byte spans when the corpus was re-chunked
     doc_blurbs: dict = dataclasses.field(default_factory=dict)
     doc_calls: int = 0
     ungrounded: dict = dataclasses.field(default_factory=dict)
@@ -717,8 +775,9 @@ class _Run:
     ranks: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def start(cls, store, embedder, qs: list, home_path: Path, echo) -> _Run:
-        """Read the table's rows and embed the queries (through the embedding cache).
+    def start(cls, store, embedder, qs: list, home_path: Path, echo, spans: dict | None = None) -> _Run:
+        """Read the table's rows and embed the queries (through the embedding cache); ``spans``:
+        the labelled chunks' spans of a re-chunked corpus (:func:`rechunked_corpus`).
 
         Raises
         ------
@@ -728,21 +787,21 @@ class _Run:
         from situate.resources.store.cache import embed_with_cache, embedding_cache_for
 
         rows = store.columns(
-            ["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text"]
+            ["chunk_id", "document_key", "doc_id", "chunk_index", "context", "blurb", "text", "start_byte", "end_byte"]
         ).to_pylist()
         if not rows:
             raise ValueError(
                 f"the table of {home_path} has no rows: every document failed (see the FAILED lines above)"
             )
         rows.sort(key=lambda r: r["chunk_id"])
-        known = {(r["doc_id"], int(r["chunk_index"])) for r in rows}
+        known = spans or {(r["doc_id"], int(r["chunk_index"])) for r in rows}
         missing = sum(g not in known for q in qs for g in q.golden)
         if missing:
             echo(f"situate eval: warning: {missing} golden chunks are not in the table (failed documents?)")
         qv, q_new, _ = embed_with_cache(
             embedder, [q.query for q in qs], embedding_cache_for(store, embedder, query=True), query=True
         )
-        return cls(store, embedder, qs, rows, qv, q_new, embedding_cache_for(store, embedder), echo)
+        return cls(store, embedder, qs, rows, qv, q_new, embedding_cache_for(store, embedder), echo, spans)
 
     @property
     def ids(self) -> list[str]:
@@ -787,9 +846,16 @@ class _Run:
     def record(self, name: str, ranked_ids: list[list[str]], seconds: float, calls: int) -> None:
         """Score one configuration's rankings (chunk ids, best first, one list per query)."""
         by_id = self.by_id
-        keyed = [_keys(by_id, r) for r in ranked_ids]
-        self.results[name] = {**ev.score(keyed, self.qs), "seconds": round(seconds, 2), "model_calls": calls}
-        self.ranks[name] = {q.query_id: ev.golden_ranks(k, q.golden) for q, k in zip(self.qs, keyed)}
+        if self.spans is None:
+            keyed = [_keys(by_id, r) for r in ranked_ids]
+            ranks = [ev.golden_ranks(k, q.golden) for q, k in zip(self.qs, keyed)]
+            figures = ev.score(keyed, self.qs)
+        else:  # a re-chunked corpus: a golden chunk is found by the first chunk that covers it
+            golden = [[self.spans[g] for g in dict.fromkeys(q.golden)] for q in self.qs]
+            ranks = [ev.covering_ranks(_spans(by_id, r), g) for r, g in zip(ranked_ids, golden)]
+            figures = ev.score_ranks(ranks)
+        self.results[name] = {**figures, "seconds": round(seconds, 2), "model_calls": calls}
+        self.ranks[name] = {q.query_id: r for q, r in zip(self.qs, ranks)}
         r = self.results[name]
         self.echo(
             f"situate eval: {name:<28} Pass@5 {r['pass@5']:6.2f}  Pass@10 {r['pass@10']:6.2f}  "

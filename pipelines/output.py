@@ -64,13 +64,19 @@ def print_hits(hits, as_json: bool, query: str = "") -> None:
 def _scores(hit) -> str:
     """``similarity 0.823, fused 1.0000``; ``weak match`` below
     :data:`situate.resources.store.retrieval.WEAK_MATCH`; the fused score alone where the
-    similarity is unknown."""
+    similarity is unknown; a reranked hit adds the two ranks its fused score comes from
+    (``cross-encoder #2 (logit 6.24), first stage #9``)."""
     from situate.resources.store.retrieval import WEAK_MATCH
 
+    reranked = ""
+    if hit.rerank_rank is not None:
+        reranked = (
+            f"; cross-encoder #{hit.rerank_rank} (logit {hit.rerank_score:.2f}), first stage #{hit.first_stage_rank}"
+        )
     if hit.similarity is None:
-        return f"fused {hit.score:.4f}"
+        return f"fused {hit.score:.4f}{reranked}"
     weak = ": weak match" if hit.similarity < WEAK_MATCH else ""
-    return f"similarity {hit.similarity:.3f}{weak}, fused {hit.score:.4f}"
+    return f"similarity {hit.similarity:.3f}{weak}, fused {hit.score:.4f}{reranked}"
 
 
 def _inside(context: str, source: str) -> str:

@@ -331,6 +331,7 @@ def resources_from_env(
         "embedder": embedder_from_env(settings, plain),
         "chunking": Chunking(
             chunk_tokens=val("SITUATE_CHUNK_TOKENS"),
+            code_chunk_tokens=val("SITUATE_CODE_CHUNK_TOKENS"),
             overlap_tokens=val("SITUATE_OVERLAP_TOKENS"),
         ),
     }

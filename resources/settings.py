@@ -62,15 +62,15 @@ class Bound(NamedTuple):
         ``int`` (a whole number) or ``float``.
     source : str
         Why these ends: what goes wrong past them, or where the number comes from.
-    below : str
-        Another variable of this table whose value this one must stay under ("" for none).
+    below : tuple of str
+        Other variables of this table whose values this one must stay under (none: ``()``).
     """
 
     low: int | float | None
     high: int | float | None
     kind: type
     source: str
-    below: str = ""
+    below: tuple[str, ...] = ()
 
 
 #: The one table of bounds of situate's numeric settings, by environment variable.  The blurb
@@ -155,13 +155,19 @@ SETTING_BOUNDS: dict[str, Bound] = {
         "situate.contextual.chunking.chunk_text refuses chunk_tokens < 1 (every document would fail); no upper "
         "bound: a chunk longer than the embedder's context is cut to it, and the run says how many",
     ),
+    "SITUATE_CODE_CHUNK_TOKENS": Bound(
+        1,
+        None,
+        int,
+        "as SITUATE_CHUNK_TOKENS, for source code",
+    ),
     "SITUATE_OVERLAP_TOKENS": Bound(
         0,
         None,
         int,
         "tokens shared by consecutive chunks, so at least 0 and under the chunk size "
         "(situate.contextual.chunking.chunk_text: overlap in [0, chunk_tokens), else every document fails)",
-        below="SITUATE_CHUNK_TOKENS",
+        below=("SITUATE_CHUNK_TOKENS", "SITUATE_CODE_CHUNK_TOKENS"),
     ),
     "SITUATE_VECTOR_INDEX_MIN_ROWS": Bound(
         0,
@@ -335,7 +341,7 @@ class Settings:
     ------
     situate.resources.errors.SettingError
         A number outside its bound (:data:`SETTING_BOUNDS`), a switch that is not a bool, or
-        ``overlap_tokens`` not below ``chunk_tokens``.
+        ``overlap_tokens`` not below ``chunk_tokens`` and ``code_chunk_tokens``.
     """
 
     # data
@@ -490,7 +496,16 @@ class Settings:
         "a document with more chunks gets no LLM blurbs (0: no limit)",
     )
     # chunks
-    chunk_tokens: int = _setting("SITUATE_CHUNK_TOKENS", "chunks", 800, "800", "chunk size, cl100k_base tokens")
+    chunk_tokens: int = _setting(
+        "SITUATE_CHUNK_TOKENS",
+        "chunks",
+        800,
+        "800",
+        "largest chunk of prose (and of any non-code text), cl100k_base tokens",
+    )
+    code_chunk_tokens: int = _setting(
+        "SITUATE_CODE_CHUNK_TOKENS", "chunks", 800, "800", "largest chunk of source code, cl100k_base tokens"
+    )
     overlap_tokens: int = _setting("SITUATE_OVERLAP_TOKENS", "chunks", 80, "80", "chunk overlap, cl100k_base tokens")
     # search
     rerank_depth: int = _setting(
@@ -617,11 +632,11 @@ class Settings:
         if self.generated not in ("index", "skip"):
             raise SettingError(f"SITUATE_GENERATED={self.generated!r}: set index or skip")
         for var, bound in SETTING_BOUNDS.items():
-            if bound.below:
-                value, limit = getattr(self, field_name(var)), getattr(self, field_name(bound.below))
+            for other in bound.below:
+                value, limit = getattr(self, field_name(var)), getattr(self, field_name(other))
                 if value >= limit:
                     raise SettingError(
-                        f"{var}={value} is not below {bound.below}={limit} (allowed {bound.low} to {limit - 1} with it)"
+                        f"{var}={value} is not below {other}={limit} (allowed {bound.low} to {limit - 1} with it)"
                     )
 
 
@@ -682,7 +697,7 @@ class Setting(NamedTuple):
             text = f"≤ {num(b.high)}"
         else:
             text = f"{num(b.low)} to {num(b.high)}"
-        return text + (f", below `{b.below}`" if b.below else "")
+        return text + "".join(f", below `{x}`" for x in b.below)
 
 
 #: Every setting, in the reference's order (the fields of :class:`Settings`).
@@ -750,7 +765,7 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
     situate.resources.errors.SettingError
         The first variable that is not a number of its kind, is outside its bound, or is a switch
         set to something other than ``0`` or ``1`` (``false``, ``no``: read as on by a looser test,
-        so refused); ``overlap_tokens`` not below ``chunk_tokens``.
+        so refused); ``overlap_tokens`` not below ``chunk_tokens`` and ``code_chunk_tokens``.
     """
     values = {}
     for s in SETTINGS:

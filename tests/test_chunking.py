@@ -127,3 +127,21 @@ def test_longest_fitting_prefix_is_exact_with_few_counts(fake_tokenizer):
         assert count(text[:hi]) <= limit
         assert hi == len(text) or count(text[: hi + 1]) > limit
         assert len(calls) <= 30
+
+
+def test_each_kind_is_cut_at_its_own_size():
+    """Source code at SITUATE_CODE_CHUNK_TOKENS, prose at SITUATE_CHUNK_TOKENS, on real files:
+    this package's own chunking module and its README."""
+    from pathlib import Path
+
+    from situate.contextual.chunking import document_chunks
+    from situate.resources.documents.docs import Chunking
+
+    root = Path(__file__).resolve().parent.parent
+    code = {"text": (root / "situate/contextual/chunking.py").read_text(), "format": "code", "headings": []}
+    prose = {"text": (root / "README.md").read_text(), "format": "markdown", "headings": []}
+    chunking = Chunking(chunk_tokens=400, code_chunk_tokens=150, overlap_tokens=10)
+    code_sizes = [c.n_tokens for c in document_chunks("k", code, chunking, count_cl100k)]
+    prose_sizes = [c.n_tokens for c in document_chunks("k", prose, chunking, count_cl100k)]
+    assert max(code_sizes) <= 150 < max(prose_sizes) <= 400
+    assert sum(code_sizes) >= count_cl100k(code["text"])  # nothing left out (overlap adds)

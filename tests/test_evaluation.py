@@ -146,3 +146,42 @@ def test_retrieval_eval_metadata_and_command():
     md = eval_metadata(report)
     assert md["chunk/pass@20"] == 90.5 and md["chunk/failure@20"] == 9.5
     assert "| chunk | 80.00" in md["table"].value
+
+
+def test_score_from_ranks_is_the_cookbook_score():
+    """score_ranks over golden ranks gives score's figures exactly, on random rankings."""
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        qs, keyed = [], []
+        for i in range(int(rng.integers(1, 8))):
+            golden = sorted({("d", int(x)) for x in rng.integers(0, 30, int(rng.integers(1, 4)))})
+            qs.append(ev.Query(str(i), "q", golden))
+            keyed.append([("d", int(x)) for x in rng.permutation(30)[: int(rng.integers(0, 30))]])
+        ranks = [ev.golden_ranks(k, q.golden) for k, q in zip(keyed, qs)]
+        assert ev.score_ranks(ranks) == ev.score(keyed, qs)
+    with pytest.raises(ValueError):
+        ev.score_ranks([[1], []])
+
+
+def test_covering_the_labelled_chunks_themselves_gives_the_labelled_score(tmp_path):
+    """The re-chunked corpus's mapping, on the docs set: its spans hold the labelled chunks'
+    bytes, and hits that are the labelled chunks themselves are ranked as the labelled keys are."""
+    from situate.evaluation.data import corpus_file
+    from situate.pipelines.evaluate import rechunked_corpus
+
+    source = corpus_file("docs")
+    target, spans = rechunked_corpus(source, tmp_path)
+    entries = {e["doc_id"]: e for e in json.loads(source.read_text())}
+    assert all(e["chunks"] is None for e in json.loads(target.read_text()))
+    assert len(spans) == sum(len(e["chunks"]) for e in entries.values()) == 232
+    for (doc_id, index), (_, a, b) in spans.items():
+        text = entries[doc_id]["content"].encode()
+        labelled = next(c for c in entries[doc_id]["chunks"] if int(c["original_index"]) == index)
+        assert text[a:b].decode() == labelled["content"]
+    rng = np.random.default_rng(0)
+    keys = sorted(spans)
+    for _ in range(30):
+        ranked = [keys[i] for i in rng.permutation(len(keys))[:20]]
+        golden = [keys[i] for i in rng.integers(0, len(keys), 2)]
+        by_span = ev.covering_ranks([spans[k] for k in ranked], [spans[g] for g in golden])
+        assert by_span == ev.golden_ranks(ranked, golden)

@@ -681,3 +681,31 @@ def test_a_run_in_a_process_that_ignores_sigint_leaves_sigterm_as_it_was():
     finally:
         signal.signal(signal.SIGINT, saved[0])
         signal.signal(signal.SIGTERM, saved[1])
+
+
+def test_situate_dev_hands_dagster_default_interrupts():
+    """``situate dev`` started by a non-interactive shell's ``&`` inherits SIGINT ignored, and
+    Dagster then ignored SIGTERM in all five of its processes (``kill`` left them running).  What
+    ``situate dev`` execs now has both signals at their default: checked in a process that
+    ignores SIGINT, as a background job does, through the same call and ``exec``."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "if sys.argv[1] == 'fixed':\n"
+        "    from situate.pipelines.cli import _default_interrupts\n"
+        "    _default_interrupts()\n"
+        "os.execv(sys.executable, [sys.executable, '-c', "
+        "'import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "
+        "signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)'])\n"
+    )
+    seen = {
+        how: subprocess.run(
+            [sys.executable, "-c", probe, how], capture_output=True, text=True, timeout=60
+        ).stdout.split()
+        for how in ("fixed", "inherited")
+    }
+    assert seen == {"fixed": ["False", "False"], "inherited": ["True", "True"]}

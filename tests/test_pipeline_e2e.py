@@ -245,6 +245,12 @@ def test_search_reranks_with_rerank_30_and_not_by_default(env, monkeypatch):
     # reordered by the fused ranks: scores fall, and each is 1/(60+a) + 1/(60+b) for ranks a, b ≤ 30
     assert [h.score for h in reranked] == sorted((h.score for h in reranked), reverse=True)
     assert all(2 / (60 + 30) - 1e-6 <= h.score <= 2 / 61 + 1e-6 for h in reranked)  # scores are rounded to 6 places
+    # each hit says which two ranks made its score (the JSON's first_stage_rank and rerank_rank)
+    for ranks in ([h.first_stage_rank for h in reranked], [h.rerank_rank for h in reranked]):
+        assert len(set(ranks)) == len(ranks) and all(1 <= r <= 30 for r in ranks)
+    assert all(h.score == round(1 / (60 + h.first_stage_rank) + 1 / (60 + h.rerank_rank), 6) for h in reranked)
+    logits = {h.rerank_rank: h.rerank_score for h in reranked}
+    assert [logits[r] for r in sorted(logits)] == sorted(logits.values(), reverse=True)
     monkeypatch.setenv("SITUATE_RERANK_MODEL", str(env["home"] / "no-such-reranker.onnx"))
     missing, w2 = search(query, 8, str(env["home"]), rerank=30)
     assert [h.chunk_id for h in missing] == [h.chunk_id for h in plain]

@@ -181,6 +181,9 @@ def test_rerank_hits_reorders_only_the_head():
     assert [h.chunk_id for h in fused] == ["c0", "c2", "c1", "c3"]
     assert fused[0].score == round(1 / 61 + 1 / 63, 6) and fused[2].score == round(2 / 62, 6)
     assert [h.rerank_score for h in fused] == [0.0, 2.0, 1.0, None]
+    # what decided each place is in the hit: the two ranks whose RRF is its score
+    assert [(h.first_stage_rank, h.rerank_rank) for h in fused] == [(1, 3), (3, 1), (2, 2), (None, None)]
+    assert all(h.score == round(1 / (60 + h.first_stage_rank) + 1 / (60 + h.rerank_rank), 6) for h in fused[:3])
 
 
 def test_rerank_order_fuses_ranks_by_rrf():

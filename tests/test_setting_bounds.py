@@ -244,6 +244,13 @@ def test_overlap_must_be_smaller_than_the_chunk(monkeypatch):
     for read in (lambda: resources_from_env(plain=True), build_definitions):
         with pytest.raises(StartupError, match=r"SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CHUNK_TOKENS=100"):
             read()
+    monkeypatch.setenv("SITUATE_CHUNK_TOKENS", "400")
+    monkeypatch.setenv("SITUATE_CODE_CHUNK_TOKENS", "90")  # code's own size holds the overlap too
+    with pytest.raises(StartupError, match=r"SITUATE_OVERLAP_TOKENS=100 is not below SITUATE_CODE_CHUNK_TOKENS=90"):
+        resources_from_env(plain=True)
+    monkeypatch.setenv("SITUATE_CODE_CHUNK_TOKENS", "300")
+    chunking = resources_from_env(plain=True)["chunking"]
+    assert (chunking.size_for(code=True), chunking.size_for(code=False)) == (300, 400)
 
 
 def test_the_resource_holds_its_bounds_itself(monkeypatch):

@@ -172,10 +172,19 @@ class Chunking(dg.ConfigurableResource):
     Attributes
     ----------
     chunk_tokens : int
-        Largest chunk (default 800, the Contextual Retrieval blog's chunk size).
+        Largest chunk of prose and any text that is not source code (default 800, the Contextual
+        Retrieval blog's chunk size).
+    code_chunk_tokens : int
+        Largest chunk of source code (default 800).
     overlap_tokens : int
         Tokens shared by consecutive chunks (default 80).
     """
 
     chunk_tokens: int = CHUNK_TOKENS
+    code_chunk_tokens: int = CHUNK_TOKENS
     overlap_tokens: int = OVERLAP_TOKENS
+
+    def size_for(self, code: bool) -> int:
+        """The largest chunk of a document, cl100k_base tokens: ``code_chunk_tokens`` for source
+        code, else ``chunk_tokens``."""
+        return self.code_chunk_tokens if code else self.chunk_tokens

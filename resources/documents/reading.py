@@ -5,7 +5,8 @@ Plain functions, no Dagster: the ``raw_documents`` asset calls them, tests call 
 Formats: plain text, Markdown, reStructuredText, HTML (text, not tags: BeautifulSoup), PDF (text
 layer: pypdf), source code, and a pre-chunked corpus file in the form of the Contextual Retrieval
 cookbook's ``codebase_chunks.json`` (a JSON list of ``{"doc_id", "content", "chunks": [{"content",
-"original_index"}]}``), whose documents keep their given chunks.
+"original_index"}]}``), whose documents keep their given chunks (``"chunks": null``: none given,
+situate chunks the content as it does a file; ``situate eval --rechunk`` writes such a file).
 """
 
 from __future__ import annotations
@@ -769,6 +770,8 @@ def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
     text = entry["content"]
     if not isinstance(text, str) or not text.strip():
         raise DocumentError(ref.source, "empty content")
+    if entry["chunks"] is None:  # no labelled chunks: chunked like a file (situate eval --rechunk)
+        return _corpus_document(ref, entry, text, None)
     chunks = sorted(entry["chunks"], key=lambda c: c.get("original_index", 0))
     given = []
     for i, c in enumerate(chunks):
@@ -777,6 +780,10 @@ def _load_corpus_doc(ref: SourceRef, entry: dict | None) -> Document:
         given.append([int(c.get("original_index", i)), c["content"]])
     if not given:
         raise DocumentError(ref.source, "corpus entry has no chunks")
+    return _corpus_document(ref, entry, text, given)
+
+
+def _corpus_document(ref: SourceRef, entry: dict, text: str, given: list | None) -> Document:
     raw = json.dumps(entry, ensure_ascii=False).encode()
     return Document(
         doc_id=ref.corpus_doc_id,

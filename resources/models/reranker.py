@@ -271,7 +271,8 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: 
     cross-encoder scores their structural context and chunk (:func:`rerank_passage`) and
     :func:`rerank_order` fuses its order with theirs; the rest keep their order after them.  Ranks are
     renumbered; the reranked hits' ``score``
-    becomes the fused score (``rrf``) or the logit (``replace``), and ``rerank_score`` the logit.
+    becomes the fused score (``rrf``) or the logit (``replace``), ``rerank_score`` the logit, and
+    ``first_stage_rank`` / ``rerank_rank`` the two ranks the fusion read (what decided the order).
 
     Raises
     ------
@@ -286,8 +287,15 @@ def rerank_hits(reranker: Reranker, query: str, hits: list, depth: int, fusion: 
     if not head:
         return hits
     scores = reranker.score(query, [rerank_passage(h.text, h.context, h.blurb) for h in head])
+    by_logit = {i: n for n, i in enumerate(sorted(range(len(head)), key=lambda i: (-scores[i], i)), start=1)}
     out = [
-        dataclasses.replace(head[i], score=round(s, 6), rerank_score=round(float(scores[i]), 4))
+        dataclasses.replace(
+            head[i],
+            score=round(s, 6),
+            rerank_score=round(float(scores[i]), 4),
+            first_stage_rank=head[i].rank,
+            rerank_rank=by_logit[i],
+        )
         for i, s in rerank_order(scores, fusion)
     ] + tail
     return [dataclasses.replace(h, rank=n) for n, h in enumerate(out, start=1)]

@@ -514,6 +514,13 @@ class Hit:
     #: The cross-encoder's logit when the hit was reranked (:func:`situate.resources.models.reranker.rerank_hits`),
     #: else ``None``.
     rerank_score: float | None = None
+    #: What placed a reranked hit (``None`` otherwise): its rank in the first stage's order and in
+    #: the cross-encoder's order of the reranked candidates (1 = highest logit).  With the default
+    #: ``rrf`` rerank fusion, ``score = 1/(60 + first_stage_rank) + 1/(60 + rerank_rank)`` and the
+    #: hits are in descending ``score``, so a higher logit can sit below a lower one that the first
+    #: stage ranked far higher.
+    first_stage_rank: int | None = None
+    rerank_rank: int | None = None
     #: The collection the hit comes from, in a search of several (:func:`situate.pipelines.operations.
     #: search_collections`); ``""`` in a search of one data folder.
     collection: str = ""

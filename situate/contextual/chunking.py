@@ -256,3 +256,30 @@ def make_chunks(
             Chunk(chunk_id(document_key, index, piece), index, a, b, piece, count(piece), heading_path_at(headings, a))
         )
     return out
+
+
+def document_chunks(key: str, doc: dict, chunking, count: Counter) -> list[Chunk]:
+    """A loaded document's chunks (``situate.resources.documents.reading.Document`` as JSON), at
+    its kind's size: ``chunking.code_chunk_tokens`` for source code
+    (:func:`situate.contextual.code_context.is_source`), else ``chunking.chunk_tokens``; a corpus
+    entry's given chunks are kept (:func:`make_chunks`).
+
+    Parameters
+    ----------
+    key : str
+        The document's partition key.
+    doc : dict
+        Needs ``text``, ``format``, ``headings``; ``given_chunks`` optional.
+    chunking : situate.resources.documents.docs.Chunking
+    count : callable
+        Tokens of a text (cl100k_base).
+
+    Raises
+    ------
+    ValueError
+        As :func:`chunk_text` (a size or overlap out of range).
+    """
+    from situate.contextual.code_context import is_source
+
+    size = chunking.size_for(is_source(doc))
+    return make_chunks(key, doc["text"], doc["headings"], count, size, chunking.overlap_tokens, doc.get("given_chunks"))

@@ -65,6 +65,11 @@ def fingerprint(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> str:
         "embed_ctx": embedder.n_ctx,
         **({"embed_served": embedder.identity()} if embedder.server_url else {}),
         "chunk_tokens": chunking.chunk_tokens,
+        **(
+            {"code_chunk_tokens": chunking.code_chunk_tokens}
+            if chunking.code_chunk_tokens != chunking.chunk_tokens
+            else {}
+        ),
         "overlap_tokens": chunking.overlap_tokens,
     }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -88,7 +93,10 @@ def code_versions(llm: BlurbLLM, embedder: Embedder, chunking: Chunking) -> dict
 
     llm_id = llm.served_model or llm.model_id or os.path.basename(llm.model_path)
     embed_id = embedder.served_model or embedder.model_id or os.path.basename(embedder.model_path)
-    chunks = h(chunking.chunk_tokens, chunking.overlap_tokens, CONTEXT_VERSION)
+    sizes = (chunking.chunk_tokens,) + (
+        (chunking.code_chunk_tokens,) if chunking.code_chunk_tokens != chunking.chunk_tokens else ()
+    )
+    chunks = h(*sizes, chunking.overlap_tokens, CONTEXT_VERSION)
     modes = llm.context if llm.code_context == llm.context else (llm.context, llm.code_context)
     reading = (llm.document_tokens,) if llm.summary_reading == "head" else (llm.document_tokens, llm.summary_reading)
     reading += (llm.summary_tokens,) if llm.summary_tokens != llm.max_tokens else ()

@@ -292,3 +292,79 @@ def query_shape(query: str) -> str:
     ('question', 'keywords')
     """
     return "question" if _QUESTION.search(query) else "keywords"
+
+
+# --- re-chunked corpora: a retrieved chunk scored by the labelled text it covers ---------------
+
+#: A retrieved chunk covers a labelled chunk of the same document when their overlap is at least
+#: this share of the shorter of the two (so a smaller chunk inside a long labelled one counts,
+#: as does a larger chunk holding a short labelled one, and a chunk that only grazes the
+#: labelled one's edge does not).  Written for situate (issue 63): the usual "more than half"
+#: rule of span-overlap matching.
+COVER_SHARE = 0.5
+
+Span = tuple[str, int, int]  # (doc_id, start, end), offsets in one unit (UTF-8 bytes here)
+
+
+def covers(retrieved: Span, labelled: Span, share: float = COVER_SHARE) -> bool:
+    """Whether ``retrieved`` covers ``labelled``: same document, and an overlap of at least
+    ``share`` of the shorter span's length (empty spans cover nothing).
+
+    Examples
+    --------
+    >>> covers(("d", 0, 100), ("d", 40, 60))      # holds the whole labelled chunk
+    True
+    >>> covers(("d", 50, 70), ("d", 0, 1000))     # a smaller chunk inside a long one
+    True
+    >>> covers(("d", 90, 200), ("d", 0, 100))     # grazes its end: 10 of the shorter 100
+    False
+    >>> covers(("e", 0, 100), ("d", 0, 100))
+    False
+    """
+    if retrieved[0] != labelled[0]:
+        return False
+    shorter = min(retrieved[2] - retrieved[1], labelled[2] - labelled[1])
+    overlap = min(retrieved[2], labelled[2]) - max(retrieved[1], labelled[1])
+    return shorter > 0 and overlap >= share * shorter
+
+
+def covering_ranks(ranked: Sequence[Span], golden: Sequence[Span]) -> list[int | None]:
+    """Rank (from 1) of the first retrieved chunk that covers each golden span, None when none
+    does: :func:`golden_ranks` for chunks that are not the labelled ones.
+
+    Examples
+    --------
+    >>> covering_ranks([("d", 0, 50), ("d", 50, 120)], [("d", 60, 100), ("d", 0, 10), ("e", 0, 5)])
+    [2, 1, None]
+    """
+    return [next((i for i, r in enumerate(ranked, start=1) if covers(r, g)), None) for g in golden]
+
+
+def score_ranks(ranks: Sequence[Sequence[int | None]]) -> dict:
+    """:func:`score`'s figures from each query's golden ranks (:func:`golden_ranks` or
+    :func:`covering_ranks`): Pass@k is the share of a query's golden chunks ranked within k, and
+    MRR@10 the reciprocal of its best golden rank within 10.
+
+    Raises
+    ------
+    ValueError
+        No queries, or a query without golden chunks.
+
+    Examples
+    --------
+    >>> score_ranks([[1, None], [7]])["pass@5"], score_ranks([[1, None], [7]])["mrr@10"]
+    (25.0, 0.5714)
+    """
+    if not ranks:
+        raise ValueError("no queries to score")
+    if any(not r for r in ranks):
+        raise ValueError("a query without golden chunks")
+    n = len(ranks)
+    out = {
+        f"pass@{k}": round(100 * sum(sum(x is not None and x <= k for x in r) / len(r) for r in ranks) / n, 2)
+        for k in KS
+    }
+    out["failure@20"] = round(100 - out["pass@20"], 2)
+    best = [min((x for x in r if x is not None), default=None) for r in ranks]
+    out["mrr@10"] = round(sum(1 / b for b in best if b is not None and b <= 10) / n, 4)
+    return out

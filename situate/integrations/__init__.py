@@ -21,5 +21,6 @@ def hit_metadata(hit) -> dict:
         "rank": hit.rank,
         "score": hit.score,
         "rerank_score": hit.rerank_score,
+        **({"first_stage_rank": hit.first_stage_rank, "rerank_rank": hit.rerank_rank} if hit.rerank_rank else {}),
         **({"collection": hit.collection} if hit.collection else {}),
     }
