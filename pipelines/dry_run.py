@@ -119,6 +119,9 @@ class DryRun:
     guessed : int
         Corpus entries whose kind was not parsed but taken from their file's first
         :data:`PARSED_ENTRIES` (``--estimate`` parses every one).
+    listed : str
+        How a folder's files were listed (:attr:`situate.resources.documents.listing.Listing.how`:
+        ``git working tree``, ...); ``""`` for one file or an object-store prefix.
     """
 
     docs: str
@@ -130,12 +133,14 @@ class DryRun:
     llm_calls: int = 0
     per_chunk: int = 0
     guessed: int = 0
+    listed: str = ""
 
     def lines(self) -> list[str]:
         """What ``situate ingest --dry-run`` prints: the totals, the table by folder, the skipped
         files by reason, and how to get timings."""
         return [
             self.total_line(),
+            *([f"listed as a {self.listed}: {LISTED.get(self.listed, '')}".rstrip(": ")] if self.listed else []),
             *folder_table(self.folders),
             *skipped_lines(self.skipped, self.skipped_folders),
             "LLM seconds by folder and the wall time: `situate ingest PATH --estimate` (reads and "
@@ -161,6 +166,13 @@ class DryRun:
         )
 
 
+#: What each way of listing a folder reads, for the dry run's ``listed as …`` line.
+LISTED = {
+    "git working tree": "the files git tracks and the untracked ones it does not ignore",
+    "folder, .gitignore files read by git": "every file but those its .gitignore files ignore",
+}
+
+
 def dry_run(res: dict) -> DryRun:
     """Count what ingesting ``res["docs"]`` would read and ask of ``res["llm"]``; nothing loaded
     or written (:mod:`situate.pipelines.dry_run`).
@@ -181,6 +193,8 @@ def dry_run(res: dict) -> DryRun:
     situate.resources.documents.listing.ListingError
         ``git`` failed on the folder.
     """
+    from situate.resources.documents.listing import cached_listing
+
     docs, llm = res["docs"], res["llm"]
     out = DryRun(docs=docs.where(), modes={"prose": llm.context, "code": llm.code_context})
     passed_over: dict[str, str] = {}
@@ -197,7 +211,10 @@ def dry_run(res: dict) -> DryRun:
     out.guessed = corpus_kinds.guessed
     out.folders = dict(sorted(out.folders.items(), key=lambda kv: _order(kv[1], kv[0])))
     out.skipped = dict(sorted(passed_over.items()))
-    out.skipped_folders = {} if docs.remote else folder_sizes(docs.base, out.skipped)
+    read = frozenset(r.source for r in refs)  # an include glob may take files back from an ignored folder
+    out.skipped_folders = {} if docs.remote else folder_sizes(docs.base, out.skipped, read)
+    if not docs.remote and docs.root.is_dir():
+        out.listed = cached_listing(docs.root, docs.rules).how
     total = FolderCount.total(out.folders.values())
     out.documents, out.llm_calls, out.per_chunk = total.documents, total.llm_calls, total.per_chunk
     return out
@@ -293,18 +310,22 @@ def _size(path: str) -> int:
         return 0
 
 
-def folder_sizes(base: Path, skipped: dict[str, str]) -> dict[str, list[int]]:
+def folder_sizes(base: Path, skipped: dict[str, str], read: frozenset[str] = frozenset()) -> dict[str, list[int]]:
     """``[files, bytes]`` under each skipped folder (a path ending with ``/``), walking no link
-    and at most :data:`MAX_COUNTED_FILES` files a folder."""
-    return {path: _walk_size(base / path) for path in skipped if path.endswith("/")}
+    and at most :data:`MAX_COUNTED_FILES` files a folder; files in ``read`` (paths under ``base``
+    that are read all the same: an include glob took them back) are not counted."""
+    return {path: _walk_size(base / path, base, read) for path in skipped if path.endswith("/")}
 
 
-def _walk_size(folder: Path) -> list[int]:
+def _walk_size(folder: Path, base: Path, read: frozenset[str]) -> list[int]:
     files = size = 0
     for here, _dirs, names in os.walk(folder):
         for name in names:
+            full = os.path.join(here, name)
+            if read and Path(full).relative_to(base).as_posix() in read:
+                continue
             try:
-                st = os.lstat(os.path.join(here, name))
+                st = os.lstat(full)
             except OSError:
                 continue
             files, size = files + 1, size + st.st_size

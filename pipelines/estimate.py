@@ -205,7 +205,8 @@ def estimate(res: dict, echo=print) -> Estimate:
     builders: dict = {}
     refs = docs.discover(passed_over=est.skipped)
     est.skipped = dict(sorted(est.skipped.items()))
-    est.skipped_folders = {} if docs.remote else folder_sizes(docs.base, est.skipped)
+    read = frozenset(r.source for r in refs)  # an include glob may take files back from an ignored folder
+    est.skipped_folders = {} if docs.remote else folder_sizes(docs.base, est.skipped, read)
     est.documents = len(refs)
     counts = embed_token_counter(res["embedder"])
     for n, ref in enumerate(refs, 1):

@@ -71,6 +71,10 @@ def test_the_dry_run_counts_each_folder_and_names_what_it_skips(project, tmp_pat
     assert got["skipped_folders"]["htmlcov/"] == [1, (project / "htmlcov" / "index.html").stat().st_size]
     lines = printed.splitlines()
     assert lines[1].startswith("situate: dry run: 5 documents in 3 top folders")
+    assert lines[2] == (
+        "situate: dry run: listed as a git working tree: the files git tracks and the untracked ones it does not ignore"
+    )
+    assert got["listed"] == "git working tree"
     assert "LLM calls of a cold ingest: 2 (prose: document, one LLM call a document; code: structure" in lines[1]
     row = next(line for line in lines if line.startswith("situate: dry run: docs/"))
     assert row.split()[4:8] == ["2", "2", "0", "0"] and row.endswith("  2"), row
@@ -167,3 +171,14 @@ def test_the_examples_of_the_module_hold():
     import situate.pipelines.dry_run
 
     assert doctest.testmod(situate.pipelines.dry_run).failed == 0
+
+
+def test_files_an_include_glob_takes_back_are_not_counted_as_skipped(project, tmp_path, capsys):
+    """``--include htmlcov/keep.html`` reads that file of the ignored report: the skipped folder's
+    count is the other files alone."""
+    (project / "htmlcov" / "keep.html").write_text("<html><body><p>keep this page</p></body></html>\n")
+    out = tmp_path / "dry.json"
+    assert main(["ingest", str(project), "--dry-run", "--include", "htmlcov/keep.html", "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["folders"]["htmlcov/"]["prose"] == 1
+    assert got["skipped_folders"]["htmlcov/"] == [1, (project / "htmlcov" / "index.html").stat().st_size]
