@@ -1,6 +1,6 @@
 """Chunk size per kind, measured: the labelled corpora's documents re-chunked at several sizes
 within the embedder's window, scored on the dev halves by the labelled text each hit covers,
-and the size chosen by cross-validation over the queries (issue 63, item 4).
+and the size chosen by cross-validation over the queries.
 
 Each size is a `situate eval --rechunk` of the corpus (its own data folder, default settings but
 ``SITUATE_CHUNK_TOKENS`` / ``SITUATE_CODE_CHUNK_TOKENS`` and an overlap of a tenth of the size):
@@ -53,26 +53,35 @@ FOLDS, REPEATS = 5, 10
 _CUT = re.compile(r"embeddings: (\d+) of (\d+) chunks' indexed text cut")
 
 
-def settings(size: int) -> dict[str, str]:
-    """The environment of one size's eval (both kinds at ``size``; overlap a tenth of it)."""
+def settings(size: int, overlap: int | None = None) -> dict[str, str]:
+    """The environment of one size's eval (both kinds at ``size``; overlap a tenth of it unless
+    given)."""
     return {
         "SITUATE_CHUNK_TOKENS": str(size),
         "SITUATE_CODE_CHUNK_TOKENS": str(size),
-        "SITUATE_OVERLAP_TOKENS": str(size // 10),
+        "SITUATE_OVERLAP_TOKENS": str(size // 10 if overlap is None else overlap),
     }
 
 
-def run_evals(out: Path, corpora: list[str], sizes: list[int]) -> None:
-    """A cold `situate eval --rechunk` per corpus and size: ``out``/CORPUS-SIZE.json and .log."""
+def parse_size(text: str) -> tuple[int, int | None]:
+    """``300`` → ``(300, None)`` (overlap a tenth); ``300o20`` → ``(300, 20)``."""
+    size, _, overlap = text.partition("o")
+    return int(size), int(overlap) if overlap else None
+
+
+def run_evals(out: Path, corpora: list[str], sizes: list[str]) -> None:
+    """A cold `situate eval --rechunk` per corpus and size (``300``, or ``300o20`` for an overlap
+    of 20): ``out``/CORPUS-SIZE.json and .log."""
     out.mkdir(parents=True, exist_ok=True)
     for corpus in corpora:
-        for size in sizes:
-            name = f"{corpus}-{size}"
+        for text in sizes:
+            size, overlap = parse_size(text)
+            name = f"{corpus}-{text}"
             home = Path(f"/tmp/chunk-sizes-{name}")
             subprocess.run(["rm", "-rf", str(home)], check=True)
             cmd = [str(ROOT / ".venv/bin/situate"), "eval", "--corpus", corpus, "--configs", CONFIG, "--rechunk"]
             cmd += ["--home", str(home), "--json", str(out / f"{name}.json")]
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SITUATE_")} | settings(size)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SITUATE_")} | settings(size, overlap)
             print(f"chunk_sizes: {name}", file=sys.stderr)
             with open(out / f"{name}.log", "w") as log:
                 subprocess.run(cmd, env=env, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -89,7 +98,7 @@ def table_stats(home: Path) -> dict:
 
     use_offline_tiktoken()
     db = lancedb.connect(str(home / "lancedb"))
-    texts = db.open_table(db.table_names()[0]).to_arrow().column("text").to_pylist()
+    texts = db.open_table(db.list_tables().tables[0]).to_arrow().column("text").to_pylist()
     return {"rows": len(texts), "mean_tokens": round(sum(map(count_cl100k, texts)) / max(1, len(texts)), 1)}
 
 
@@ -115,7 +124,8 @@ def per_query(report: dict, stats: dict, today_tokens: float) -> dict[str, dict[
 
 
 def cross_validate(scores: dict[int, np.ndarray], today: int, seed: int = 0) -> dict:
-    """Choose the size with the best training mean on each fold; score it on the held-out part.
+    """Choose the size with the best training mean on each fold; score it on the held-out part
+    (ties go to the larger size: fewer rows).
 
     ``scores``: size → per-query score (same query order).  Returns how often each size was
     chosen, the held-out mean of the chosen sizes and of ``today`` over the same parts, and the
@@ -129,13 +139,13 @@ def cross_validate(scores: dict[int, np.ndarray], today: int, seed: int = 0) -> 
         parts = np.array_split(order, FOLDS)
         for i, test in enumerate(parts):
             train = np.concatenate([p for j, p in enumerate(parts) if j != i])
-            best = max(scores, key=lambda s: (float(scores[s][train].mean()), s == today))
+            best = max(scores, key=lambda s: (float(scores[s][train].mean()), s == today, parse_size(s)[0]))
             chosen.append(best)
             held.append(float(scores[best][test].mean()))
             base.append(float(scores[today][test].mean()))
     diff = np.array(held) - np.array(base)
     return {
-        "chosen": {str(s): chosen.count(s) for s in scores},
+        "chosen": {s: chosen.count(s) for s in scores},
         "held_out": round(100 * float(np.mean(held)), 2),
         "today": round(100 * float(np.mean(base)), 2),
         "diff": round(100 * float(diff.mean()), 2),
@@ -145,29 +155,40 @@ def cross_validate(scores: dict[int, np.ndarray], today: int, seed: int = 0) -> 
 
 def corpus_result(out: Path, corpus: str) -> dict | None:
     """One corpus's rows (one a size) and the cross-validated choice, from the saved evals."""
-    names = {s: f"{corpus}-{s}" for s in SIZES if (out / f"{corpus}-{s}.json").exists()}
-    if TODAY not in names:
+    found = [p.name[len(corpus) + 1 : -len(".json")] for p in out.glob(f"{corpus}-*.json")]
+    found = [t for t in found if "." not in t]  # not the .stats.json files
+    names = {s: f"{corpus}-{s}" for s in sorted(found, key=lambda t: (parse_size(t)[0], t))}
+    if str(TODAY) not in names:
         return None
     reports = {s: json.loads((out / f"{n}.json").read_text()) for s, n in names.items()}
     stats = {s: json.loads((out / f"{n}.stats.json").read_text()) for s, n in names.items()}
-    today_tokens = stats[TODAY]["mean_tokens"]
+    today = str(TODAY)
+    today_tokens = stats[today]["mean_tokens"]
     pq = {s: per_query(reports[s], stats[s], today_tokens) for s in names}
-    qids = sorted(pq[TODAY]["hits@5"])
+    qids = sorted(pq[today]["hits@5"])
     rows = []
     for s in names:
-        row = {"size": s, **stats[s], "cut_share": round(100 * stats[s]["cut"] / max(1, stats[s]["rows"]), 1)}
+        size, overlap = parse_size(s)
+        overlap = size // 10 if overlap is None else overlap
+        row = {
+            "size": s,
+            "overlap": overlap,
+            **stats[s],
+            "cut_share": round(100 * stats[s]["cut"] / max(1, stats[s]["rows"]), 1),
+        }
         for m in ("hits@5", "hits@20", "budget@5", "budget@20"):
             mine = np.array([pq[s][m][q] for q in qids])
-            theirs = np.array([pq[TODAY][m][q] for q in qids])
+            theirs = np.array([pq[today][m][q] for q in qids])
             row[m] = round(100 * float(mine.mean()), 2)
             row[f"diff_{m}"] = round(100 * float((mine - theirs).mean()), 2)
             row[f"sd_{m}"] = round(100 * fold_std(mine - theirs), 2)
         row["seconds"] = reports[s]["ingest"]["seconds"]
         rows.append(row)
     cv = {}
+    grid = [s for s in names if parse_size(s)[1] is None]  # the sizes at an overlap of a tenth
     for basis in ("budget", "hits"):
-        score = {s: np.array([(pq[s][f"{basis}@5"][q] + pq[s][f"{basis}@20"][q]) / 2 for q in qids]) for s in names}
-        cv[basis] = cross_validate(score, TODAY)
+        score = {s: np.array([(pq[s][f"{basis}@5"][q] + pq[s][f"{basis}@20"][q]) / 2 for q in qids]) for s in grid}
+        cv[basis] = cross_validate(score, today)
     return {"corpus": corpus, "queries": len(qids), "rows": rows, "cv": cv}
 
 
@@ -186,13 +207,14 @@ def markdown(result: dict) -> str:
         lines += [
             f"### {c['corpus']} dev half ({c['queries']} queries), re-chunked",
             "",
-            "| size | chunks | mean tokens | cut to the window | by hits @5 / @20 (vs 800, fold sd) "
+            "| size | overlap | chunks | mean tokens | cut to the window | by hits @5 / @20 (vs 800, fold sd) "
             "| at today's budget @5 / @20 (vs 800, fold sd) | ingest s |",
-            "|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in c["rows"]:
             lines.append(
-                f"| {r['size']} | {r['rows']} | {r['mean_tokens']} | {r['cut_share']}% | "
+                f"| {parse_size(r['size'])[0]} | {r['overlap']} | {r['rows']} | {r['mean_tokens']} | "
+                f"{r['cut_share']}% | "
                 f"{r['hits@5']} / {r['hits@20']} ({r['diff_hits@5']:+.2f} {r['sd_hits@5']}, "
                 f"{r['diff_hits@20']:+.2f} {r['sd_hits@20']}) | {r['budget@5']} / {r['budget@20']} "
                 f"({r['diff_budget@5']:+.2f} {r['sd_budget@5']}, {r['diff_budget@20']:+.2f} {r['sd_budget@20']}) "
@@ -217,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.action == "run":
-        run_evals(out, args.corpora.split(","), [int(s) for s in args.sizes.split(",")])
+        run_evals(out, args.corpora.split(","), args.sizes.split(","))
     print(markdown(report(out)))
     return 0
 

@@ -608,7 +608,7 @@ def _default_interrupts() -> None:
     process.  Started in the background by a non-interactive shell (``situate dev &``, a service
     script, CI) a process inherits SIGINT ignored; ``dagster dev`` and each process it starts then
     set SIGTERM to that same "ignored" (Dagster's ``capture_interrupts``), so ``kill`` left all five
-    running (issue 63).  An ignored signal survives ``exec``, a default one is Python's own again."""
+    running.  An ignored signal survives ``exec``, a default one is Python's own again."""
     import signal
 
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -93,6 +93,7 @@ SETTINGS_GIVEN = (
     "code_context",
     "prompt",
     "chunk_tokens",
+    "code_chunk_tokens",
     "overlap_tokens",
     "generated",
 )
@@ -129,8 +130,9 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
         The same for source code (``SITUATE_CODE_CONTEXT``; default ``structure``: no LLM).
     prompt : str, optional
         The blurb prompt (``SITUATE_PROMPT``).
-    chunk_tokens, overlap_tokens : int, optional
-        Chunk size and overlap, cl100k_base tokens.
+    chunk_tokens, code_chunk_tokens, overlap_tokens : int, optional
+        Largest chunk of prose, of source code, and the overlap, cl100k_base tokens
+        (``SITUATE_CHUNK_TOKENS``, ``SITUATE_CODE_CHUNK_TOKENS``, ``SITUATE_OVERLAP_TOKENS``).
     include, exclude : list of str, optional
         gitignore-style globs of files read although git ignores them or they are hidden, and of
         files not read (``SITUATE_INCLUDE``, ``SITUATE_EXCLUDE``; docs/using.md, "What a folder's
@@ -167,6 +169,7 @@ class SituateCollection(dg.Component, dg.Model, dg.Resolvable):
     code_context: Literal["chunk", "document", "extract", "structure"] | None = None
     prompt: str | None = None
     chunk_tokens: int | None = None
+    code_chunk_tokens: int | None = None
     overlap_tokens: int | None = None
     include: list[str] | None = None
     exclude: list[str] | None = None

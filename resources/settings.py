@@ -18,7 +18,7 @@ Examples
 >>> from situate.resources.settings import read_settings, unknown_settings
 >>> s = read_settings({"SITUATE_N_CTX": "4096"})
 >>> s.n_ctx, s.chunk_tokens, s.context
-(4096, 800, 'document')
+(4096, 300, 'document')
 >>> read_settings({"SITUATE_N_CTX": "0"})
 Traceback (most recent call last):
   ...
@@ -499,14 +499,14 @@ class Settings:
     chunk_tokens: int = _setting(
         "SITUATE_CHUNK_TOKENS",
         "chunks",
-        800,
-        "800",
+        300,
+        "300",
         "largest chunk of prose (and of any non-code text), cl100k_base tokens",
     )
     code_chunk_tokens: int = _setting(
-        "SITUATE_CODE_CHUNK_TOKENS", "chunks", 800, "800", "largest chunk of source code, cl100k_base tokens"
+        "SITUATE_CODE_CHUNK_TOKENS", "chunks", 200, "200", "largest chunk of source code, cl100k_base tokens"
     )
-    overlap_tokens: int = _setting("SITUATE_OVERLAP_TOKENS", "chunks", 80, "80", "chunk overlap, cl100k_base tokens")
+    overlap_tokens: int = _setting("SITUATE_OVERLAP_TOKENS", "chunks", 20, "20", "chunk overlap, cl100k_base tokens")
     # search
     rerank_depth: int = _setting(
         "SITUATE_RERANK_DEPTH", "search", 0, "0", "search candidates the cross-encoder reranks (0: off; 30 measured)"

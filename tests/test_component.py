@@ -37,6 +37,7 @@ def _two(tmp_path: Path) -> dg.Definitions:
         docs=str(tmp_path / "product-docs"),
         home=str(tmp_path / "product-data"),
         chunk_tokens=400,
+        code_chunk_tokens=150,
         owners=["team:docs"],
         tags={"domain": "product"},
     )
@@ -76,7 +77,8 @@ def test_two_collections_live_side_by_side_under_their_own_names(tmp_path):
     assert res["product_docs"].path.endswith("product-docs") and res["code_docs"].path.endswith("code-docs")
     assert res["code_docs"].rules.exclude == ("tests/", "*.csv") and res["code_docs"].rules.generated == "skip"
     assert res["product_docs"].rules.exclude == () and res["product_docs"].rules.generated == "index"
-    assert res["product_chunking"].chunk_tokens == 400 and res["code_chunking"].chunk_tokens == 800
+    assert (res["product_chunking"].chunk_tokens, res["product_chunking"].code_chunk_tokens) == (400, 150)
+    assert (res["code_chunking"].chunk_tokens, res["code_chunking"].code_chunk_tokens) == (300, 200)  # defaults
     assert res["code_llm"].context == "structure" and res["product_llm"].context == "document"
     # what the UI shows: kinds, owners, tags, and code versions that follow the settings
     assert {"llama.cpp", "python"} <= set(node["product/blurbs"].kinds)

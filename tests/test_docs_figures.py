@@ -80,8 +80,8 @@ FIGURES = [
     ),
     (
         "docs/dagster.md",
-        r"≤ (\d+) cl100k_base tokens, (\d+) overlap",
-        lambda: (str(_defaults()["SITUATE_CHUNK_TOKENS"]), str(_defaults()["SITUATE_OVERLAP_TOKENS"])),
+        r"≤ (\d+) cl100k_base tokens, (\d+) overlap \(source code ≤ (\d+)\)",
+        lambda: tuple(str(_defaults()[f"SITUATE_{n}_TOKENS"]) for n in ("CHUNK", "OVERLAP", "CODE_CHUNK")),
     ),
     (
         "docs/dagster.md",

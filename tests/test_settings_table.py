@@ -225,10 +225,11 @@ def test_each_default_is_written_once():
     llm_defaults = {n: BlurbLLM.model_fields[f].default for n, f in fields.items()}
     assert llm_defaults == {n: DEFAULTS[n] for n in fields}
     chunking = Chunking.model_fields
-    assert (chunking["chunk_tokens"].default, chunking["overlap_tokens"].default) == (
-        DEFAULTS["SITUATE_CHUNK_TOKENS"],
-        DEFAULTS["SITUATE_OVERLAP_TOKENS"],
-    )
+    assert (
+        chunking["chunk_tokens"].default,
+        chunking["code_chunk_tokens"].default,
+        chunking["overlap_tokens"].default,
+    ) == (DEFAULTS["SITUATE_CHUNK_TOKENS"], DEFAULTS["SITUATE_CODE_CHUNK_TOKENS"], DEFAULTS["SITUATE_OVERLAP_TOKENS"])
 
 
 def test_a_commands_folders_are_overrides_not_environment_writes(monkeypatch, tmp_path):
@@ -268,7 +269,7 @@ def test_the_settings_are_one_typed_frozen_object():
         {"SITUATE_N_CTX": " 4096 ", "SITUATE_FLASH_ATTN": "1", "SITUATE_REPEAT_PENALTY": "1.05", "SITUATE_HOME": "/d"}
     )
     assert (s.n_ctx, s.flash_attn, s.repeat_penalty, s.home) == (4096, True, 1.05, "/d")
-    assert (s.chunk_tokens, s.overlap_tokens, s.llm_repack, s.llm_price_input) == (800, 80, False, None)
+    assert (s.chunk_tokens, s.code_chunk_tokens, s.overlap_tokens, s.llm_repack) == (300, 200, 20, False)
     assert read_settings({"SITUATE_N_CTX": ""}).n_ctx == 8192  # empty is unset
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.n_ctx = 1

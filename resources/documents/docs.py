@@ -22,11 +22,15 @@ from situate.resources.documents.reading import (
 from situate.resources.documents.remote import discover_objects, resolve_object
 from situate.resources.store.objects import is_uri
 
-#: Default chunk size and overlap, in tiktoken ``cl100k_base`` tokens: the Contextual Retrieval
-#: blog ("usually no more than a few hundred tokens"; its appendix uses 800-token chunks), with a
-#: tenth of that shared by consecutive chunks.
-CHUNK_TOKENS = 800
-OVERLAP_TOKENS = 80
+#: Default largest chunk of prose and of source code, and the overlap of consecutive chunks, in
+#: tiktoken ``cl100k_base`` tokens: chosen by cross-validation on the docs and codebase dev halves
+#: re-chunked at 200, 300, 400 and 800 (``benchmarks/chunk_sizes.py``, report
+#: ``benchmarks/reports/chunk-sizes.md``; docs/quality.md, "Chunks that fit the embedder"), where
+#: 800 (the Contextual Retrieval blog's appendix) left 78-82% of chunks longer than the embedder's
+#: 512-token window.  The overlap is a tenth of the code size (0 to 40 measured alike).
+CHUNK_TOKENS = 300
+CODE_CHUNK_TOKENS = 200
+OVERLAP_TOKENS = 20
 
 
 class DocsFolder(dg.ConfigurableResource):
@@ -172,16 +176,16 @@ class Chunking(dg.ConfigurableResource):
     Attributes
     ----------
     chunk_tokens : int
-        Largest chunk of prose and any text that is not source code (default 800, the Contextual
-        Retrieval blog's chunk size).
+        Largest chunk of prose and any text that is not source code (default
+        :data:`CHUNK_TOKENS`, 300).
     code_chunk_tokens : int
-        Largest chunk of source code (default 800).
+        Largest chunk of source code (default :data:`CODE_CHUNK_TOKENS`, 200).
     overlap_tokens : int
-        Tokens shared by consecutive chunks (default 80).
+        Tokens shared by consecutive chunks (default :data:`OVERLAP_TOKENS`, 20).
     """
 
     chunk_tokens: int = CHUNK_TOKENS
-    code_chunk_tokens: int = CHUNK_TOKENS
+    code_chunk_tokens: int = CODE_CHUNK_TOKENS
     overlap_tokens: int = OVERLAP_TOKENS
 
     def size_for(self, code: bool) -> int:

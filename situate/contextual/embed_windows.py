@@ -2,11 +2,11 @@
 embedded in pieces, each with the chunk's structural context and blurb, and the chunk is scored
 by its best piece (max-sim over its vectors).
 
-Chunks are cut at 800 cl100k tokens (:mod:`situate.contextual.chunking`), and the text embedded is the
-structural context + blurb + chunk, while the default embedder (bge-small-en-v1.5) reads 512
-WordPiece tokens: the docs set's chunks average 3,700 characters (about 900 tokens), so the end of
-most of them never reached a vector.  Cutting chunks smaller would change what is indexed and
-what the labelled corpora's golden chunks are; pieces keep the chunk as the unit of retrieval.
+The text embedded is the structural context + blurb + chunk, while the default embedder
+(bge-small-en-v1.5) reads 512 WordPiece tokens: the docs set's labelled chunks average 3,700
+characters (about 900 tokens), so the end of most of them never reached a vector.  situate's own
+chunks are now sized to fit (prose 300, code 200 cl100k tokens: :mod:`situate.contextual.chunking`);
+pieces are for chunks given by a corpus or set larger, and keep the chunk as the unit of retrieval.
 
 Plain functions (no Dagster); the tokenizer comes in as a function, so any embedder's fits.
 

@@ -299,7 +299,7 @@ def query_shape(query: str) -> str:
 #: A retrieved chunk covers a labelled chunk of the same document when their overlap is at least
 #: this share of the shorter of the two (so a smaller chunk inside a long labelled one counts,
 #: as does a larger chunk holding a short labelled one, and a chunk that only grazes the
-#: labelled one's edge does not).  Written for situate (issue 63): the usual "more than half"
+#: labelled one's edge does not).  Written for situate: the usual "more than half"
 #: rule of span-overlap matching.
 COVER_SHARE = 0.5
 
