@@ -1119,7 +1119,9 @@ def main(argv: list[str] | None = None) -> int:
                     os.environ["SITUATE_CACHE"] = str(work / "cache")
                     r = {
                         "search": scale_out.search_section(500 if tiny else 10_000, work, s3, 10 if tiny else 60),
-                        "docs_per_hour": scale_out.docs_per_hour_section(work, s3, 1 if tiny else 4 if quick else 8),
+                        "docs_per_hour": scale_out.docs_per_hour_section(
+                            work, s3, 1 if tiny else 4 if quick else 8, parallel=not tiny
+                        ),
                     }
             elif name == "backends":  # in process, llama_cpp.server, llama-server: benchmarks/backends.py
                 import backends

@@ -62,6 +62,7 @@ def small_settings(docs, home, context: str | None = "chunk") -> dict:
         "SITUATE_MAX_TOKENS": "24",
         "SITUATE_SUMMARY_TOKENS": "24",
         "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_CODE_CHUNK_TOKENS": "120",
         "SITUATE_OVERLAP_TOKENS": "0",
         "SITUATE_HOME": str(home),
         "SITUATE_DOCS": str(docs),

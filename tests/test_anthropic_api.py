@@ -227,6 +227,7 @@ def test_live_api(tmp_path):
         ANTHROPIC_API_KEY=os.environ["ANTHROPIC_API_KEY"],
         SITUATE_N_CTX="131072",
         SITUATE_CHUNK_TOKENS="120",
+        SITUATE_CODE_CHUNK_TOKENS="120",
         SITUATE_MAX_TOKENS="100",
     )
     assert not s.failed, s.failed
@@ -246,6 +247,7 @@ def test_the_estimate_counts_an_ingest_before_any_model_call(tmp_path, fake):
         "SITUATE_N_CTX": "2500",
         "SITUATE_MAX_TOKENS": "24",
         "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_CODE_CHUNK_TOKENS": "120",
         "SITUATE_OVERLAP_TOKENS": "0",
         "SITUATE_LLM_PRICE_INPUT": "2",
         "SITUATE_LLM_PRICE_OUTPUT": "10",

@@ -384,6 +384,7 @@ def _small_settings(home: Path, **extra: str) -> dict:
         "SITUATE_N_CTX": "768",
         "SITUATE_MAX_TOKENS": "24",
         "SITUATE_CHUNK_TOKENS": "120",
+        "SITUATE_CODE_CHUNK_TOKENS": "120",
         "SITUATE_OVERLAP_TOKENS": "0",
         "SITUATE_HOME": str(home),
         "DAGSTER_HOME": str(home / "dagster"),
@@ -562,28 +563,6 @@ def test_changing_the_chunk_size_re_blurbs_only_the_chunks_whose_text_changed(tm
     assert second.ingested == 1 and len(new) == second.chunks > first.chunks
     assert 0 < len(changed) < len(new)  # the document's whole window is the same: unchanged chunks hit the cache
     assert calls2["llm_generate"] == len(changed)
-
-
-@needs_models
-@pytest.mark.models
-def test_changing_only_the_embedder_re_embeds_without_an_llm_call(tmp_path):
-    """The second embedder is the blurb LLM's GGUF itself (Qwen2.5-Coder-0.5B, mean-pooled, 896
-    wide): the only other model that installs with the defaults.  Every row is embedded again, no
-    blurb is written again."""
-    from situate.resources.models import registry as models
-    from situate.resources.store.store import Store
-
-    docs, home = tmp_path / "docs", tmp_path / "home"
-    _small_docs(docs)
-    base = _small_settings(home)
-    first, _ = _ingest_with(base, docs, home)
-    second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": str(models.path_of(models.LLM))}, docs, home)
-    assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
-    assert calls["embed_texts"] == second.chunks == first.chunks
-    store = Store(home=str(home))
-    rows = store.columns(["chunk_id", "embed_model", "vector"]).to_pylist()
-    assert len(rows) == first.chunks and {r["embed_model"] for r in rows} == {models.LLM.filename.removesuffix(".gguf")}
-    assert {len(r["vector"]) for r in rows} == {896}
 
 
 @needs_models

@@ -81,8 +81,8 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
         "DAGSTER_HOME": str(dagster_home),
         "SITUATE_DOCS_PER_RUN": "2",
         "SITUATE_CACHE": str(tmp_path / "cache"),
-        "SITUATE_LEASE_STALE_S": "20",
-        "SITUATE_SYNC_INTERVAL_S": "10",  # the sensor looks every 10 s (60 by default)
+        "SITUATE_LEASE_STALE_S": "12",  # renewed every 2 s (a sixth), so a live worker keeps it
+        "SITUATE_SYNC_INTERVAL_S": "5",  # the sensor looks every 5 s (60 by default; Dagster's least)
         "PYTHONPATH": str(REPO),
     }
     from situate.pipelines.preflight import check_data_folder
@@ -132,8 +132,8 @@ def test_three_parallel_runs_and_a_killed_worker(s3_server, tmp_path):
 
         _wait(others_done, 600, "the two other runs to succeed")
 
-        # the next sync (the sensor, every 10 s here) marks the dead run failed and asks for its documents
-        # again; the new run waits out the dead worker's lease (20 s here) and takes the blurbs the
+        # the next sync (the sensor, every 5 s here) marks the dead run failed and asks for its documents
+        # again; the new run waits out the dead worker's lease (12 s here) and takes the blurbs the
         # dead one finished from the cache
         def resumed():
             rs = ingest_runs()

@@ -212,6 +212,8 @@ def test_search_cli_json(env):
         "text",
         "context",
         "rerank_score",
+        "first_stage_rank",
+        "rerank_rank",
         "location",
         "start_line",
         "end_line",
@@ -224,7 +226,7 @@ def test_search_cli_json(env):
         hits[0]["start_line"] == hits[0]["end_line"] and hits[0]["location"].endswith(f":{hits[0]['start_line']}")
     )
     assert 0 < hits[0]["similarity"] <= 1 and hits[0]["matched"][0]["line"] >= hits[0]["start_line"]
-    assert hits[0]["rerank_score"] is None  # no rerank by default
+    assert hits[0]["rerank_score"] is hits[0]["first_stage_rank"] is hits[0]["rerank_rank"] is None  # no rerank
     assert hits[0]["context"]  # a prose document's chunks carry its title (and headings) as context
 
 
@@ -512,6 +514,8 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
             "text",
             "context",
             "rerank_score",
+            "first_stage_rank",
+            "rerank_rank",
             "location",
             "start_line",
             "end_line",
