@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.context_ab import fold_std
+from benchmarks.context_ab import fold_std, per_query_pass
 from benchmarks.working_copy import cpu_flags
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,18 +108,13 @@ def cut_share(log: Path) -> dict:
     return {"cut": int(m.group(1)) if m else 0}
 
 
-def found(ranks: dict[str, list], k: int) -> dict[str, float]:
-    """Each query's share of labelled chunks found within the first ``k`` hits."""
-    return {q: sum(1 for r in rs if r is not None and r <= k) / len(rs) for q, rs in ranks.items() if rs}
-
-
 def per_query(report: dict, stats: dict, today_tokens: float) -> dict[str, dict[str, float]]:
     """``{"hits@5", "hits@20", "budget@5", "budget@20"}`` → query → found share."""
     ranks = report["golden_ranks"][CONFIG]
     out = {}
     for k in (5, 20):
-        out[f"hits@{k}"] = found(ranks, k)
-        out[f"budget@{k}"] = found(ranks, max(1, round(k * today_tokens / stats["mean_tokens"])))
+        out[f"hits@{k}"] = per_query_pass(ranks, k)
+        out[f"budget@{k}"] = per_query_pass(ranks, max(1, round(k * today_tokens / stats["mean_tokens"])))
     return out
 
 

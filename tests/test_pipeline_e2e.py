@@ -23,6 +23,29 @@ from situate.assets.partitions import encode_key
 
 pytestmark = [needs_models, pytest.mark.models]
 
+#: The keys of one hit in ``situate search --json`` and the service's answers (the documented schema).
+HIT_KEYS = {
+    "rank",
+    "score",
+    "chunk_id",
+    "doc_id",
+    "source",
+    "chunk_index",
+    "blurb",
+    "text",
+    "context",
+    "rerank_score",
+    "first_stage_rank",
+    "rerank_rank",
+    "location",
+    "start_line",
+    "end_line",
+    "start_byte",
+    "end_byte",
+    "similarity",
+    "matched",
+}
+
 
 def _head(text: str, n: int) -> str:
     cut = text[:n]
@@ -201,27 +224,7 @@ def test_search_cli_json(env):
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)
     assert len(hits) == 2
-    assert set(hits[0]) == {
-        "rank",
-        "score",
-        "chunk_id",
-        "doc_id",
-        "source",
-        "chunk_index",
-        "blurb",
-        "text",
-        "context",
-        "rerank_score",
-        "first_stage_rank",
-        "rerank_rank",
-        "location",
-        "start_line",
-        "end_line",
-        "start_byte",
-        "end_byte",
-        "similarity",
-        "matched",
-    }
+    assert set(hits[0]) == HIT_KEYS
     assert hits[0]["location"] == f"{hits[0]['source']}:{hits[0]['start_line']}-{hits[0]['end_line']}" or (
         hits[0]["start_line"] == hits[0]["end_line"] and hits[0]["location"].endswith(f":{hits[0]['start_line']}")
     )
@@ -503,27 +506,7 @@ def test_the_service_answers_over_http_refuses_bad_input_and_sees_a_new_ingest(e
         query = "How do I parse a .env file into a dictionary of variables?"
         code, hits, _ = _http("GET", f"{base}/search?q={query.replace(' ', '+')}&k=3")
         assert code == 200 and [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["source"] == "dotenv/main.py"
-        assert set(hits[0]) == {
-            "rank",
-            "score",
-            "chunk_id",
-            "doc_id",
-            "source",
-            "chunk_index",
-            "blurb",
-            "text",
-            "context",
-            "rerank_score",
-            "first_stage_rank",
-            "rerank_rank",
-            "location",
-            "start_line",
-            "end_line",
-            "start_byte",
-            "end_byte",
-            "similarity",
-            "matched",
-        }
+        assert set(hits[0]) == HIT_KEYS
         code, posted, _ = _http("POST", f"{base}/search", json.dumps({"query": query, "k": 3}).encode())
         assert code == 200 and [h["chunk_id"] for h in posted] == [h["chunk_id"] for h in hits]
         code, _, headers = _http("GET", f"{base}/search?q=dotenv&k={rows + 5}")

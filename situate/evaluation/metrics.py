@@ -180,24 +180,23 @@ def golden_ranks(ranked: Sequence[Key], golden: Sequence[Key]) -> list[int | Non
 
 
 def score(rankings: Sequence[Sequence[Key]], queries: Sequence[Query]) -> dict:
-    """The cookbook's figures over all queries, in percent (``mrr@10`` as a fraction).
+    """The cookbook's figures over all queries, in percent (``mrr@10`` as a fraction): each query's
+    distinct golden chunks ranked in ``rankings`` (:func:`golden_ranks`), scored by
+    :func:`score_ranks`.
 
     Returns
     -------
     dict
         ``{"pass@5", "pass@10", "pass@20", "failure@20", "mrr@10"}``.
+
+    Raises
+    ------
+    ValueError
+        Not one ranking a query, no queries, or a query without golden chunks.
     """
     if len(rankings) != len(queries):
         raise ValueError(f"{len(rankings)} rankings for {len(queries)} queries")
-    if not queries:
-        raise ValueError("no queries to score")
-    n = len(queries)
-    out = {
-        f"pass@{k}": round(100 * sum(pass_at_k(r, q.golden, k) for r, q in zip(rankings, queries)) / n, 2) for k in KS
-    }
-    out["failure@20"] = round(100 - out["pass@20"], 2)
-    out["mrr@10"] = round(sum(mrr_at_k(r, q.golden, 10) for r, q in zip(rankings, queries)) / n, 4)
-    return out
+    return score_ranks([golden_ranks(r, list(dict.fromkeys(q.golden))) for r, q in zip(rankings, queries)])
 
 
 def dense_rankings(
