@@ -182,3 +182,16 @@ def test_files_an_include_glob_takes_back_are_not_counted_as_skipped(project, tm
     got = json.loads(out.read_text())
     assert got["folders"]["htmlcov/"]["prose"] == 1
     assert got["skipped_folders"]["htmlcov/"] == [1, (project / "htmlcov" / "index.html").stat().st_size]
+
+
+def test_the_dry_run_lists_the_folder_once_and_a_new_file_is_seen_at_once(project, tmp_path, capsys, monkeypatch):
+    from situate.resources.documents import listing
+
+    calls = []
+    real = listing.list_project
+    monkeypatch.setattr(listing, "list_project", lambda root, rules=None: calls.append(root) or real(root, rules))
+    got, _ = _dry_run(project, tmp_path, capsys)
+    assert got["listed"] == "git working tree" and len(calls) == 1  # how it was listed: from the same listing
+    (project / "docs" / "new.md").write_text("# New\n\nA page written after the first run.\n")
+    again, _ = _dry_run(project, tmp_path, capsys)
+    assert again["folders"]["docs/"]["prose"] == 3 and len(calls) == 2  # discovery lists afresh each time

@@ -616,9 +616,17 @@ CACHE_SECONDS = 600.0
 def cached_listing(root: Path, rules: ListingRules | None = None) -> Listing:
     """:func:`list_project` of ``root``, reused for :data:`CACHE_SECONDS`."""
     rules = rules or ListingRules()
-    key = (str(root), rules)
-    now = time.monotonic()
-    hit = _CACHE.get(key)
-    if hit is None or now - hit[0] > CACHE_SECONDS:
-        hit = _CACHE[key] = (now, list_project(root, rules))
+    hit = _CACHE.get((str(root), rules))
+    if hit is None or time.monotonic() - hit[0] > CACHE_SECONDS:
+        return fresh_listing(root, rules)
     return hit[1]
+
+
+def fresh_listing(root: Path, rules: ListingRules | None = None) -> Listing:
+    """:func:`list_project` of ``root`` now (a discovery of the folder's documents must see its
+    files as they are), kept for :func:`cached_listing`: what the same process asks of the folder
+    next (how it was listed, a key's file) reads it again only after :data:`CACHE_SECONDS`."""
+    rules = rules or ListingRules()
+    listing = list_project(root, rules)
+    _CACHE[(str(root), rules)] = (time.monotonic(), listing)
+    return listing

@@ -24,7 +24,7 @@ from charset_normalizer import from_bytes
 
 from situate.resources.documents.files import TooLarge, read_under, split_under
 from situate.resources.documents.keys import PartitionKeyError, check_key, encode_key
-from situate.resources.documents.listing import TOOL_DIRS, ListingRules, list_project
+from situate.resources.documents.listing import TOOL_DIRS, ListingRules, fresh_listing
 from situate.resources.errors import DocumentError  # noqa: F401  (importable from here as before)
 from situate.resources.store.objects import is_uri
 
@@ -298,7 +298,7 @@ def discover(
 ) -> list[SourceRef]:
     """Every document under ``root`` (a folder, or a single file such as a corpus file).
 
-    A folder's files are those :func:`situate.resources.documents.listing.list_project` gives (what
+    A folder's files are those :func:`situate.resources.documents.listing.list_project` gives now (what
     git tracks or does not ignore, narrowed or widened by ``rules``); of those, a file of no known
     format, a binary file without an extension and an empty or whitespace-only file are not
     documents.  A JSON file in the cookbook's corpus form stands for its documents.  Sorted by
@@ -328,7 +328,7 @@ def discover(
     if root.is_file():
         files, base, marks = [root], root.parent, {}
     else:
-        listing = list_project(root, rules)
+        listing = fresh_listing(root, rules)
         passed_over.update(listing.skipped)
         base, marks = root, listing.generated
         files = [root / f for f in listing.files]
