@@ -95,6 +95,8 @@ def materialize_embeddings(
             **({"embedding_width_change": migration} if migration else {}),
             "table": f"{store.lancedb_uri}/chunks",
             "embed_model": embed_model,
+            # the query map search applies to code chunks (no row depends on it: switching it re-embeds nothing)
+            "code_query_map": embedder.code_adapter_id(),
             "fingerprint": fp,
             "table_rows": store.count_rows(),
             **report.metadata(embedding_totals),

@@ -910,7 +910,8 @@ def _score_contextual(run: _Run, record: bool, fusions: list[str], calls: int) -
         t0 = time.perf_counter()
         top = []
         for i, q in enumerate(run.qtexts):
-            hits, _ = hybrid_search(run.store, run.qv[i], q, k=ev.DEPTH, fusion=f)
+            code_vector = run.embedder.code_query_vector(run.qv[i])  # a missing map fails the eval: it measures it
+            hits, _ = hybrid_search(run.store, run.qv[i], q, k=ev.DEPTH, fusion=f, code_vector=code_vector)
             top.append([h.chunk_id for h in hits])
         contextual_top[f] = top
         if record:

@@ -662,6 +662,19 @@ def check_vector_width(store, embedder, width: int) -> None:
     )
 
 
+def code_query_vector(embedder, query_vector) -> tuple:
+    """``(the query's vector for code chunks or None, warnings)``: a code query map that is not
+    where the install put it is a warning, and code chunks are compared with the plain vector
+    (:meth:`situate.resources.models.llm.Embedder.code_query_vector`)."""
+    try:
+        return embedder.code_query_vector(query_vector), []
+    except FileNotFoundError as e:
+        return None, [
+            f"no code query map at {e.filename}: code compared with the plain query vector "
+            "(reinstall situate, or SITUATE_CODE_ADAPTER=0 to silence this)"
+        ]
+
+
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):
     """Hybrid search of the data folder (see :func:`situate.resources.store.retrieval.hybrid_search`), then the
     first stage's top ``rerank`` reranked by the local cross-encoder, its order fused with the
@@ -712,7 +725,9 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     embedder = res["embedder"]
     vecs, n_cut = embedder.embed([query], embedder.query_prefix)
     check_vector_width(store, embedder, vecs.shape[1])
-    hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank))
+    code_vector, missing_map = code_query_vector(embedder, vecs[0])
+    hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank), code_vector=code_vector)
+    warnings += missing_map
     if n_cut:
         warnings.append(
             f"the query is longer than the embedder's {embedder.n_ctx} tokens: "

@@ -278,6 +278,18 @@ def blurb_llm_from_env(settings: Settings, plain: bool = False) -> BlurbLLM:
     )
 
 
+def code_adapter_path(settings: Settings, embed_id: str) -> str:
+    """The code map of the embedder ``embed_id`` (:data:`situate.resources.models.code_adapter.ADAPTERS`)
+    when ``SITUATE_CODE_ADAPTER`` is on and the model runs in process ("": none; a server's vectors
+    are not known to be the same model's)."""
+    from situate.resources.models.code_adapter import ADAPTERS
+
+    name = next((n for n in ADAPTERS if embed_id.startswith(n)), None)
+    if not settings.code_adapter or settings.embed_url or name is None:
+        return ""
+    return str(ADAPTERS[name])
+
+
 def embedder_from_env(settings: Settings, plain: bool = False) -> Embedder:
     """The embedder resource from ``settings``: a name resolved to its file, tokenizer, prefixes,
     pooling and context (``embed_model``), or a server (``embed_url``)."""
@@ -291,6 +303,7 @@ def embedder_from_env(settings: Settings, plain: bool = False) -> Embedder:
         pooling=embed_spec.pooling,
         document_prefix=embed_spec.document_prefix,
         query_prefix=embed_spec.query_prefix,
+        code_adapter=code_adapter_path(settings, embed_id),
         n_threads=val("SITUATE_N_THREADS"),
         n_gpu_layers=val("SITUATE_N_GPU_LAYERS"),
         server_url=val("SITUATE_EMBED_URL"),

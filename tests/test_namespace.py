@@ -102,7 +102,9 @@ PROJECT = {
 
 def test_a_project_with_its_own_assets_and_resources_packages_imports_situate(tmp_path):
     wheel = _build_wheel(tmp_path / "dist")
-    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "situate/resources/models/data/code-adapter-bge-small-en-v1.5.npy" in names  # the code query map ships
+    tops = {name.split("/")[0] for name in names}
     assert tops == {"situate", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     python = _fresh_env(tmp_path, wheel)
     project = tmp_path / "project"

@@ -585,10 +585,17 @@ def test_switching_between_named_embedders_re_embeds_without_an_llm_call_and_sea
     first, _ = _ingest_with(base, docs, home)
     rows = Store(home=str(home)).columns(["embed_model", "vector"]).to_pylist()
     assert {r["embed_model"] for r in rows} == {"bge-small-en-v1.5.int8"} and {len(r["vector"]) for r in rows} == {384}
-    with restored_env(("SITUATE_EMBED_MODEL",)):
+    with restored_env(("SITUATE_EMBED_MODEL", "SITUATE_CODE_ADAPTER")):
         os.environ.pop("SITUATE_EMBED_MODEL", None)
+        plain, _ = search(question, k=3, home=str(home))
+        os.environ["SITUATE_CODE_ADAPTER"] = "1"  # the code query map on: nothing to re-embed, it searches
         hits, _ = search(question, k=3, home=str(home))
-    assert hits and hits[0].source == "main.py"
+    assert hits and hits[0].source == "main.py" and plain[0].source == "main.py"
+    # the map moves code chunks' scores, not the reported cosine (the plain query vector's)
+    mapped = {h.chunk_id: h.similarity for h in hits}
+    both = [h for h in plain if h.chunk_id in mapped]
+    assert both and [h.similarity for h in both] == [mapped[h.chunk_id] for h in both]
+    assert hits[0].chunk_id in {h.chunk_id for h in plain}
     second, calls = _ingest_with({**base, "SITUATE_EMBED_MODEL": "nomic-embed-text-v1.5"}, docs, home)
     assert second.ingested == 2 and calls.get("llm_generate", 0) == 0
     assert calls["embed_texts"] == second.chunks == first.chunks

@@ -493,3 +493,52 @@ def test_an_ids_json_that_is_not_a_list_of_ids_is_a_damaged_index(tmp_path):
     for bad in ("7", '{"d1": 0}', '["d1", 2]'):
         (tmp_path / "bm25" / "ids.json").write_text(bad)
         assert bm25_ids(tmp_path / "bm25") is None
+
+
+def test_code_chunks_are_ranked_by_the_code_query_vector_and_prose_as_before(tmp_path):
+    """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder and its code map.  Code
+    chunks are compared with the code vector, prose with the plain one; with few dense candidates
+    the first hits equal the fusion of every candidate's exact own-kind cosine."""
+    from situate.contextual.indexing import build_rows
+    from situate.resources.store.fusion import fuse_by_kind
+    from situate.resources.store.retrieval import (
+        bm25_kinds,
+        bm25_lists,
+        candidates_of,
+        dense_by_kind,
+        kind_cosines,
+        rebuild_bm25_from_table,
+    )
+    from situate.resources.store.store import Store
+
+    store = Store(home=str(tmp_path))
+    docs = {
+        "a.py": ("code", ["def load():\n    pass\n", "def save():\n    pass\n"]),
+        "b.md": ("markdown", ["Keys.", "Bread."]),
+    }
+    row = 0
+    for name, (fmt, texts) in docs.items():
+        doc = {"format": fmt, "text": "\n".join(texts), "doc_id": name, "source": name, "title": name, "sha256": name}
+        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
+        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+        vecs = np.eye(4, dtype=np.float32)[row : row + len(texts)]
+        row += len(texts)
+        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
+    qv = np.array([0.8, 0.1, 0.5, 0.3], np.float32) / np.linalg.norm([0.8, 0.1, 0.5, 0.3])
+    cv = np.array([0.05, 0.95, 0.2, 0.3], np.float32) / np.linalg.norm([0.05, 0.95, 0.2, 0.3])
+    order = lambda hits, ext: [h.chunk_id for h in hits if h.chunk_id.startswith(ext)]  # noqa: E731
+    plain, _ = hybrid_search(store, qv, "zzz", k=4)
+    mapped, _ = hybrid_search(store, qv, "zzz", k=4, code_vector=cv)
+    assert order(plain, "a.py") == ["a.py:0:h", "a.py:1:h"] and order(mapped, "a.py") == ["a.py:1:h", "a.py:0:h"]
+    assert order(plain, "b.md") == order(mapped, "b.md") == ["b.md:0:h", "b.md:1:h"]
+    assert [h.similarity for h in mapped if h.chunk_id == "a.py:1:h"] == [pytest.approx(float(qv[1]), abs=1e-4)]
+    table, kinds = store.table(), bm25_kinds(store.bm25_dir)
+    for query in ("zzz", "load keys"):  # "load": a code chunk far from the code vector, found by BM25
+        for k in (1, 2):  # one dense candidate of each kind (k 2: two), the rest from bounds and reads
+            dense, ranks = dense_by_kind(table, qv, cv, kinds, k)
+            cands = candidates_of(table, qv, dense, bm25_lists(store, table, query, k, "rrf", []), False, ranks)
+            exact = kind_cosines(table, qv, cv, cands.ids, kinds)
+            cands.scores[0] = [exact[i] for i in cands.ids]
+            hits, _ = hybrid_search(store, qv, query, k=k, candidates=1, code_vector=cv)
+            assert [h.chunk_id for h in hits] == [i for i, _ in fuse_by_kind(cands, kinds)][:k]

@@ -794,6 +794,9 @@ class Embedder(dg.ConfigurableResource):
     pooling : str
         For an ONNX embedder: ``cls`` or ``mean`` (as its authors specify).  A GGUF pools as its
         metadata says (mean, where it says none).
+    code_adapter : str
+        A learnt query map for code chunks (``.npy``, :mod:`situate.resources.models.code_adapter`);
+        empty for none (``SITUATE_CODE_ADAPTER``).
     server_url, served_model, server_key, server_retries, server_timeout
         An OpenAI-compatible ``/v1/embeddings`` server running the model (``SITUATE_EMBED_URL``,
         ``SITUATE_EMBED_SERVED_MODEL``, ``SITUATE_EMBED_API_KEY``, ``SITUATE_LLM_RETRIES``,
@@ -812,6 +815,7 @@ class Embedder(dg.ConfigurableResource):
     query_prefix: str = "search_query: "
     tokenizer_path: str = ""
     pooling: str = ""
+    code_adapter: str = ""
     server_url: str = ""
     served_model: str = ""
     server_key: str = ""
@@ -1029,6 +1033,36 @@ class Embedder(dg.ConfigurableResource):
     def embed_documents(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """``float32[n, dim]`` for contextualised texts (document prefix) and the count cut."""
         return self.embed(texts, self.document_prefix)
+
+    def code_query_vector(self, query_vector: np.ndarray) -> np.ndarray | None:
+        """The query's vector for comparing with code chunks: ``query_vector`` (float32[width],
+        from the query prefix) through :attr:`code_adapter`; None without one.
+
+        Raises
+        ------
+        ValueError
+            The adapter file is not a finite float32 ``(width, width)`` matrix
+            (:func:`situate.resources.models.code_adapter.load_adapter`).
+        FileNotFoundError
+            The adapter file is not there.
+        """
+        if not self.code_adapter:
+            return None
+        from situate.resources.models.code_adapter import load_adapter
+
+        return load_adapter(self.code_adapter, int(np.asarray(query_vector).shape[-1])).apply(query_vector)
+
+    def code_adapter_id(self) -> str:
+        """``sha256:<hex>`` of :attr:`code_adapter`'s file, ``none``, or ``missing: <path>``: which
+        code map a search uses (recorded in the embeddings asset's metadata)."""
+        if not self.code_adapter:
+            return "none"
+        from situate.resources.store.cache import file_sha256
+
+        try:
+            return f"sha256:{file_sha256(self.code_adapter)}"
+        except FileNotFoundError:
+            return f"missing: {self.code_adapter}"
 
     def embed_query(self, query: str) -> np.ndarray:
         """``float32[dim]`` for a query (query prefix)."""

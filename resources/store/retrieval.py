@@ -598,7 +598,12 @@ def cosines_of(table, query_vector, chunk_ids: list[str]) -> dict[str, float]:
 
 
 def candidates_of(
-    table, query_vector, dense: list[tuple[str, float]], sparse: list, cosines: bool = True
+    table,
+    query_vector,
+    dense: list[tuple[str, float]],
+    sparse: list,
+    cosines: bool = True,
+    dense_ranks: dict | None = None,
 ) -> Candidates:
     """Every chunk in the dense or a BM25 top list, with its rank and score in each
     (:class:`situate.resources.store.fusion.Candidates`).
@@ -613,6 +618,9 @@ def candidates_of(
         Read the cosine of the candidates outside the dense top list from their vectors (a
         filtered read of the table: about 40 ms at 6,267 rows without a ``chunk_id`` index, here);
         without, they get -1 (:func:`read_cosines_where_needed` reads only those a fusion needs).
+    dense_ranks : dict, optional
+        Each dense chunk's rank (from 1) when it is not its place in ``dense`` (:func:`dense_by_kind`:
+        code and prose chunks ranked by their own query vectors).
     """
     ids = list(dict.fromkeys([c for c, _ in dense] + [c for top, _ in sparse for c in top]))
     at = {c: i for i, c in enumerate(ids)}
@@ -623,7 +631,7 @@ def candidates_of(
         cos |= cosines_of(table, query_vector, [c for c in ids if c not in cos])
     scores[0] = [cos.get(c, -1.0) for c in ids]  # -1: a BM25 row no longer in the table
     for r, (c, _) in enumerate(dense, start=1):
-        ranks[0, at[c]] = r
+        ranks[0, at[c]] = r if dense_ranks is None else dense_ranks[c]
     for j, (top, scored) in enumerate(sparse, start=1):
         for r, c in enumerate(top, start=1):
             ranks[j, at[c]] = r
@@ -633,7 +641,9 @@ def candidates_of(
     return Candidates(ids, ranks, scores)
 
 
-def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dict[str, str], keep: int) -> int:
+def read_cosines_where_needed(
+    table, query_vector, cands: Candidates, kinds: dict[str, str], keep: int, code_vector=None
+) -> int:
     """Give the candidates outside the dense top list their cosine where a score fusion needs it:
     each first gets the lowest cosine dense returned (an upper bound: dense did not return it);
     then, until no bound is left there, the ones a score fusion of the folder's kinds
@@ -641,13 +651,20 @@ def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dic
     reach (:func:`situate.resources.store.fusion.kind_positions`) are read from their vectors
     (:func:`cosines_of`).  So the first ``keep`` of :func:`situate.resources.store.fusion.fuse_by_kind`
     are exact, at no read of the table in most searches (19 of CoSQA's 500 with ``keep = 20``)
-    and one or two in the others.  Changes ``cands.scores[0]`` in place; returns the cosines read.
+    and one or two in the others.  With ``code_vector``, a code chunk's cosine is with that vector
+    (:func:`dense_by_kind`).  Changes ``cands.scores[0]`` in place; returns the cosines read.
     """
     missing = np.isinf(cands.ranks[0])
     if not missing.any():
         return 0
     exact = ~missing
-    cands.scores[0][missing] = float(cands.scores[0][exact].min()) if exact.any() else 1.0
+    # the bound: the lowest cosine dense returned with the same query vector (one per kind with a code vector)
+    groups = [np.ones(len(cands.ids), bool)]
+    if code_vector is not None:
+        code = np.array([kinds.get(i) == "code" for i in cands.ids])
+        groups = [code, ~code]
+    for g in groups:
+        cands.scores[0][missing & g] = float(cands.scores[0][exact & g].min()) if (exact & g).any() else 1.0
     prose = FUSION_BY_KIND["prose"]
     by_score = {FUSION_BY_KIND.get(kinds.get(i, "prose"), prose) for i in cands.ids}
     by_score = [f for f in by_score if f.method == "score"]
@@ -661,11 +678,55 @@ def read_cosines_where_needed(table, query_vector, cands: Candidates, kinds: dic
             need |= {int(i) for i in top if not exact[i]}
         if not need:
             break
-        cos = cosines_of(table, query_vector, [cands.ids[i] for i in need])
+        cos = kind_cosines(table, query_vector, code_vector, [cands.ids[i] for i in need], kinds)
         for i in need:
             cands.scores[0][i], exact[i] = cos.get(cands.ids[i], -1.0), True
         read += len(need)
     return read
+
+
+def kind_cosines(table, query_vector, code_vector, chunk_ids: list[str], kinds: dict[str, str]) -> dict[str, float]:
+    """:func:`cosines_of` ``chunk_ids``, code chunks' with ``code_vector`` when it is given."""
+    if code_vector is None:
+        return cosines_of(table, query_vector, chunk_ids)
+    code = [c for c in chunk_ids if kinds.get(c) == "code"]
+    other = [c for c in chunk_ids if kinds.get(c) != "code"]
+    return cosines_of(table, query_vector, other) | cosines_of(table, code_vector, code)
+
+
+_PRESENT: dict[int, tuple[dict, frozenset]] = {}
+
+
+def kinds_present(kinds: dict[str, str]) -> frozenset:
+    """The kinds ``kinds`` holds (kept with the loaded index's map: one pass a version, not a search)."""
+    hit = _PRESENT.get(id(kinds))
+    if hit is None or hit[0] is not kinds:
+        if len(_PRESENT) >= 8:
+            _PRESENT.clear()
+        hit = _PRESENT[id(kinds)] = (kinds, frozenset(kinds.values()))
+    return hit[1]
+
+
+def dense_by_kind(
+    table, query_vector, code_vector, kinds: dict[str, str], candidates: int
+) -> tuple[list[tuple[str, float]], dict[str, int]]:
+    """The dense candidates when code chunks are compared with their own query vector
+    (:meth:`situate.resources.models.llm.Embedder.code_query_vector`): each chunk with its cosine
+    and its rank, a code chunk's in the top ``candidates`` by ``code_vector``, any other's in the
+    top ``candidates`` by ``query_vector`` (as without a code vector, so prose ranks as before).
+    A folder of one kind makes one search.
+
+    Returns
+    -------
+    (list of (chunk id, cosine), {chunk id: rank from 1})
+    """
+    present = kinds_present(kinds)
+    plain = dense_scored(table, query_vector, candidates) if present - {"code"} else []
+    code = dense_scored(table, code_vector, candidates) if "code" in present else []
+    ranks = {c: r for r, (c, _) in enumerate(plain, start=1) if kinds.get(c) != "code"}
+    ranks |= {c: r for r, (c, _) in enumerate(code, start=1) if kinds.get(c) == "code"}
+    kept = [(c, v) for c, v in plain if kinds.get(c) != "code"] + [(c, v) for c, v in code if kinds.get(c) == "code"]
+    return kept, ranks
 
 
 _ROWS: dict[int, tuple[list[str], dict[str, int]]] = {}
@@ -759,7 +820,13 @@ def hits_of(table, fused: list[tuple[str, float]], k: int) -> list[Hit]:
 
 
 def hybrid_search(
-    store, query_vector: np.ndarray, query: str, k: int = 10, candidates: int = CANDIDATES, fusion: str = "rrf"
+    store,
+    query_vector: np.ndarray,
+    query: str,
+    k: int = 10,
+    candidates: int = CANDIDATES,
+    fusion: str = "rrf",
+    code_vector: np.ndarray | None = None,
 ) -> tuple[list[Hit], list[str]]:
     """Dense top-``candidates`` over the contextualised text, BM25 top-``candidates`` over the
     same and, when the index has one, BM25 top-``candidates`` over the structural context and
@@ -782,6 +849,11 @@ def hybrid_search(
         The query text, for BM25.
     k : int
         Results returned.
+    code_vector : float32[dim], optional
+        The query's vector for code chunks (the embedder's learnt code map,
+        :meth:`situate.resources.models.llm.Embedder.code_query_vector`): code chunks' dense rank and
+        cosine are with it (:func:`dense_by_kind`), in an index that keeps each chunk's kind.  A
+        hit's :attr:`Hit.similarity` stays the plain query vector's cosine (:data:`WEAK_MATCH`'s scale).
 
     Returns
     -------
@@ -793,12 +865,16 @@ def hybrid_search(
     table = store.table()
     if table is None:
         return [], ["the table is empty: run `situate ingest PATH` first"]
-    dense = dense_scored(table, query_vector, candidates)
-    sparse = bm25_lists(store, table, query, candidates, fusion, warnings)
     kinds = bm25_kinds(store.bm25_dir) if fusion == "rrf" else None
+    code_vector = code_vector if kinds is not None else None
+    if code_vector is None:
+        dense, dense_ranks = dense_scored(table, query_vector, candidates), None
+    else:
+        dense, dense_ranks = dense_by_kind(table, query_vector, code_vector, kinds, candidates)
+    sparse = bm25_lists(store, table, query, candidates, fusion, warnings)
     if kinds is not None:
-        cands = candidates_of(table, query_vector, dense, sparse, cosines=False)
-        read_cosines_where_needed(table, query_vector, cands, kinds, keep=2 * k)
+        cands = candidates_of(table, query_vector, dense, sparse, cosines=False, dense_ranks=dense_ranks)
+        read_cosines_where_needed(table, query_vector, cands, kinds, keep=2 * k, code_vector=code_vector)
         fused = fuse_by_kind(cands, kinds)
     else:
         fused = fuse([[c for c, _ in dense]] + [top for top, _ in sparse], fusion)
