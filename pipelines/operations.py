@@ -664,15 +664,15 @@ def check_vector_width(store, embedder, width: int) -> None:
 
 def code_query_vector(embedder, query_vector) -> tuple:
     """``(the query's vector for code chunks or None, warnings)``: a code query map that is not
-    where the install put it is a warning, and code chunks are compared with the plain vector
-    (:meth:`situate.resources.models.llm.Embedder.code_query_vector`)."""
+    where the install put it, or is damaged, is a warning naming it, and code chunks are compared
+    with the plain vector (:meth:`situate.resources.models.llm.Embedder.code_query_vector`)."""
     try:
         return embedder.code_query_vector(query_vector), []
     except FileNotFoundError as e:
-        return None, [
-            f"no code query map at {e.filename}: code compared with the plain query vector "
-            "(reinstall situate, or SITUATE_CODE_ADAPTER=0 to silence this)"
-        ]
+        why = f"no code query map at {e.filename}"
+    except (ValueError, OSError) as e:
+        why = f"the code query map is not usable: {e}"
+    return None, [f"{why}: code compared with the plain query vector (reinstall situate, or SITUATE_CODE_ADAPTER=0)"]
 
 
 def search(query: str, k: int = 10, home: str | None = None, rerank: int | None = None):

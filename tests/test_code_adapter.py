@@ -3,6 +3,7 @@ is what the benchmark that makes it reports."""
 
 import doctest
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +26,30 @@ def test_the_examples_of_the_module_hold():
         (np.eye(4), "float64 of shape (4, 4)"),
         (np.full((4, 4), np.nan, np.float32), "not finite"),
         (np.array([{"a": 1}], dtype=object), "not a .npy array"),
+        (np.zeros((4, 4), np.float32), "degenerate (smallest singular value 0"),
+        (None, "not a .npy array"),  # an empty file
     ],
 )
 def test_an_adapter_file_that_is_not_a_finite_square_float32_matrix_is_refused_by_name(tmp_path, array, message):
     path = tmp_path / "bad.npy"
-    np.save(path, array, allow_pickle=True)
-    load_adapter.cache_clear()
+    if array is None:
+        path.write_bytes(b"")
+    else:
+        np.save(path, array, allow_pickle=True)
     with pytest.raises(ValueError, match="code adapter .*bad.npy") as e:
         load_adapter(str(path), 4)
     assert message in str(e.value)
+
+
+def test_a_map_changed_on_disk_is_read_again_and_a_folder_is_refused(tmp_path):
+    path = tmp_path / "map.npy"
+    np.save(path, np.eye(4, dtype=np.float32))
+    first = load_adapter(str(path), 4)
+    np.save(path, 2 * np.eye(4, dtype=np.float32))
+    os.utime(path, ns=(1, 1))  # a new version even where the clock's step hides the rewrite
+    assert load_adapter(str(path), 4).sha256 != first.sha256
+    with pytest.raises(ValueError, match="not a file"):
+        load_adapter(str(tmp_path), 4)
 
 
 def test_an_adapter_file_larger_than_its_bound_is_refused_before_it_is_read(tmp_path):
@@ -68,12 +84,17 @@ def test_the_shipped_map_is_the_one_the_benchmark_made_and_moves_a_query_a_littl
     assert 0.5 < float(q @ mapped) < 0.9999  # near the identity, not it
 
 
-def test_a_missing_map_is_a_warning_naming_it_and_code_is_compared_with_the_plain_vector(tmp_path):
+def test_a_missing_or_damaged_map_is_a_warning_naming_it_and_code_is_compared_with_the_plain_vector(tmp_path):
     from situate.pipelines.operations import code_query_vector
     from situate.resources.models.llm import Embedder
 
-    gone = tmp_path / "gone.npy"
+    gone, empty = tmp_path / "gone.npy", tmp_path / "empty.npy"
+    empty.write_bytes(b"")
     embedder = Embedder(model_path="m.onnx", code_adapter=str(gone))
     vector, warnings = code_query_vector(embedder, np.ones(384, np.float32))
     assert vector is None and len(warnings) == 1 and f"no code query map at {gone}" in warnings[0]
     assert embedder.code_adapter_id() == f"missing: {gone}"
+    for damaged in (empty, tmp_path):
+        vector, warnings = code_query_vector(Embedder(model_path="m.onnx", code_adapter=str(damaged)), np.ones(384))
+        assert vector is None and len(warnings) == 1 and f"code adapter {damaged}:" in warnings[0]
+    assert Embedder(model_path="m.onnx", code_adapter=str(tmp_path)).code_adapter_id().startswith("unreadable: ")

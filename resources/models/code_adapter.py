@@ -56,20 +56,35 @@ class CodeAdapter:
         return (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=4)
+#: Smallest singular value of a map accepted: below it some query is sent to (nearly) nothing, and
+#: every code chunk would score the same.  The shipped map's is far above it (a near-identity).
+MIN_SINGULAR = 1e-3
+
+
 def load_adapter(path: str, width: int) -> CodeAdapter:
-    """The adapter in the ``.npy`` file ``path``, checked before use (it is read from disk).
+    """The adapter in the ``.npy`` file ``path``, checked before use (it is read from disk); kept
+    while the file's size and modification time are the same.
 
     Raises
     ------
     ValueError
-        Naming ``path``: larger than :data:`MAX_BYTES`, not a plain ``.npy`` array (pickled objects
-        are refused), not float32 of shape ``(width, width)``, or not finite.
+        Naming ``path``: not a regular file, larger than :data:`MAX_BYTES`, not a plain ``.npy``
+        array (pickled objects are refused), not float32 of shape ``(width, width)``, not finite, or
+        degenerate (a singular value below :data:`MIN_SINGULAR`).
     FileNotFoundError
         ``path`` does not exist.
     """
     p = Path(path)
-    size = p.stat().st_size
+    st = p.stat()
+    if not p.is_file():
+        raise ValueError(f"code adapter {p}: not a file")
+    return _loaded(str(p), width, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(path: str, width: int, size: int, mtime_ns: int) -> CodeAdapter:
+    """:func:`load_adapter`'s read and checks, once per file version."""
+    p = Path(path)
     if size > MAX_BYTES:
         raise ValueError(f"code adapter {p}: {size} bytes, more than the {MAX_BYTES} an adapter can have")
     raw = p.read_bytes()
@@ -77,13 +92,16 @@ def load_adapter(path: str, width: int) -> CodeAdapter:
         import io
 
         matrix = np.load(io.BytesIO(raw), allow_pickle=False)
-    except ValueError as e:
-        raise ValueError(f"code adapter {p}: not a .npy array ({e})") from e
-    if matrix.dtype != np.float32 or matrix.shape != (width, width):
+    except (ValueError, EOFError, OSError) as e:
+        raise ValueError(f"code adapter {p}: not a .npy array ({e or type(e).__name__})") from e
+    if not isinstance(matrix, np.ndarray) or matrix.dtype != np.float32 or matrix.shape != (width, width):
         raise ValueError(
-            f"code adapter {p}: {matrix.dtype} of shape {matrix.shape}, not float32 ({width}, {width}) "
-            "for this embedder's vectors"
+            f"code adapter {p}: {getattr(matrix, 'dtype', type(matrix).__name__)} of shape "
+            f"{getattr(matrix, 'shape', '?')}, not float32 ({width}, {width}) for this embedder's vectors"
         )
     if not np.isfinite(matrix).all():
         raise ValueError(f"code adapter {p}: holds values that are not finite")
+    smallest = float(np.linalg.svd(matrix.astype(np.float64), compute_uv=False).min())
+    if smallest < MIN_SINGULAR:
+        raise ValueError(f"code adapter {p}: degenerate (smallest singular value {smallest:.3g}, below {MIN_SINGULAR})")
     return CodeAdapter(np.ascontiguousarray(matrix), hashlib.sha256(raw).hexdigest())

@@ -1053,8 +1053,9 @@ class Embedder(dg.ConfigurableResource):
         return load_adapter(self.code_adapter, int(np.asarray(query_vector).shape[-1])).apply(query_vector)
 
     def code_adapter_id(self) -> str:
-        """``sha256:<hex>`` of :attr:`code_adapter`'s file, ``none``, or ``missing: <path>``: which
-        code map a search uses (recorded in the embeddings asset's metadata)."""
+        """``sha256:<hex>`` of :attr:`code_adapter`'s file, ``none``, ``missing: <path>`` or
+        ``unreadable: <path> (<error>)``: which code map a search uses (recorded in the embeddings
+        asset's metadata)."""
         if not self.code_adapter:
             return "none"
         from situate.resources.store.cache import file_sha256
@@ -1063,6 +1064,8 @@ class Embedder(dg.ConfigurableResource):
             return f"sha256:{file_sha256(self.code_adapter)}"
         except FileNotFoundError:
             return f"missing: {self.code_adapter}"
+        except OSError as e:  # a folder, or not readable
+            return f"unreadable: {self.code_adapter} ({type(e).__name__})"
 
     def embed_query(self, query: str) -> np.ndarray:
         """``float32[dim]`` for a query (query prefix)."""
