@@ -342,7 +342,6 @@ def test_each_kind_of_chunk_is_fused_by_its_own_fusion():
 
 def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_path):
     """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder."""
-    from situate.contextual.indexing import build_rows
     from situate.resources.store.fusion import FUSION_BY_KIND, fuse_by_kind, kind_scores
     from situate.resources.store.retrieval import (
         STRUCTURAL,
@@ -351,7 +350,6 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
         candidates_of,
         dense_scored,
         read_cosines_where_needed,
-        rebuild_bm25_from_table,
     )
     from situate.resources.store.store import Store
 
@@ -363,15 +361,7 @@ def test_a_folder_of_code_and_prose_keeps_each_chunks_kind_with_its_index(tmp_pa
             ["Rotate keys yearly.", "Bake bread."],
         ),
     }
-    row = 0
-    for name, (doc, texts) in docs.items():
-        doc |= {"doc_id": name, "source": name, "title": name, "sha256": name}
-        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
-        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
-        vecs = np.eye(4, dtype=np.float32)[row : row + len(texts)]
-        row += len(texts)
-        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
-    rebuild_bm25_from_table(store)
+    _write_unit_vectors(store, docs)
     assert bm25_kinds(store.bm25_dir) == {"a.py:0:h": "code", "b.md:0:h": "prose", "b.md:1:h": "prose"}
     qv = np.array([0.2, 0.3, 0.9, 0.1], np.float32)
     qv /= np.linalg.norm(qv)  # dense order: b.md:1, b.md:0, a.py:0
@@ -499,7 +489,6 @@ def test_code_chunks_are_ranked_by_the_code_query_vector_and_prose_as_before(tmp
     """Real LanceDB and bm25s; FAKE 4-d vectors stand in for the embedder and its code map.  Code
     chunks are compared with the code vector, prose with the plain one; with few dense candidates
     the first hits equal the fusion of every candidate's exact own-kind cosine."""
-    from situate.contextual.indexing import build_rows
     from situate.resources.store.fusion import fuse_by_kind
     from situate.resources.store.retrieval import (
         bm25_kinds,
@@ -507,7 +496,6 @@ def test_code_chunks_are_ranked_by_the_code_query_vector_and_prose_as_before(tmp
         candidates_of,
         dense_by_kind,
         kind_cosines,
-        rebuild_bm25_from_table,
     )
     from situate.resources.store.store import Store
 
@@ -516,15 +504,7 @@ def test_code_chunks_are_ranked_by_the_code_query_vector_and_prose_as_before(tmp
         "a.py": ("code", ["def load():\n    pass\n", "def save():\n    pass\n"]),
         "b.md": ("markdown", ["Keys.", "Bread."]),
     }
-    row = 0
-    for name, (fmt, texts) in docs.items():
-        doc = {"format": fmt, "text": "\n".join(texts), "doc_id": name, "source": name, "title": name, "sha256": name}
-        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
-        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
-        vecs = np.eye(4, dtype=np.float32)[row : row + len(texts)]
-        row += len(texts)
-        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
-    rebuild_bm25_from_table(store)
+    _write_unit_vectors(store, {n: ({"format": f, "text": "\n".join(t)}, t) for n, (f, t) in docs.items()})
     qv = np.array([0.8, 0.1, 0.5, 0.3], np.float32) / np.linalg.norm([0.8, 0.1, 0.5, 0.3])
     cv = np.array([0.05, 0.95, 0.2, 0.3], np.float32) / np.linalg.norm([0.05, 0.95, 0.2, 0.3])
     order = lambda hits, ext: [h.chunk_id for h in hits if h.chunk_id.startswith(ext)]  # noqa: E731
@@ -542,3 +522,20 @@ def test_code_chunks_are_ranked_by_the_code_query_vector_and_prose_as_before(tmp
             cands.scores[0] = [exact[i] for i in cands.ids]
             hits, _ = hybrid_search(store, qv, query, k=k, candidates=1, code_vector=cv)
             assert [h.chunk_id for h in hits] == [i for i, _ in fuse_by_kind(cands, kinds)][:k]
+
+
+def _write_unit_vectors(store, docs: dict) -> None:
+    """Write ``docs`` (name → (document fields, chunk texts)) to ``store``, the i-th chunk of all
+    with the FAKE vector e_i (4-d), and build the BM25 index with each chunk's kind."""
+    from situate.contextual.indexing import build_rows
+    from situate.resources.store.retrieval import rebuild_bm25_from_table
+
+    row = 0
+    for name, (doc, texts) in docs.items():
+        doc = doc | {"doc_id": name, "source": name, "title": name, "sha256": name}
+        chunks = [{"chunk_id": f"{name}:{i}:h", "index": i, "text": t, "heading_path": []} for i, t in enumerate(texts)]
+        blurbs = [{"chunk_id": c["chunk_id"], "blurb": "", "status": "model"} for c in chunks]
+        vecs = np.eye(4, dtype=np.float32)[row : row + len(texts)]
+        row += len(texts)
+        store.replace_document(name, build_rows(name, doc, chunks, blurbs, vecs, "m", "e", "fp"))
+    rebuild_bm25_from_table(store)
