@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test lint docs dev clean browser llama-server
+.PHONY: setup demo test lint docs dev clean browser llama-server code-encoder-env
 
 $(BIN)/situate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,15 @@ llama-server: $(VENV)/llama-server.installed
 # printed on every build, not a warning about this site)
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# issue 64's fine-tune of bge-small's query side (benchmarks/code_encoder.py) runs in an environment
+# of its own: torch (CPU) and onnx, which the product never imports
+.venv-train/bin/python: benchmarks/requirements-train.txt
+	$(PYTHON) -m venv .venv-train
+	.venv-train/bin/python -m pip install --quiet -r benchmarks/requirements-train.txt
+	touch $@
+
+code-encoder-env: .venv-train/bin/python
 
 # the style check (ruff: lint, then the formatter's check; settings in pyproject.toml)
 lint: setup

@@ -223,9 +223,34 @@ def generated_queries(pairs: list[dict], path: Path) -> tuple[list[str], float]:
     return [done[p["hash"]] for p in pairs], time.perf_counter() - t0
 
 
-def embedded(pairs_path: Path, mode: str, n: int, cache: Path) -> tuple[dict, dict]:
+def with_docstring(code: str, description: str) -> str:
+    """``code`` (a mined function, its docstring removed) with ``description`` put back as a
+    one-line docstring under its signature (the first line ending in ``:`` outside brackets), as
+    the functions of a user's folder and of CoSQA keep theirs.
+
+    >>> print(with_docstring("def f(a,\\n      b):\\n    return a", "Add."))
+    def f(a,
+          b):
+        \"\"\"Add.\"\"\"
+        return a
+    """
+    lines = code.split("\n")
+    depth = 0
+    for i, line in enumerate(lines):
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0 and line.split("#")[0].rstrip().endswith(":"):
+            body = next((x for x in lines[i + 1 :] if x.strip()), "    pass")
+            indent = body[: len(body) - len(body.lstrip())] or "    "
+            quoted = description.replace('"""', "'''")
+            return "\n".join(lines[: i + 1] + [f'{indent}"""{quoted}"""'] + lines[i + 1 :])
+    return code
+
+
+def embedded(pairs_path: Path, mode: str, n: int, cache: Path, docstring: bool = False) -> tuple[dict, dict]:
     """The embeddings of the train and validation pairs of ``mode`` and of CoSQA's functions and dev
-    queries (from ``cache`` when it holds them for these pairs), and the seconds each step took."""
+    queries (from ``cache`` when it holds them for these pairs), and the seconds each step took.
+    With ``docstring``, each pair's code is embedded with its description as its docstring
+    (:func:`with_docstring`)."""
     from situate.evaluation.data import corpus_file, queries_file
     from situate.evaluation.metrics import load_queries
     from situate.pipelines.settings import resources_from_env
@@ -237,8 +262,28 @@ def embedded(pairs_path: Path, mode: str, n: int, cache: Path) -> tuple[dict, di
         queries, seconds["write_queries"] = generated_queries(train, cache / f"{key}.queries.jsonl")
         kept = [i for i, q in enumerate(queries) if len(q.split()) >= 2]  # an empty or one-word answer: left out
         cut = len(kept) * 9 // 10
-        val = [{**train[i], "description": queries[i]} for i in kept[cut:]]
-        train = [{**train[i], "description": queries[i]} for i in kept[:cut]]
+        val = [
+            {**train[i], "description": queries[i], "original_description": train[i]["description"]} for i in kept[cut:]
+        ]
+        train = [
+            {**train[i], "description": queries[i], "original_description": train[i]["description"]} for i in kept[:cut]
+        ]
+    if docstring:
+        for p in train + val:
+            p["code"] = with_docstring(p["code"], p.get("original_description", p["description"]))
+        key += "-docstring"
+    texts = cache / f"{key}.texts.json"  # the query texts, for the fine-tune (benchmarks.code_encoder)
+    texts.write_text(
+        json.dumps(
+            {
+                "train": [p["description"] for p in train],
+                "train_hash": [p["hash"] for p in train],
+                "validation": [p["description"] for p in val],
+                "validation_hash": [p["hash"] for p in val],
+                "train_code": [p["code"] for p in train],
+            }
+        )
+    )
     path = cache / f"{key}.npz"
     if path.exists():
         return dict(np.load(path)), seconds | {"embed": 0.0}
@@ -247,17 +292,23 @@ def embedded(pairs_path: Path, mode: str, n: int, cache: Path) -> tuple[dict, di
     corpus = json.loads(corpus_file("cosqa").read_text())
     cq = load_queries(queries_file("cosqa"))
     index = {e["doc_id"]: i for i, e in enumerate(corpus)}
+    cache.mkdir(parents=True, exist_ok=True)
+    cosqa = cache / "cosqa-dev.npz"  # the same for every pairs file: embedded once a cache
+    if not cosqa.exists():
+        np.savez(
+            cosqa,
+            cosqa_q=emb.embed([q.query for q in cq], emb.query_prefix)[0],
+            cosqa_d=emb.embed([e["content"] for e in corpus], emb.document_prefix)[0],
+            cosqa_golden=np.array([index[q.golden[0][0]] for q in cq]),
+        )
     out = {
         "train_hard": hard_negatives([p["description"] for p in train], [p["code"] for p in train]),
         "train_q": emb.embed([p["description"] for p in train], emb.query_prefix)[0],
         "train_d": emb.embed([p["code"] for p in train], emb.document_prefix)[0],
         "val_q": emb.embed([p["description"] for p in val], emb.query_prefix)[0],
         "val_d": emb.embed([p["code"] for p in val], emb.document_prefix)[0],
-        "cosqa_q": emb.embed([q.query for q in cq], emb.query_prefix)[0],
-        "cosqa_d": emb.embed([e["content"] for e in corpus], emb.document_prefix)[0],
-        "cosqa_golden": np.array([index[q.golden[0][0]] for q in cq]),
+        **np.load(cosqa),
     }
-    cache.mkdir(parents=True, exist_ok=True)
     np.savez(path, **out)
     return out, seconds | {"embed": time.perf_counter() - t0}
 

@@ -662,10 +662,19 @@ def check_vector_width(store, embedder, width: int) -> None:
     )
 
 
-def code_query_vector(embedder, query_vector) -> tuple:
+def code_query_vector(embedder, query_vector, wanted: bool = False) -> tuple:
     """``(the query's vector for code chunks or None, warnings)``: a code query map that is not
     where the install put it, or is damaged, is a warning naming it, and code chunks are compared
-    with the plain vector (:meth:`situate.resources.models.llm.Embedder.code_query_vector`)."""
+    with the plain vector (:meth:`situate.resources.models.llm.Embedder.code_query_vector`).
+    ``wanted`` (``SITUATE_CODE_ADAPTER`` on) with no map for this embedder (another model, or one
+    behind a server) is a warning too, not silence."""
+    if wanted and not embedder.code_adapter:
+        where = f"served at {embedder.server_url}" if embedder.server_url else "run in process"
+        return None, [
+            f"SITUATE_CODE_ADAPTER=1, but there is no code query map for the embedder "
+            f"{embedder.resolved_model_id()} {where}: "
+            "the map was learnt for bge-small-en-v1.5 run in process; code compared with the plain query vector"
+        ]
     try:
         return embedder.code_query_vector(query_vector), []
     except FileNotFoundError as e:
@@ -725,7 +734,7 @@ def search(query: str, k: int = 10, home: str | None = None, rerank: int | None 
     embedder = res["embedder"]
     vecs, n_cut = embedder.embed([query], embedder.query_prefix)
     check_vector_width(store, embedder, vecs.shape[1])
-    code_vector, missing_map = code_query_vector(embedder, vecs[0])
+    code_vector, missing_map = code_query_vector(embedder, vecs[0], check_environment().code_adapter)
     hits, warnings = hybrid_search(store, vecs[0], query, max(k, rerank), code_vector=code_vector)
     warnings += missing_map
     if n_cut:

@@ -98,3 +98,14 @@ def test_a_missing_or_damaged_map_is_a_warning_naming_it_and_code_is_compared_wi
         vector, warnings = code_query_vector(Embedder(model_path="m.onnx", code_adapter=str(damaged)), np.ones(384))
         assert vector is None and len(warnings) == 1 and f"code adapter {damaged}:" in warnings[0]
     assert Embedder(model_path="m.onnx", code_adapter=str(tmp_path)).code_adapter_id().startswith("unreadable: ")
+
+
+def test_the_setting_on_with_an_embedder_that_has_no_map_is_a_warning_not_silence():
+    from situate.pipelines.operations import code_query_vector
+    from situate.resources.models.llm import Embedder
+
+    other = Embedder(model_path="nomic.gguf", model_id="nomic-embed-text-v1.5")  # code_adapter "": none learnt for it
+    assert code_query_vector(other, np.ones(768, np.float32)) == (None, [])  # setting off: nothing to say
+    vector, warnings = code_query_vector(other, np.ones(768, np.float32), wanted=True)
+    assert vector is None and len(warnings) == 1
+    assert "no code query map for the embedder nomic-embed-text-v1.5 run in process" in warnings[0]
