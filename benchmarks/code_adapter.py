@@ -246,7 +246,9 @@ def with_docstring(code: str, description: str) -> str:
     return code
 
 
-def embedded(pairs_path: Path, mode: str, n: int, cache: Path, docstring: bool = False) -> tuple[dict, dict]:
+def embedded(
+    pairs_path: Path, mode: str, n: int, cache: Path, docstring: bool = False, written: Path | None = None
+) -> tuple[dict, dict]:
     """The embeddings of the train and validation pairs of ``mode`` and of CoSQA's functions and dev
     queries (from ``cache`` when it holds them for these pairs), and the seconds each step took.
     With ``docstring``, each pair's code is embedded with its description as its docstring
@@ -259,7 +261,13 @@ def embedded(pairs_path: Path, mode: str, n: int, cache: Path, docstring: bool =
     train, val = train_pairs(pairs_path, n)
     seconds = {"write_queries": 0.0}
     if mode == "generated":
-        queries, seconds["write_queries"] = generated_queries(train, cache / f"{key}.queries.jsonl")
+        path = cache / f"{key}.queries.jsonl"
+        if (
+            written and not path.exists()
+        ):  # queries written before (gzipped JSON lines): only the missing ones are asked for
+            cache.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(gzip.decompress(written.read_bytes()))
+        queries, seconds["write_queries"] = generated_queries(train, path)
         kept = [i for i, q in enumerate(queries) if len(q.split()) >= 2]  # an empty or one-word answer: left out
         cut = len(kept) * 9 // 10
         val = [
@@ -365,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generate", type=int, default=4000, help="generated: pairs a query is written for")
     ap.add_argument("--cache", default="/tmp/code-adapter")
     ap.add_argument("--ship", help="write the chosen W here (.npy, float32)")
+    ap.add_argument("--written", help="queries written before (benchmarks/reports/code-adapter-queries.jsonl.gz)")
+    ap.add_argument("--docstring", action="store_true", help="embed each pair's code with its docstring put back")
     args = ap.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -374,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         code_pairs.main(["--out", str(cache / "code-pairs")])
     t_mine = time.perf_counter() - t0
     n = args.generate if args.queries == "generated" else args.train
-    e, seconds = embedded(pairs, args.queries, n, cache)
+    e, seconds = embedded(pairs, args.queries, n, cache, args.docstring, Path(args.written) if args.written else None)
     rows = [{"name": "plain bge-small (no adapter)", "train_seconds": 0, **scored(None, e)}]
     weights = {}
     for variant in VARIANTS:
