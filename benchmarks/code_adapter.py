@@ -262,20 +262,15 @@ def embedded(
     seconds = {"write_queries": 0.0}
     if mode == "generated":
         path = cache / f"{key}.queries.jsonl"
-        if (
-            written and not path.exists()
-        ):  # queries written before (gzipped JSON lines): only the missing ones are asked for
+        # queries written before (gzipped JSON lines): only the missing ones are asked for
+        if written and not path.exists():
             cache.mkdir(parents=True, exist_ok=True)
             path.write_bytes(gzip.decompress(written.read_bytes()))
         queries, seconds["write_queries"] = generated_queries(train, path)
         kept = [i for i, q in enumerate(queries) if len(q.split()) >= 2]  # an empty or one-word answer: left out
         cut = len(kept) * 9 // 10
-        val = [
-            {**train[i], "description": queries[i], "original_description": train[i]["description"]} for i in kept[cut:]
-        ]
-        train = [
-            {**train[i], "description": queries[i], "original_description": train[i]["description"]} for i in kept[:cut]
-        ]
+        asked = [{**train[i], "description": queries[i], "original_description": train[i]["description"]} for i in kept]
+        train, val = asked[:cut], asked[cut:]
     if docstring:
         for p in train + val:
             p["code"] = with_docstring(p["code"], p.get("original_description", p["description"]))

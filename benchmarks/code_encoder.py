@@ -31,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.code_adapter import figures, ranks_of
+from benchmarks.working_copy import cpu_flags
+
 #: bge-small-en-v1.5's shape (its config.json): 12 layers, 12 heads of 32, width 384, LayerNorm eps 1e-12.
 LAYERS, HEADS, WIDTH, EPS = 12, 12, 384, 1e-12
 #: bge-small-en-v1.5's query instruction (its model card; situate's registry has the same).
@@ -137,22 +140,6 @@ def encode(model, tok, texts: list[str], prefix: str = QUERY_PREFIX) -> np.ndarr
         for s, (i, m) in zip(range(0, len(order), 32), batches(tok, [texts[j] for j in order], 32, prefix)):
             out[order[s : s + 32]] = model(i, m).numpy()
     return out
-
-
-def ranks_of(qv: np.ndarray, dv: np.ndarray, golden) -> np.ndarray:
-    """1-based rank of each query's golden document under cosine (ties counted in its favour)."""
-    sims = qv @ dv.T
-    own = sims[np.arange(len(golden)), golden]
-    return (sims > own[:, None]).sum(axis=1) + 1
-
-
-def figures(ranks: np.ndarray) -> dict:
-    """MRR@10 and Pass@5 / Pass@20 (percent) of 1-based ranks."""
-    return {
-        "mrr@10": round(float(np.where(ranks <= 10, 1 / ranks, 0).mean()), 4),
-        "pass@5": round(100 * float((ranks <= 5).mean()), 2),
-        "pass@20": round(100 * float((ranks <= 20).mean()), 2),
-    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         _, trained = finetune(weights, tok, data, variant)
         rows += [{"name": variant.name, **r} for r in trained]
     report = {
-        "cpu": _cpu(),
+        "cpu": cpu_flags(),
         "key": args.key,
         "train_pairs": len(data["train_text"]),
         "validation_pairs": len(data["val_text"]),
@@ -349,13 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
     return 0
-
-
-def _cpu() -> str:
-    """The CPU's model name and its vector flags of note (as :func:`benchmarks.working_copy.cpu_flags`)."""
-    from benchmarks.working_copy import cpu_flags
-
-    return cpu_flags()
 
 
 if __name__ == "__main__":
